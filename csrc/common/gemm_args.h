@@ -1,0 +1,39 @@
+// What the op layer hands a kernel family: which problem, its sizes, its operands.
+#pragma once
+#include <c10/core/ScalarType.h>
+
+#include "problems.h"
+
+namespace tileops {
+
+enum class Kind { Matmul, ConvFwd, ConvDgrad, ConvWgrad };
+
+struct GemmArgs {
+  Kind kind = Kind::Matmul;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  bool allow_tf32 = false;  // fp32 only: use the tensor-core (tf32) family
+  Act act = Act::None;
+  int64_t batch = 1, M = 0, N = 0, K = 0;
+  const void* bias = nullptr;  // dtype `dtype`, indexed by problem.bias_index
+  MatmulOperands mm{};         // kind == Matmul
+  ConvOperands conv{};         // the conv kinds
+};
+
+// Calls fn(problem) with the problem object of args.kind, typed by T.
+template <typename T, typename Fn>
+void visit_problem(const GemmArgs& args, Fn&& fn) {
+  switch (args.kind) {
+    case Kind::Matmul: fn(MatmulProblem<T>(args.mm)); break;
+    case Kind::ConvFwd: fn(ConvFwdProblem<T>(args.conv)); break;
+    case Kind::ConvDgrad: fn(ConvDgradProblem<T>(args.conv)); break;
+    case Kind::ConvWgrad: fn(ConvWgradProblem<T>(args.conv)); break;
+  }
+}
+
+// Kernel families; the op layer picks by device.
+void gemm_cpu(const GemmArgs& args);
+#ifdef TILEOPS_WITH_CUDA
+void gemm_cuda(const GemmArgs& args);
+#endif
+
+}  // namespace tileops

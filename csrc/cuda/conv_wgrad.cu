@@ -1,0 +1,4 @@
+#include "launch.cuh"
+namespace tileops::cuda {
+void gemm_cuda_conv_wgrad(const GemmArgs& a) { launch_problem<ConvWgradProblem>(a, a.conv); }
+}  // namespace tileops::cuda

@@ -1,0 +1,83 @@
+// SIMT family (fp64, and fp32 when TF32 is off): shared-memory tiles with 2-D register
+// blocking. Each thread computes TM x TN outputs spread across the tile (stride BM/TM,
+// BN/TN) so a warp's shared-memory reads and global stores are consecutive.
+#pragma once
+#include "../common/epilogue.h"
+#include "tile_loader.cuh"
+
+namespace tileops {
+namespace cuda {
+
+template <int BM_, int BN_, int BK_, int TM_, int TN_>
+struct SimtConfig {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_;
+  static constexpr int THREADS = (BM / TM) * (BN / TN);
+};
+
+template <typename T, typename Acc, class P, class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS)
+    gemm_simt_kernel(P p, int64_t batch, int64_t M, int64_t N, int64_t K, Epilogue<T> epi) {
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
+  constexpr int PAD = 1;  // odd row pitch: the loaders' column writes spread over banks
+  __shared__ Acc As[BK][BM + PAD];
+  __shared__ Acc Bs[BK][BN + PAD];
+
+  const int tid = threadIdx.x;
+  const int tx = tid % (BN / TN), ty = tid / (BN / TN);
+  const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
+
+  for (int64_t g = blockIdx.z; g < batch; g += gridDim.z) {
+    OperandLoader<T, P, true, BM, BK, Cfg::THREADS> la;
+    OperandLoader<T, P, false, BN, BK, Cfg::THREADS> lb;
+    la.init(p, g, m0, M, tid);
+    lb.init(p, g, n0, N, tid);
+    la.fetch(p, 0, K);
+    lb.fetch(p, 0, K);
+
+    Acc acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] = Acc(0);
+
+    for (int64_t k0 = 0; k0 < K; k0 += BK) {
+#pragma unroll
+      for (int i = 0; i < decltype(la)::Map::KRUN; ++i) As[la.k_in + i][la.r] = static_cast<Acc>(la.v[i]);
+#pragma unroll
+      for (int i = 0; i < decltype(lb)::Map::KRUN; ++i) Bs[lb.k_in + i][lb.r] = static_cast<Acc>(lb.v[i]);
+      __syncthreads();
+      if (k0 + BK < K) {  // next slice's global loads overlap this slice's math
+        la.fetch(p, k0 + BK, K);
+        lb.fetch(p, k0 + BK, K);
+      }
+#pragma unroll
+      for (int kk = 0; kk < BK; ++kk) {
+        Acc av[TM], bv[TN];
+#pragma unroll
+        for (int i = 0; i < TM; ++i) av[i] = As[kk][ty + i * (BM / TM)];
+#pragma unroll
+        for (int j = 0; j < TN; ++j) bv[j] = Bs[kk][tx + j * (BN / TN)];
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j) acc[i][j] += av[i] * bv[j];
+      }
+      __syncthreads();
+    }
+
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int64_t m = m0 + ty + i * (BM / TM);
+      if (m >= M) continue;
+      const auto row = p.row_c(g, m);
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const int64_t n = n0 + tx + j * (BN / TN);
+        if (n < N) *p.c(row, n) = epi(acc[i][j], p.bias_index(g, n));
+      }
+    }
+  }
+}
+
+}  // namespace cuda
+}  // namespace tileops

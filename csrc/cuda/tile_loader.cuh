@@ -1,0 +1,53 @@
+// Global -> register -> shared staging of one operand tile, shared by every CUDA family.
+//
+// Each thread owns one tile row of A (one column of B) and a run of KRUN consecutive k
+// inside the BK slice: the row state (pointer, decoded conv coordinates) is computed once
+// per tile, and a thread walks contiguous k, which is contiguous memory for row-major A,
+// channels_last conv inputs and B = weight^T. Elements past M/N/K read as zero.
+#pragma once
+#include <type_traits>
+
+#include "../common/problems.h"
+
+namespace tileops {
+namespace cuda {
+
+template <int ROWS, int BK, int THREADS>
+struct TileMap {
+  static constexpr int KRUN = ROWS * BK / THREADS;  // k elements per thread per slice
+  static constexpr int PER_ROW = BK / KRUN;          // threads sharing one row
+  static_assert(ROWS * BK % THREADS == 0 && BK % KRUN == 0, "tile does not split evenly");
+  static_assert(THREADS / PER_ROW == ROWS, "one row per thread group");
+};
+
+// One operand tile: A (IS_A, rows = m) or B (rows = n). Holds KRUN prefetched values in
+// registers between slices.
+template <typename T, class P, bool IS_A, int ROWS, int BK, int THREADS>
+struct OperandLoader {
+  using Map = TileMap<ROWS, BK, THREADS>;
+  std::conditional_t<IS_A, typename P::RowA, typename P::ColB> state;
+  bool ok;
+  int r, k_in;
+  T v[Map::KRUN];
+
+  __device__ void init(const P& p, int64_t g, int64_t row0, int64_t rows_total, int tid) {
+    r = tid / Map::PER_ROW;
+    k_in = (tid % Map::PER_ROW) * Map::KRUN;
+    ok = row0 + r < rows_total;
+    if (!ok) return;
+    if constexpr (IS_A) state = p.row_a(g, row0 + r);
+    else state = p.col_b(g, row0 + r);
+  }
+  __device__ void fetch(const P& p, int64_t k0, int64_t K) {
+#pragma unroll
+    for (int i = 0; i < Map::KRUN; ++i) {
+      const int64_t k = k0 + k_in + i;
+      if (!ok || k >= K) v[i] = T(0.f);
+      else if constexpr (IS_A) v[i] = p.a(state, k);
+      else v[i] = p.b(state, k);
+    }
+  }
+};
+
+}  // namespace cuda
+}  // namespace tileops

@@ -1,0 +1,71 @@
+// Argument checks and dispatch shared by every op. Errors name the op and the argument.
+#pragma once
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <string>
+
+#include "../common/gemm_args.h"
+
+namespace tileops {
+namespace ops {
+
+inline void check_float_tensor(const char* op, const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.defined(), "tileops.", op, ": expected ", name, " to be a tensor, got None");
+  TORCH_CHECK(t.layout() == at::kStrided, "tileops.", op, ": expected ", name,
+              " to be a dense (strided) tensor, got layout ", t.layout());
+  const auto st = t.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
+              "tileops.", op, ": expected ", name,
+              " to have a floating dtype (float16, bfloat16, float32 or float64), got ", st);
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "tileops.", op, ": expected ", name,
+              " on a CPU or CUDA device, got ", t.device());
+}
+
+inline void check_same(const char* op, const at::Tensor& ref, const char* ref_name, const at::Tensor& t,
+                       const char* name) {
+  TORCH_CHECK(t.scalar_type() == ref.scalar_type(), "tileops.", op, ": expected ", name,
+              " to have the same dtype as ", ref_name, " (", ref.scalar_type(), "), got ", t.scalar_type());
+  TORCH_CHECK(t.device() == ref.device(), "tileops.", op, ": expected ", name, " on the same device as ",
+              ref_name, " (", ref.device(), "), got ", t.device());
+}
+
+inline Act parse_activation(const char* op, c10::string_view s) {
+  if (s == "none") return Act::None;
+  if (s == "relu") return Act::Relu;
+  if (s == "gelu") return Act::Gelu;
+  if (s == "silu") return Act::Silu;
+  TORCH_CHECK(false, "tileops.", op, ": expected activation to be one of 'none', 'relu', 'gelu', 'silu', got '",
+              std::string(s), "'");
+}
+
+// Runs a problem on the device that holds its tensors.
+inline void run_gemm(const GemmArgs& a, const at::Device& device) {
+  if (device.is_cuda()) {
+#ifdef TILEOPS_WITH_CUDA
+    const at::DeviceGuard guard(device);
+    gemm_cuda(a);
+#else
+    TORCH_CHECK(false, "tileops was built without CUDA kernels, so it cannot run on ", device,
+                ". Rebuild with a CUDA toolkit whose major version matches torch.version.cuda "
+                "(`python -m tileops doctor` says what is missing).");
+#endif
+  } else {
+    gemm_cpu(a);
+  }
+}
+
+// The ops (one definition each; registered for CPU and CUDA in register.cpp).
+at::Tensor matmul(const at::Tensor& a, const at::Tensor& b);
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                  c10::string_view activation);
+at::Tensor conv2d(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                  c10::string_view activation);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(const at::Tensor& grad_out, const at::Tensor& x,
+                                                               const at::Tensor& weight, at::IntArrayRef stride,
+                                                               at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                               int64_t groups, std::array<bool, 3> output_mask);
+
+}  // namespace ops
+}  // namespace tileops

@@ -1,0 +1,72 @@
+// Implementations of the schemas in tileops.cpp: one device-agnostic function per op
+// (it routes to the CPU or CUDA kernel family by the inputs' device), plus autocast
+// rules that cast floating inputs to the autocast dtype as torch's matmul/conv do.
+#include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include "common.h"
+
+namespace tileops {
+namespace ops {
+namespace {
+
+template <c10::DeviceType DT>
+struct Autocast {
+  static at::Tensor cast(const at::Tensor& t) {
+    return at::autocast::cached_cast(at::autocast::get_autocast_dtype(DT), t, DT);
+  }
+  static c10::optional<at::Tensor> cast(const c10::optional<at::Tensor>& t) {
+    return t.has_value() ? c10::optional<at::Tensor>(cast(*t)) : t;
+  }
+  template <typename Sig>
+  static auto op(const char* name) {
+    return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
+  }
+  using Guard = c10::impl::ExcludeDispatchKeyGuard;
+  static c10::DispatchKey key() { return at::autocast::get_autocast_dispatch_key_from_device_type(DT); }
+
+  static at::Tensor matmul(const at::Tensor& a, const at::Tensor& b) {
+    Guard g(key());
+    static auto h = op<decltype(ops::matmul)>("tileops::matmul");
+    return h.call(cast(a), cast(b));
+  }
+  static at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                           c10::string_view act) {
+    Guard g(key());
+    static auto h = op<decltype(ops::linear)>("tileops::linear");
+    return h.call(cast(x), cast(w), cast(b), act);
+  }
+  static at::Tensor conv2d(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                           at::IntArrayRef st, at::IntArrayRef pd, at::IntArrayRef dl, int64_t groups,
+                           c10::string_view act) {
+    Guard g(key());
+    static auto h = op<decltype(ops::conv2d)>("tileops::conv2d");
+    return h.call(cast(x), cast(w), cast(b), st, pd, dl, groups, act);
+  }
+};
+
+void impl_all(torch::Library& m) {
+  m.impl("matmul", &matmul);
+  m.impl("linear", &linear);
+  m.impl("conv2d", &conv2d);
+  m.impl("_conv2d_backward", &conv2d_backward);
+}
+
+template <c10::DeviceType DT>
+void impl_autocast(torch::Library& m) {
+  m.impl("matmul", &Autocast<DT>::matmul);
+  m.impl("linear", &Autocast<DT>::linear);
+  m.impl("conv2d", &Autocast<DT>::conv2d);
+}
+
+}  // namespace
+
+// CUDA is registered in CPU-only builds too, so a CUDA tensor gets an error that says
+// how to rebuild rather than the dispatcher's "could not run" message.
+TORCH_LIBRARY_IMPL(tileops, CPU, m) { impl_all(m); }
+TORCH_LIBRARY_IMPL(tileops, CUDA, m) { impl_all(m); }
+TORCH_LIBRARY_IMPL(tileops, AutocastCPU, m) { impl_autocast<c10::DeviceType::CPU>(m); }
+TORCH_LIBRARY_IMPL(tileops, AutocastCUDA, m) { impl_autocast<c10::DeviceType::CUDA>(m); }
+
+}  // namespace ops
+}  // namespace tileops

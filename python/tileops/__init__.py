@@ -1,0 +1,33 @@
+"""tileops: hand-written shared-memory CUDA matmul and conv2d kernels as PyTorch ops.
+
+    import torch, tileops
+    y = tileops.matmul(a, b)
+    y = tileops.linear(x, w, bias, activation="gelu")
+    y = tileops.conv2d(x, w, bias, stride=1, padding=1, activation="relu")
+    model = tileops.convert(model)          # nn.Linear / nn.Conv2d -> tileops.nn.*
+    torch.ops.tileops.matmul(a, b)          # the registered ops themselves
+"""
+import torch  # noqa: F401  (loads libtorch before the extension)
+
+try:
+    from . import _C
+except ImportError as e:  # pragma: no cover - exercised only on a broken install
+    raise ImportError(
+        "tileops: the compiled module tileops._C could not be loaded (%s). It must be built against the "
+        "torch you run (%s): reinstall with `pip install --no-build-isolation .`, and run "
+        "`python -m tileops doctor` to see what does not fit." % (e, torch.__version__)
+    ) from e
+
+from . import nn  # noqa: E402
+from .nn import convert  # noqa: E402
+from .ops import ACTIVATIONS, conv2d, linear, matmul  # noqa: E402
+
+__version__ = _C.build_info()["version"]
+
+
+def build_info():
+    """What tileops._C was built against: versions, git sha, CUDA kernels on/off, arch list."""
+    return dict(_C.build_info())
+
+
+__all__ = ["ACTIVATIONS", "build_info", "conv2d", "convert", "linear", "matmul", "nn"]

@@ -1,0 +1,142 @@
+"""Drop-in modules (same constructor arguments, parameters and state_dict keys as torch's)
+and convert(), which swaps a model's nn.Linear / nn.Conv2d for them with weights kept."""
+import fnmatch
+from typing import Callable, Iterable, Optional, Union
+
+import torch
+import torch.nn.functional as F
+
+from . import ops
+
+
+def _check_activation(activation):
+    if activation not in ops.ACTIVATIONS:
+        raise ValueError("tileops: expected activation in %s, got %r" % (ops.ACTIVATIONS, activation))
+    return activation
+
+
+class Linear(torch.nn.Linear):
+    """torch.nn.Linear computed by tileops.linear, with an optional fused activation."""
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None, activation="none"):
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        self.activation = _check_activation(activation)
+
+    def forward(self, x):
+        return ops.linear(x, self.weight, self.bias, self.activation)
+
+    def extra_repr(self):
+        s = super().extra_repr()
+        return s if self.activation == "none" else s + ", activation=%s" % self.activation
+
+    @classmethod
+    def from_module(cls, m: torch.nn.Linear, activation: str = "none") -> "Linear":
+        """A tileops Linear sharing m's parameters (the same Parameter objects)."""
+        new = cls(m.in_features, m.out_features, bias=m.bias is not None, device="meta", activation=activation)
+        new.weight, new.bias = m.weight, m.bias
+        new.train(m.training)
+        return new
+
+
+class Conv2d(torch.nn.Conv2d):
+    """torch.nn.Conv2d computed by tileops.conv2d, with an optional fused activation."""
+
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        device=None,
+        dtype=None,
+        activation="none",
+    ):
+        super().__init__(
+            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode, device, dtype
+        )
+        self.activation = _check_activation(activation)
+
+    def forward(self, x):
+        padding = self.padding
+        if self.padding_mode != "zeros":  # as torch: pad explicitly, then a conv without padding
+            x = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            padding = 0
+        return ops.conv2d(
+            x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups, self.activation
+        )
+
+    def extra_repr(self):
+        s = super().extra_repr()
+        return s if self.activation == "none" else s + ", activation=%s" % self.activation
+
+    @classmethod
+    def from_module(cls, m: torch.nn.Conv2d, activation: str = "none") -> "Conv2d":
+        """A tileops Conv2d sharing m's parameters (the same Parameter objects)."""
+        new = cls(
+            m.in_channels,
+            m.out_channels,
+            m.kernel_size,
+            stride=m.stride,
+            padding=m.padding,
+            dilation=m.dilation,
+            groups=m.groups,
+            bias=m.bias is not None,
+            padding_mode=m.padding_mode,
+            device="meta",
+            activation=activation,
+        )
+        new.weight, new.bias = m.weight, m.bias
+        new.train(m.training)
+        return new
+
+
+# Exactly these types are swapped; subclasses with their own forward are left alone.
+_SWAPS = {
+    torch.nn.Linear: Linear,
+    torch.nn.modules.linear.NonDynamicallyQuantizableLinear: Linear,
+    torch.nn.Conv2d: Conv2d,
+}
+
+Filter = Union[None, Iterable[str], Callable[[str, torch.nn.Module], bool]]
+
+
+def _matches(flt: Filter, name: str, module: torch.nn.Module) -> Optional[bool]:
+    if flt is None:
+        return None
+    if callable(flt):
+        return bool(flt(name, module))
+    if isinstance(flt, str):
+        flt = [flt]
+    return any(fnmatch.fnmatchcase(name, pat) for pat in flt)
+
+
+def convert(model: torch.nn.Module, include: Filter = None, exclude: Filter = None) -> torch.nn.Module:
+    """Swap every nn.Linear and nn.Conv2d in `model` (in place) for tileops.nn.Linear / Conv2d.
+
+    Parameters are shared, not copied, so weights, optimizers and state_dict keys are kept.
+    include / exclude: glob patterns over qualified module names (as in named_modules(),
+    e.g. "blocks.*.mlp.*"), or a callable (name, module) -> bool. A module is swapped when it
+    matches include (default: all) and does not match exclude. Returns the model (or the
+    swapped module when `model` itself is a Linear or Conv2d).
+    """
+
+    def wanted(name, module):
+        if type(module) not in _SWAPS:
+            return False
+        if _matches(include, name, module) is False:
+            return False
+        return not _matches(exclude, name, module)
+
+    if wanted("", model):
+        return _SWAPS[type(model)].from_module(model)
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            full = child_name if not name else name + "." + child_name
+            if wanted(full, child):
+                setattr(module, child_name, _SWAPS[type(child)].from_module(child))
+    return model

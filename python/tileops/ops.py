@@ -1,0 +1,186 @@
+"""Functional API, fake (meta) kernels and autograd for the tileops ops.
+
+The ops themselves are defined in C++ (csrc/tileops.cpp: one schema file) and implemented
+for CPU and CUDA there; autocast rules are C++ too. This module adds what torch.compile,
+torch.export and autograd need: a fake kernel per op and a backward made of tileops ops.
+"""
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch._prims_common import suggest_memory_format
+
+ACTIVATIONS = ("none", "relu", "gelu", "silu")
+_IntPair = Union[int, Sequence[int]]
+
+
+def _pair(v, name) -> Tuple[int, int]:
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(v)
+    if len(v) == 1:
+        return (v[0], v[0])
+    if len(v) != 2:
+        raise ValueError("tileops.conv2d: expected %s to be an int or a pair of ints, got %r" % (name, v))
+    return v
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b for 2-D or batched operands (batch dims broadcast as torch.matmul); any strides."""
+    return torch.ops.tileops.matmul.default(a, b)
+
+
+def linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, activation: str = "none"
+) -> torch.Tensor:
+    """activation(x @ weight.T + bias) in one kernel; activation in 'none', 'relu', 'gelu', 'silu'."""
+    return torch.ops.tileops.linear.default(x, weight, bias, activation)
+
+
+def conv2d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: Optional[torch.Tensor] = None,
+    stride: _IntPair = 1,
+    padding: Union[_IntPair, str] = 0,
+    dilation: _IntPair = 1,
+    groups: int = 1,
+    activation: str = "none",
+) -> torch.Tensor:
+    """activation(conv2d(x, weight) + bias), as F.conv2d; NCHW or channels_last, output in x's format.
+
+    padding may be an int, a pair, 'valid' or 'same' (stride 1 only, as in torch)."""
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0, 0)
+        elif padding == "same":
+            if stride != (1, 1):
+                raise ValueError("tileops.conv2d: padding='same' is not supported for strided convolutions")
+            total = [dilation[i] * (weight.shape[2 + i] - 1) for i in range(2)]
+            left = [t // 2 for t in total]
+            extra = [t - 2 * lt for t, lt in zip(total, left)]
+            if any(extra):  # odd total: one more on the bottom/right, as torch does
+                x = F.pad(x, [0, extra[1], 0, extra[0]])
+            padding = tuple(left)
+        else:
+            raise ValueError("tileops.conv2d: expected padding to be 'valid', 'same' or ints, got %r" % padding)
+    return torch.ops.tileops.conv2d.default(
+        x, weight, bias, stride, _pair(padding, "padding"), dilation, groups, activation
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Fake kernels: shapes, dtypes and strides exactly as the real kernels produce them.
+
+
+@torch.library.register_fake("tileops::matmul")
+def _matmul_fake(a, b):
+    torch._check(a.dim() >= 2 and b.dim() >= 2, lambda: "tileops.matmul: expected operands of at least 2-D")
+    torch._check(a.shape[-1] == b.shape[-2], lambda: "tileops.matmul: inner dimensions differ")
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return a.new_empty((*batch, a.shape[-2], b.shape[-1]))
+
+
+@torch.library.register_fake("tileops::linear")
+def _linear_fake(x, weight, bias=None, activation="none"):
+    torch._check(weight.dim() == 2, lambda: "tileops.linear: expected weight to be 2-D")
+    torch._check(x.shape[-1] == weight.shape[1], lambda: "tileops.linear: x and weight disagree on in_features")
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+def _conv_out_hw(h, w, weight, stride, padding, dilation):
+    r, s = weight.shape[2], weight.shape[3]
+    p = (h + 2 * padding[0] - dilation[0] * (r - 1) - 1) // stride[0] + 1
+    q = (w + 2 * padding[1] - dilation[1] * (s - 1) - 1) // stride[1] + 1
+    return p, q
+
+
+def _empty_like_format(shape, like):
+    return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=suggest_memory_format(like))
+
+
+@torch.library.register_fake("tileops::conv2d")
+def _conv2d_fake(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, activation="none"):
+    stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
+    xx = x.unsqueeze(0) if x.dim() == 3 else x
+    p, q = _conv_out_hw(xx.shape[2], xx.shape[3], weight, stride, padding, dilation)
+    y = _empty_like_format((xx.shape[0], weight.shape[0], p, q), xx)
+    return y.squeeze(0) if x.dim() == 3 else y
+
+
+@torch.library.register_fake("tileops::_conv2d_backward")
+def _conv2d_backward_fake(grad_out, x, weight, stride, padding, dilation, groups, output_mask):
+    gx = _empty_like_format(x.shape, x) if output_mask[0] else x.new_empty((0,))
+    gw = _empty_like_format(weight.shape, weight) if output_mask[1] else x.new_empty((0,))
+    gb = x.new_empty((weight.shape[0],)) if output_mask[2] else x.new_empty((0,))
+    return gx, gw, gb
+
+
+# ---------------------------------------------------------------------------------------
+# Autograd: every backward is made of tileops ops (plus elementwise activation grads and
+# reductions from torch). gelu/silu recompute the pre-activation with one more forward.
+
+
+def _pre_activation_grad(grad, act, output, recompute):
+    if act == "none":
+        return grad
+    if act == "relu":
+        return torch.ops.aten.threshold_backward(grad, output, 0)
+    z = recompute()
+    if act == "gelu":
+        return torch.ops.aten.gelu_backward(grad, z)
+    return torch.ops.aten.silu_backward(grad, z)
+
+
+def _matmul_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _matmul_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    ga = matmul(grad, b.mT).sum_to_size(a.shape) if ctx.needs_input_grad[0] else None
+    gb = matmul(a.mT, grad).sum_to_size(b.shape) if ctx.needs_input_grad[1] else None
+    return ga, gb
+
+
+def _linear_setup(ctx, inputs, output):
+    x, weight, bias, activation = inputs
+    ctx.activation = activation
+    ctx.save_for_backward(x, weight, bias, output if activation == "relu" else None)
+
+
+def _linear_backward(ctx, grad):
+    x, weight, bias, y = ctx.saved_tensors
+    gz = _pre_activation_grad(grad, ctx.activation, y, lambda: linear(x, weight, bias, "none"))
+    gz2 = gz.reshape(-1, weight.shape[0])
+    gx = matmul(gz2, weight).reshape(x.shape) if ctx.needs_input_grad[0] else None
+    gw = matmul(gz2.t(), x.reshape(-1, weight.shape[1])) if ctx.needs_input_grad[1] else None
+    gb = gz2.sum(0) if bias is not None and ctx.needs_input_grad[2] else None
+    return gx, gw, gb, None
+
+
+def _conv2d_setup(ctx, inputs, output):
+    x, weight, bias, stride, padding, dilation, groups, activation = inputs
+    ctx.params = (stride, padding, dilation, groups)
+    ctx.activation = activation
+    ctx.save_for_backward(x, weight, bias, output if activation == "relu" else None)
+
+
+def _conv2d_backward(ctx, grad):
+    x, weight, bias, y = ctx.saved_tensors
+    stride, padding, dilation, groups = ctx.params
+    gz = _pre_activation_grad(
+        grad, ctx.activation, y, lambda: torch.ops.tileops.conv2d.default(x, weight, bias, stride, padding, dilation, groups, "none")
+    )
+    unbatched = x.dim() == 3
+    xx, gzz = (x.unsqueeze(0), gz.unsqueeze(0)) if unbatched else (x, gz)
+    mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias is not None and ctx.needs_input_grad[2]]
+    gx, gw, gb = torch.ops.tileops._conv2d_backward.default(gzz, xx, weight, stride, padding, dilation, groups, mask)
+    gx = (gx.squeeze(0) if unbatched else gx) if mask[0] else None
+    return gx, gw if mask[1] else None, gb if mask[2] else None, None, None, None, None, None
+
+
+torch.library.register_autograd("tileops::matmul", _matmul_backward, setup_context=_matmul_setup)
+torch.library.register_autograd("tileops::linear", _linear_backward, setup_context=_linear_setup)
+torch.library.register_autograd("tileops::conv2d", _conv2d_backward, setup_context=_conv2d_setup)

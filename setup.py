@@ -1,0 +1,193 @@
+"""Build tileops' compiled module (tileops._C) against the torch in this environment.
+
+Install with `pip install --no-build-isolation .` (or `-e .`): the extension must be built
+against the torch you will run it with, so the build uses the installed torch rather than
+a fresh one in an isolated environment.
+
+Environment knobs:
+  FORCE_CUDA=1            fail instead of falling back to a CPU-only build
+  TILEOPS_CPU_ONLY=1      build the CPU kernels only, even where CUDA is available
+  TORCH_CUDA_ARCH_LIST    e.g. "9.0a" or "8.0;9.0+PTX" (default: 8.0;8.6;8.9;9.0;9.0a)
+  DEBUG=1                 -O0 -g, device code with -lineinfo and assertions
+  NVCC_FLAGS / CXX_FLAGS  extra flags appended to nvcc / the C++ compiler
+  MAX_JOBS                parallel compile jobs (ninja)
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+from setuptools import setup
+
+try:
+    import torch
+    from torch.utils import cpp_extension
+except ImportError:  # pragma: no cover - a build without torch cannot proceed
+    sys.exit(
+        "tileops: torch must be installed before building tileops.\n"
+        "  pip install torch   (then)   pip install --no-build-isolation ."
+    )
+
+VERSION = "0.1.0"
+ROOT = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_ARCHS = "8.0;8.6;8.9;9.0;9.0a"
+
+
+def log(msg):
+    print("tileops build: " + msg, flush=True)
+
+
+def fail(msg):
+    sys.exit("tileops build error: " + msg)
+
+
+def git_sha():
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def nvcc_version(cuda_home):
+    nvcc = os.path.join(cuda_home, "bin", "nvcc")
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except OSError:
+        return None
+    m = re.search(r"release (\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def want_cuda():
+    """Decide whether to build the CUDA kernels; returns (bool, cuda_home, nvcc version)."""
+    force = os.environ.get("FORCE_CUDA", "0") == "1"
+    if os.environ.get("TILEOPS_CPU_ONLY", "0") == "1":
+        if force:
+            fail("FORCE_CUDA=1 and TILEOPS_CPU_ONLY=1 contradict each other; unset one.")
+        return False, None, None
+    if torch.version.cuda is None:
+        if force:
+            fail(
+                "FORCE_CUDA=1 but this torch (%s) is a CPU-only build. Install a CUDA build of torch "
+                "whose CUDA major version matches your nvcc." % torch.__version__
+            )
+        log("torch %s has no CUDA: building the CPU kernels only." % torch.__version__)
+        return False, None, None
+    cuda_home = cpp_extension.CUDA_HOME
+    if cuda_home is None or not os.path.exists(os.path.join(cuda_home, "bin", "nvcc")):
+        msg = (
+            "no CUDA toolkit found (CUDA_HOME is %s and nvcc is not on PATH). Install the CUDA %s "
+            "toolkit (conda: cuda-nvcc and cuda-libraries-dev at torch's CUDA version) and set "
+            "CUDA_HOME to it (e.g. CUDA_HOME=$CONDA_PREFIX)." % (os.environ.get("CUDA_HOME", "unset"), torch.version.cuda)
+        )
+        if force:
+            fail(msg)
+        log(msg + " Building the CPU kernels only.")
+        return False, None, None
+    ver = nvcc_version(cuda_home)
+    if ver is None:
+        fail("could not read the version of %s/bin/nvcc." % cuda_home)
+    torch_major = int(torch.version.cuda.split(".")[0])
+    if ver[0] != torch_major:
+        fail(
+            "nvcc is CUDA %d.%d (%s) but torch %s was built with CUDA %s. The CUDA major versions must "
+            "match: install the CUDA %d toolkit and point CUDA_HOME at it, or install a torch built for "
+            "CUDA %d." % (ver[0], ver[1], cuda_home, torch.__version__, torch.version.cuda, torch_major, torch_major, ver[0])
+        )
+    return True, cuda_home, ver
+
+
+def gencode_flags(arch_list, nvcc_ver):
+    """-gencode flags for a TORCH_CUDA_ARCH_LIST-style string; '9.0a' needs nvcc >= 12.0."""
+    flags, names = [], []
+    entries = [a for a in re.split(r"[;\s,]+", arch_list) if a]
+    for entry in entries:
+        ptx = entry.endswith("+PTX")
+        arch = entry[:-4] if ptx else entry
+        m = re.fullmatch(r"(\d+)\.(\d+)(a?)", arch)
+        if not m:
+            fail("cannot read architecture %r in TORCH_CUDA_ARCH_LIST=%r" % (entry, arch_list))
+        num = m.group(1) + m.group(2) + m.group(3)
+        if m.group(3) and nvcc_ver < (12, 0):
+            log("nvcc %d.%d cannot build sm_%s; skipping it." % (nvcc_ver + (num,)))
+            continue
+        flags.append("-gencode=arch=compute_%s,code=sm_%s" % (num, num))
+        if ptx:
+            flags.append("-gencode=arch=compute_%s,code=compute_%s" % (num, num))
+        names.append(entry)
+    if not flags:
+        fail("TORCH_CUDA_ARCH_LIST=%r leaves no architecture to build." % arch_list)
+    return flags, ";".join(names)
+
+
+def write_build_info(arch_names, cuda_version):
+    """Build facts for tileops._C.build_info(), as a generated header (not in git)."""
+    path = os.path.join(ROOT, "csrc", "generated", "build_info.h")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    text = "// generated by setup.py\n#pragma once\n"
+    for key, val in [
+        ("VERSION", VERSION),
+        ("GIT_SHA", git_sha()),
+        ("ARCH_LIST", arch_names),
+        ("CUDA_VERSION", cuda_version),
+        ("BUILD_TORCH", torch.__version__),
+    ]:
+        text += '#define TILEOPS_%s "%s"\n' % (key, val)
+    old = open(path).read() if os.path.exists(path) else None
+    if old != text:  # keep the timestamp when nothing changed, so ninja does not rebuild
+        with open(path, "w") as f:
+            f.write(text)
+
+
+def make_extension():
+    with_cuda, cuda_home, nvcc_ver = want_cuda()
+    debug = os.environ.get("DEBUG", "0") == "1"
+    sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")))
+    sources += sorted(glob.glob(os.path.join("csrc", "ops", "*.cpp")))
+    sources += sorted(glob.glob(os.path.join("csrc", "cpu", "*.cpp")))
+    defines = []
+    cxx = ["-O0", "-g"] if debug else ["-O3"]
+    cxx += ["-std=c++17"] + os.environ.get("CXX_FLAGS", "").split()
+    nvcc = []
+    arch_names = ""
+    if with_cuda:
+        sources += sorted(glob.glob(os.path.join("csrc", "cuda", "*.cpp")))
+        sources += sorted(glob.glob(os.path.join("csrc", "cuda", "*.cu")))
+        archs = os.environ.get("TORCH_CUDA_ARCH_LIST") or DEFAULT_ARCHS
+        gencode, arch_names = gencode_flags(archs, nvcc_ver)
+        nvcc = gencode + ["-std=c++17", "-lineinfo", "--expt-relaxed-constexpr"]
+        nvcc += ["-O0", "-G"] if debug else ["-O3"]
+        nvcc += os.environ.get("NVCC_FLAGS", "").split()
+        defines += [("TILEOPS_WITH_CUDA", None)]
+    write_build_info(arch_names, "%d.%d" % nvcc_ver if with_cuda else "")
+    log("version %s, torch %s (CUDA %s), python %s" % (VERSION, torch.__version__, torch.version.cuda, sys.version.split()[0]))
+    if with_cuda:
+        log("CUDA kernels: ON  (CUDA_HOME=%s, nvcc %d.%d, archs %s)" % ((cuda_home,) + nvcc_ver + (arch_names,)))
+        log("nvcc flags: %s" % " ".join(nvcc))
+    else:
+        log("CUDA kernels: OFF (CPU kernels only; tileops ops on CUDA tensors will raise)")
+    log("cxx flags: %s; debug=%s; MAX_JOBS=%s" % (" ".join(cxx), debug, os.environ.get("MAX_JOBS", "auto")))
+
+    kwargs = dict(
+        name="tileops._C",
+        sources=sources,
+        include_dirs=[os.path.join(ROOT, "csrc")],
+        define_macros=defines,
+        extra_compile_args={"cxx": cxx, "nvcc": nvcc} if with_cuda else {"cxx": cxx},
+    )
+    if with_cuda:
+        return cpp_extension.CUDAExtension(**kwargs)
+    return cpp_extension.CppExtension(**kwargs)
+
+
+setup(
+    version=VERSION,
+    packages=["tileops"],
+    package_dir={"": "python"},
+    ext_modules=[make_extension()],
+    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
+)

@@ -1,0 +1,46 @@
+"""Shared fixtures. CUDA tests carry the `cuda` mark and skip, with a reason, only where no
+GPU is visible; with TILEOPS_REQUIRE_CUDA=1 (the GPU script) a missing GPU is an error."""
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+REQUIRE_CUDA = os.environ.get("TILEOPS_REQUIRE_CUDA", "0") == "1"
+
+# Device parameters: use as @pytest.mark.parametrize("device", DEVICES).
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+def pytest_configure(config):
+    if REQUIRE_CUDA and not HAS_CUDA:
+        raise pytest.UsageError("TILEOPS_REQUIRE_CUDA=1 but torch.cuda.is_available() is False")
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU visible (torch.cuda.is_available() is False)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # Under TILEOPS_REQUIRE_CUDA=1 a CUDA test may not skip for any reason.
+    outcome = yield
+    rep = outcome.get_result()
+    if REQUIRE_CUDA and rep.skipped and "cuda" in item.keywords:
+        rep.outcome = "failed"
+        rep.longrepr = "CUDA test skipped under TILEOPS_REQUIRE_CUDA=1: %s" % (rep.longrepr,)
+
+
+@pytest.fixture(autouse=True)
+def _strict_fp32():
+    """Every test starts with TF32 off; tests that want TF32 turn it on themselves."""
+    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old

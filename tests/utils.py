@@ -1,0 +1,65 @@
+"""Reference checks: float64 references, poisoned outputs, fresh random inputs."""
+import contextlib
+import os
+
+import torch
+
+# Per-element bound |out - ref| <= TOL * (|A| |B| + |bias|) (the GEMM error bound's form),
+# and the relative norm ||out - ref|| / ||ref|| under NORM_TOL.
+TOL = {"float64": 1e-12, "float32": 1e-5, "tf32": 2e-3, "float16": 2e-3, "bfloat16": 1e-2}
+NORM_TOL = {"float64": 1e-12, "float32": 1e-5, "tf32": 5e-4, "float16": 1e-2, "bfloat16": 1e-2}
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "tf32": torch.float32, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}
+
+
+def fresh_generator():
+    """A generator seeded from the OS: new inputs every run; the seed goes into messages."""
+    seed = int.from_bytes(os.urandom(4), "little")
+    return torch.Generator().manual_seed(seed), seed
+
+
+def randn(shape, dtype, device, gen):
+    # drawn on the CPU in float64 so every device and dtype sees the same values for a seed
+    return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype=dtype, device=device)
+
+
+@contextlib.contextmanager
+def tf32(enabled):
+    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def poison(device, nbytes):
+    """Leave a freed NaN block of `nbytes` where the next allocation of that size will land
+    (the CUDA caching allocator hands back the same block), so unwritten outputs read NaN."""
+    n = max(1, nbytes // 4)
+    block = torch.full((n,), float("nan"), dtype=torch.float32, device=device)
+    del block
+
+
+def run_poisoned(fn, out_numel, dtype, device):
+    poison(device, out_numel * torch.tensor([], dtype=dtype).element_size())
+    return fn()
+
+
+def check(out, ref, mag, kind, what=""):
+    """out: result; ref: float64 reference; mag: float64 magnitude bound (|A||B| + |bias|)."""
+    assert out.shape == ref.shape, "%s: shape %s, expected %s" % (what, tuple(out.shape), tuple(ref.shape))
+    o = out.detach().double().cpu()
+    ref, mag = ref.detach().double().cpu(), mag.detach().double().cpu()
+    finite = torch.isfinite(ref)
+    assert torch.equal(torch.isfinite(o), finite) or not finite.all(), "%s: non-finite output (unwritten or overflow)" % what
+    if o.numel() == 0:
+        return
+    err = (o - ref).abs()
+    bound = TOL[kind] * mag + 1e-30
+    bad = err > bound
+    assert not bad.any(), "%s: %d of %d elements out of bound; worst err %.3g at bound %.3g" % (
+        what, int(bad.sum()), o.numel(), float(err[bad].max()), float(bound[bad][err[bad].argmax()]))
+    rn = float((o - ref).norm() / ref.norm().clamp_min(1e-300))
+    assert rn <= NORM_TOL[kind], "%s: relative error %.3g > %.3g" % (what, rn, NORM_TOL[kind])
