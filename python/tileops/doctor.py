@@ -30,9 +30,13 @@ def _run(cmd, timeout):
     return out.stdout if out.returncode == 0 else None
 
 
+def _error(e):
+    return f"{type(e).__name__}: {e}"
+
+
 def _cuda_int_to_str(v):
     """CUDA's 1000*major + 10*minor encoding (13000) as "13.0"."""
-    return "%d.%d" % (v // 1000, (v % 1000) // 10) if v else None
+    return f"{v // 1000}.{v % 1000 // 10}" if v else None
 
 
 def _major(version):
@@ -75,7 +79,7 @@ def collect():
     try:
         import torch
     except Exception as e:  # doctor must still report, even on a broken torch
-        info["torch_error"] = "%s: %s" % (type(e).__name__, e)
+        info["torch_error"] = _error(e)
         return info
     info["torch"] = torch.__version__
     info["torch_cuda"] = torch.version.cuda
@@ -92,9 +96,9 @@ def collect():
         info["tileops"] = dict(_C.build_info())
         info["tileops_error"] = None
     except Exception as e:  # the import error is the finding; tileops/__init__ wraps the root cause
-        _C, cause = None, e.__cause__ or e
+        _C = None
         info["tileops"] = None
-        info["tileops_error"] = "%s: %s" % (type(cause).__name__, cause)
+        info["tileops_error"] = _error(e.__cause__ or e)
 
     # Prefer tileops' own query (what the CUDA runtime it was built with sees), else torch's.
     query = getattr(_C, "device_query", None)
@@ -109,7 +113,7 @@ def collect():
             else:
                 gpu = _gpu_from_torch(torch, i)
         except Exception as e:
-            gpu = {"error": "%s: %s" % (type(e).__name__, e)}
+            gpu = {"error": _error(e)}
         info["gpus"].append(gpu)
     if info["driver_cuda"] is None:
         try:
@@ -131,8 +135,7 @@ def collect():
     nvcc = os.path.join(CUDA_HOME, "bin", "nvcc") if CUDA_HOME else None
     if not (nvcc and os.path.exists(nvcc)):
         nvcc = shutil.which("nvcc")
-    out = _run([nvcc, "--version"], timeout=60) if nvcc else None
-    m = re.search(r"release (\d+\.\d+)", out or "")
+    m = re.search(r"release (\d+\.\d+)", (_run([nvcc, "--version"], timeout=60) if nvcc else None) or "")
     info["nvcc"] = m.group(1) if m else None
     info["nvcc_path"] = nvcc
     return info
@@ -159,93 +162,95 @@ def diagnose(info):
     problems = []
     add = lambda problem, fix: problems.append((problem, fix))  # noqa: E731
     if info.get("torch_error"):
-        add("torch cannot be imported (%s)." % info["torch_error"], "Install torch (>= 2.7) first, then tileops.")
+        add(f"torch cannot be imported ({info['torch_error']}).", "Install torch (>= 2.7) first, then tileops.")
         return problems
 
     torch_ver, torch_cuda = info.get("torch"), info.get("torch_cuda")
     torch_major = _major(torch_cuda)
-    rebuild = "rebuild tileops against this torch: `pip install --no-build-isolation .` in the tileops checkout"
-    gpus = [g for g in info.get("gpus") or [] if "capability" in g]
+    rebuild = "Rebuild tileops against this torch (`pip install --no-build-isolation .` in the tileops checkout)"
     build = info.get("tileops")
 
     if info.get("tileops_error"):
-        add("tileops._C cannot be imported (%s)." % info["tileops_error"], rebuild.capitalize() + " (torch %s)." % torch_ver)
+        add(f"tileops._C cannot be imported ({info['tileops_error']}).", f"{rebuild} (torch {torch_ver}).")
     elif build and build.get("torch_version") != torch_ver:
         add(
-            "tileops was built against torch %s but torch %s is running; its compiled code does not fit this "
-            "torch's ABI." % (build.get("torch_version"), torch_ver),
-            rebuild.capitalize() + ".",
+            f"tileops was built against torch {build.get('torch_version')} but torch {torch_ver} is running; "
+            "its compiled code does not fit this torch's ABI.",
+            f"{rebuild}, or go back to that torch.",
         )
 
     if torch_cuda is None and info.get("nvidia_smi"):
         add(
-            "torch %s is a CPU-only build, but this machine has an NVIDIA driver (nvidia-smi is at %s)."
-            % (torch_ver, info["nvidia_smi"]),
+            f"torch {torch_ver} is a CPU-only build, but this machine has an NVIDIA driver "
+            f"(nvidia-smi is at {info['nvidia_smi']}).",
             "Install a CUDA build of torch (e.g. `pip install torch --index-url https://download.pytorch.org/whl/cu126`,"
             " or `conda env create -f environment.yml`), then rebuild tileops.",
         )
 
-    driver_major = _major(info.get("driver_cuda"))
+    driver_cuda = info.get("driver_cuda")
+    driver_major = _major(driver_cuda)
     if torch_major is not None and driver_major is not None and driver_major < torch_major:
         add(
-            "the NVIDIA driver supports CUDA up to %s but torch was built with CUDA %s." % (info["driver_cuda"], torch_cuda),
-            "Update the NVIDIA driver to one that supports CUDA %d (CUDA 12: driver >= 525; CUDA 13: driver >= 580), "
-            "or install a torch built for CUDA %d." % (torch_major, driver_major),
+            f"the NVIDIA driver supports CUDA up to {driver_cuda} but torch was built with CUDA {torch_cuda}.",
+            f"Update the NVIDIA driver to one that supports CUDA {torch_major} (CUDA 12: driver >= 525; "
+            f"CUDA 13: driver >= 580), or install a torch built for CUDA {driver_major}.",
         )
 
     if torch_cuda is not None and not info.get("device_count"):
-        why = " torch said: %s" % " ".join(info["cuda_init_warnings"]) if info.get("cuda_init_warnings") else ""
+        said = " ".join(info.get("cuda_init_warnings") or [])
         cvd = info.get("cuda_visible_devices")
-        add(
-            "torch has CUDA %s but sees no GPU.%s" % (torch_cuda, why),
+        fix = (
             "Run `nvidia-smi`: if it fails, install the NVIDIA driver (in a container: run it with the GPU runtime, "
             "e.g. `docker run --gpus all` with the NVIDIA Container Toolkit)"
-            + ("; CUDA_VISIBLE_DEVICES=%r hides GPUs: unset it or list a valid index." % cvd if cvd is not None else ".")
         )
+        if cvd is not None:
+            fix += f"; CUDA_VISIBLE_DEVICES={cvd!r} hides GPUs: unset it or list a valid index"
+        add(f"torch has CUDA {torch_cuda} but sees no GPU." + (f" torch said: {said}" if said else ""), fix + ".")
 
     if build and info.get("device_count") and not build.get("with_cuda"):
         add(
             "tileops was built without its CUDA kernels, yet a GPU is visible (ops on CUDA tensors will raise).",
             "Rebuild with the CUDA kernels: `FORCE_CUDA=1 CUDA_HOME=/path/to/cuda pip install --no-build-isolation .` "
-            "using a CUDA toolkit whose major version matches torch's CUDA %s." % torch_cuda,
+            f"using a CUDA toolkit whose major version matches torch's CUDA {torch_cuda}.",
         )
     if build and build.get("with_cuda") and torch_major is not None:
         built_major = _major(build.get("cuda_version"))
         if built_major is not None and built_major != torch_major:
             add(
-                "tileops was compiled with CUDA %s but torch uses CUDA %s." % (build["cuda_version"], torch_cuda),
-                "Install the CUDA %d toolkit, point CUDA_HOME at it and %s." % (torch_major, rebuild),
+                f"tileops was compiled with CUDA {build['cuda_version']} but torch uses CUDA {torch_cuda}.",
+                f"Install the CUDA {torch_major} toolkit and point CUDA_HOME at it. {rebuild}.",
             )
 
-    for i, gpu in enumerate(gpus):
-        cap = tuple(gpu["capability"])
-        where = "GPU %d (%s, compute capability %d.%d)" % ((i, gpu.get("name")) + cap)
-        if cap < (8, 0):
+    for i, gpu in enumerate(g for g in info.get("gpus") or [] if "capability" in g):
+        major, minor = gpu["capability"]
+        where = f"GPU {i} ({gpu.get('name')}, compute capability {major}.{minor})"
+        if (major, minor) < (8, 0):
+            # Rebuilding for this arch would not help, so no arch-list advice below.
             add(
-                "%s is older than sm_80, which tileops' tensor-core kernels need." % where,
+                f"{where} is older than sm_80, which tileops' tensor-core kernels need.",
                 "Use an Ampere or newer GPU (A100, RTX 30xx, L4, H100, ...), or run tileops on CPU tensors.",
             )
-        elif build and build.get("with_cuda") and not arch_covers(build.get("arch_list"), cap):
+        elif build and build.get("with_cuda") and not arch_covers(build.get("arch_list"), (major, minor)):
             add(
-                "%s is not among the architectures tileops was compiled for (%s)." % (where, build.get("arch_list")),
-                'Rebuild for it: `TORCH_CUDA_ARCH_LIST="%d.%d" pip install --no-build-isolation .` (or add "%d.%d" to '
-                "your list)." % (cap + cap),
+                f"{where} is not among the architectures tileops was compiled for ({build.get('arch_list')}).",
+                f'Rebuild for it: `TORCH_CUDA_ARCH_LIST="{major}.{minor}" pip install --no-build-isolation .` '
+                f'(or add "{major}.{minor}" to your list).',
             )
 
     if torch_cuda is not None:
         nvcc_major = _major(info.get("nvcc"))
         if not info.get("cuda_home") or nvcc_major is None:
             add(
-                NOTE + "no CUDA toolkit found (CUDA_HOME=%s, nvcc %s); it is only needed to build tileops."
-                % (info.get("cuda_home"), info.get("nvcc_path") or "not found"),
-                "To build: install the CUDA %s toolkit (conda: cuda-nvcc, cuda-libraries-dev) and set CUDA_HOME "
-                "(e.g. CUDA_HOME=$CONDA_PREFIX)." % torch_cuda,
+                f"{NOTE}no CUDA toolkit found (CUDA_HOME={info.get('cuda_home')}, "
+                f"nvcc {info.get('nvcc_path') or 'not found'}); it is only needed to build tileops.",
+                f"To build: install the CUDA {torch_cuda} toolkit (conda: cuda-nvcc, cuda-libraries-dev) and set "
+                "CUDA_HOME (e.g. CUDA_HOME=$CONDA_PREFIX).",
             )
         elif nvcc_major != torch_major:
             add(
-                "nvcc is CUDA %s but torch uses CUDA %s: building tileops would fail." % (info["nvcc"], torch_cuda),
-                "Install the CUDA %d toolkit (conda: cuda-nvcc=%s, cuda-libraries-dev=%s) and set CUDA_HOME to it."
-                % (torch_major, torch_cuda, torch_cuda),
+                f"nvcc is CUDA {info['nvcc']} but torch uses CUDA {torch_cuda}: building tileops would fail.",
+                f"Install the CUDA {torch_major} toolkit (conda: cuda-nvcc={torch_cuda}, "
+                f"cuda-libraries-dev={torch_cuda}) and set CUDA_HOME to it.",
             )
     return problems
 
@@ -255,14 +260,16 @@ def _fmt_bytes(n):
         return "?"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
-            return ("%d %s" if unit == "B" else "%.1f %s") % (n, unit)
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024.0
 
 
 def _report(info, problems):
-    lines = []
-    row = lambda k, v: lines.append("  %-22s %s" % (k, "-" if v is None else v))  # noqa: E731
-    lines.append("tileops doctor")
+    lines = ["tileops doctor"]
+
+    def row(key, value):
+        lines.append(f"  {key:<22} {'-' if value is None else value}")
+
     row("python", info.get("python"))
     row("platform", info.get("platform"))
     if info.get("torch_error"):
@@ -271,31 +278,32 @@ def _report(info, problems):
         row("torch", info.get("torch"))
         row("torch CUDA", info.get("torch_cuda") or "none (CPU-only build)")
         row("cuDNN", info.get("cudnn"))
-        row("CUDA available", "%s (%d device(s))" % (info.get("cuda_available"), info.get("device_count") or 0))
+        row("CUDA available", f"{info.get('cuda_available')} ({info.get('device_count') or 0} device(s))")
         row("CUDA_VISIBLE_DEVICES", info.get("cuda_visible_devices"))
         row("driver", info.get("driver_version"))
         row("driver supports CUDA", info.get("driver_cuda"))
         for i, g in enumerate(info.get("gpus") or []):
             if "error" in g:
-                row("GPU %d" % i, "query failed: " + g["error"])
+                row(f"GPU {i}", "query failed: " + g["error"])
                 continue
-            row("GPU %d" % i, "%s, sm_%d%d, %s SMs" % ((g.get("name"),) + tuple(g["capability"]) + (g.get("sm_count"),)))
-            row("", "smem/SM %s, smem/block opt-in %s, L2 %s, memory %s" % tuple(
-                _fmt_bytes(g.get(k)) for k in ("shared_mem_per_sm", "shared_mem_per_block_optin", "l2_bytes", "total_mem")))
+            major, minor = g["capability"]
+            row(f"GPU {i}", f"{g.get('name')}, sm_{major}{minor}, {g.get('sm_count')} SMs")
+            sizes = [_fmt_bytes(g.get(k)) for k in ("shared_mem_per_sm", "shared_mem_per_block_optin", "l2_bytes", "total_mem")]
+            row("", "smem/SM {}, smem/block opt-in {}, L2 {}, memory {}".format(*sizes))
         row("CUDA_HOME", info.get("cuda_home"))
         row("nvcc", info.get("nvcc"))
         b = info.get("tileops")
         if b:
-            row("tileops", "%s (git %s), built with torch %s" % (b.get("version"), b.get("git_sha"), b.get("torch_version")))
-            row("tileops CUDA kernels", "CUDA %s, archs %s" % (b.get("cuda_version"), b.get("arch_list"))
-                if b.get("with_cuda") else "not built (CPU kernels only)")
+            row("tileops", f"{b.get('version')} (git {b.get('git_sha')}), built with torch {b.get('torch_version')}")
+            kernels = f"CUDA {b.get('cuda_version')}, archs {b.get('arch_list')}"
+            row("tileops CUDA kernels", kernels if b.get("with_cuda") else "not built (CPU kernels only)")
         else:
-            row("tileops", "IMPORT FAILED: %s" % info.get("tileops_error"))
+            row("tileops", f"IMPORT FAILED: {info.get('tileops_error')}")
     lines.append("")
     if not problems:
         lines.append("All good: nothing found that does not fit.")
     for problem, fix in problems:
-        lines.append(("NOTE  " + problem[len(NOTE):]) if problem.startswith(NOTE) else "PROBLEM  " + problem)
+        lines.append("NOTE  " + problem[len(NOTE):] if problem.startswith(NOTE) else "PROBLEM  " + problem)
         lines.append("  fix: " + fix)
     return "\n".join(lines)
 
@@ -307,8 +315,7 @@ def main(argv=None):
     info = collect()
     problems = diagnose(info)
     if args.json:
-        out = dict(info, problems=[{"problem": p, "fix": f} for p, f in problems])
-        print(json.dumps(out, indent=2, default=str))
+        print(json.dumps(dict(info, problems=[{"problem": p, "fix": f} for p, f in problems]), indent=2, default=str))
     else:
         print(_report(info, problems))
     return 1 if any(not p.startswith(NOTE) for p, _ in problems) else 0
