@@ -11,6 +11,12 @@ REQUIRE_CUDA = os.environ.get("TILEOPS_REQUIRE_CUDA", "0") == "1"
 # Device parameters: use as @pytest.mark.parametrize("device", DEVICES).
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 
+# (device, dtype kind) pairs; "tf32" is a CUDA mode (the CPU path is always full fp32).
+_KINDS = ["float64", "float32", "tf32", "float16", "bfloat16"]
+DEVICE_KINDS = [("cpu", k) for k in _KINDS if k != "tf32"] + [
+    pytest.param("cuda", k, marks=pytest.mark.cuda) for k in _KINDS
+]
+
 
 def pytest_configure(config):
     if REQUIRE_CUDA and not HAS_CUDA:

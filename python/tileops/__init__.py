@@ -7,6 +7,8 @@
     model = tileops.convert(model)          # nn.Linear / nn.Conv2d -> tileops.nn.*
     torch.ops.tileops.matmul(a, b)          # the registered ops themselves
 """
+import os
+
 import torch  # noqa: F401  (loads libtorch before the extension)
 
 try:
@@ -15,7 +17,7 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
     raise ImportError(
         "tileops: the compiled module tileops._C could not be loaded (%s). It must be built against the "
         "torch you run (%s): reinstall with `pip install --no-build-isolation .`, and run "
-        "`python -m tileops doctor` to see what does not fit." % (e, torch.__version__)
+        "`python %s` to see what does not fit." % (e, torch.__version__, os.path.join(os.path.dirname(__file__), "doctor.py"))
     ) from e
 
 from . import nn  # noqa: E402

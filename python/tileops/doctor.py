@@ -144,15 +144,19 @@ def collect():
 def arch_covers(arch_list, capability):
     """Whether a TORCH_CUDA_ARCH_LIST-style string has code that runs on `capability` (major, minor).
 
-    "X.Y" and "X.Ya" are SASS for exactly (X, Y); "X.Y+PTX" also carries PTX, which the driver
-    JIT-compiles for any capability >= X.Y.
+    "X.Y" is SASS, which also runs on later minors of the same major (X.Z, Z >= Y; torch's own
+    check relies on this too); "X.Ya" uses arch-specific instructions and runs on X.Y only;
+    "X.Y+PTX" also carries PTX, which the driver JIT-compiles for any capability >= X.Y.
     """
+    major, minor = capability
     for entry in re.split(r"[;\s,]+", arch_list or ""):
-        m = re.fullmatch(r"(\d+)\.(\d+)a?(\+PTX)?", entry)
+        m = re.fullmatch(r"(\d+)\.(\d+)(a?)(\+PTX)?", entry)
         if not m:
             continue
         arch = (int(m.group(1)), int(m.group(2)))
-        if arch == tuple(capability) or (m.group(3) and tuple(capability) >= arch):
+        if m.group(4) and (major, minor) >= arch:
+            return True
+        if arch == (major, minor) or (not m.group(3) and arch[0] == major and minor >= arch[1]):
             return True
     return False
 
@@ -167,7 +171,7 @@ def diagnose(info):
 
     torch_ver, torch_cuda = info.get("torch"), info.get("torch_cuda")
     torch_major = _major(torch_cuda)
-    rebuild = "Rebuild tileops against this torch (`pip install --no-build-isolation .` in the tileops checkout)"
+    rebuild = "Rebuild tileops against this torch: `pip install --no-build-isolation .` in the tileops checkout"
     build = info.get("tileops")
 
     if info.get("tileops_error"):
@@ -221,7 +225,9 @@ def diagnose(info):
                 f"Install the CUDA {torch_major} toolkit and point CUDA_HOME at it. {rebuild}.",
             )
 
-    for i, gpu in enumerate(g for g in info.get("gpus") or [] if "capability" in g):
+    for i, gpu in enumerate(info.get("gpus") or []):
+        if "capability" not in gpu:  # its query failed; the report shows why
+            continue
         major, minor = gpu["capability"]
         where = f"GPU {i} ({gpu.get('name')}, compute capability {major}.{minor})"
         if (major, minor) < (8, 0):

@@ -1,0 +1,192 @@
+"""`tileops doctor`'s diagnoses on made-up machines (CPU only), and one real run of the command.
+
+doctor.py is loaded by file path so these tests run even where tileops._C is not built.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON_DIR = os.path.join(ROOT, "python")
+
+_spec = importlib.util.spec_from_file_location("tileops_doctor_under_test", os.path.join(PYTHON_DIR, "tileops", "doctor.py"))
+doctor = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(doctor)
+
+
+def healthy(**changes):
+    """An H100 machine where everything fits; keyword arguments override single facts."""
+    info = {
+        "python": "3.9.19",
+        "platform": "Linux-x86_64",
+        "torch": "2.7.1",
+        "torch_cuda": "12.6",
+        "cudnn": 91002,
+        "cuda_available": True,
+        "device_count": 1,
+        "cuda_init_warnings": [],
+        "cuda_visible_devices": None,
+        "tileops": {
+            "version": "0.1.0",
+            "git_sha": "abc",
+            "torch_version": "2.7.1",
+            "with_cuda": True,
+            "cuda_version": "12.6",
+            "arch_list": "8.0;8.6;8.9;9.0;9.0a",
+        },
+        "tileops_error": None,
+        "gpus": [{"name": "NVIDIA H100 80GB HBM3", "capability": (9, 0), "sm_count": 132}],
+        "driver_cuda": "12.8",
+        "driver_version": "570.124.06",
+        "nvidia_smi": "/usr/bin/nvidia-smi",
+        "cuda_home": "/opt/conda/envs/tileops",
+        "nvcc": "12.6",
+        "nvcc_path": "/opt/conda/envs/tileops/bin/nvcc",
+    }
+    info.update(changes)
+    return info
+
+
+def build(**changes):
+    b = dict(healthy()["tileops"])
+    b.update(changes)
+    return b
+
+
+def fixes_for(info, text):
+    """Fixes of the problems whose description contains `text`; fails if there is none."""
+    problems = doctor.diagnose(info)
+    found = [fix for problem, fix in problems if text in problem]
+    assert found, f"no problem mentioning {text!r} in {problems!r}"
+    return " ".join(found)
+
+
+def test_healthy_machine_has_no_problems():
+    assert doctor.diagnose(healthy()) == []
+
+
+def test_torch_import_failure():
+    assert "Install torch" in fixes_for({"torch_error": "ImportError: libcudart.so.12"}, "torch cannot be imported")
+
+
+def test_extension_import_failure():
+    info = healthy(tileops=None, tileops_error="ImportError: undefined symbol: _ZN3c10")
+    assert "pip install --no-build-isolation" in fixes_for(info, "tileops._C cannot be imported")
+
+
+def test_built_against_other_torch():
+    info = healthy(tileops=build(torch_version="2.8.0"))
+    assert "pip install --no-build-isolation" in fixes_for(info, "built against torch 2.8.0")
+
+
+def test_cpu_only_torch_on_gpu_machine():
+    info = healthy(torch="2.7.1+cpu", torch_cuda=None, cuda_available=False, device_count=0, gpus=[])
+    info["tileops"] = build(torch_version="2.7.1+cpu", with_cuda=False, cuda_version="", arch_list="")
+    assert "CUDA build of torch" in fixes_for(info, "CPU-only build")
+
+
+def test_cpu_only_torch_without_nvidia_is_fine():
+    info = healthy(torch="2.7.1+cpu", torch_cuda=None, cuda_available=False, device_count=0, gpus=[], nvidia_smi=None)
+    info["tileops"] = build(torch_version="2.7.1+cpu", with_cuda=False, cuda_version="", arch_list="")
+    assert doctor.diagnose(info) == []
+
+
+def test_no_gpu_visible():
+    info = healthy(cuda_available=False, device_count=0, gpus=[], nvidia_smi=None, driver_cuda=None)
+    assert "nvidia-smi" in fixes_for(info, "sees no GPU")
+
+
+def test_no_gpu_visible_because_of_cuda_visible_devices():
+    info = healthy(cuda_available=False, device_count=0, gpus=[], cuda_visible_devices="")
+    assert "CUDA_VISIBLE_DEVICES" in fixes_for(info, "sees no GPU")
+
+
+def test_driver_too_old_for_torch_cuda():
+    info = healthy(driver_cuda="11.4", cuda_available=False, device_count=0, gpus=[])
+    assert "Update the NVIDIA driver" in fixes_for(info, "driver supports CUDA up to 11.4")
+
+
+def test_newer_minor_driver_is_fine():
+    # CUDA minor-version compatibility: a 12.2 driver runs torch built with 12.6.
+    assert doctor.diagnose(healthy(driver_cuda="12.2")) == []
+
+
+def test_extension_without_cuda_kernels_on_gpu_machine():
+    info = healthy(tileops=build(with_cuda=False, cuda_version="", arch_list=""))
+    assert "FORCE_CUDA=1" in fixes_for(info, "without its CUDA kernels")
+
+
+def test_extension_cuda_major_differs_from_torch():
+    info = healthy(tileops=build(cuda_version="11.8"))
+    assert "CUDA 12 toolkit" in fixes_for(info, "compiled with CUDA 11.8")
+
+
+def test_gpu_not_in_arch_list():
+    info = healthy(gpus=[{"name": "NVIDIA RTX PRO 6000", "capability": (12, 0), "sm_count": 188}])
+    assert 'TORCH_CUDA_ARCH_LIST="12.0"' in fixes_for(info, "not among the architectures")
+
+
+def test_ptx_covers_newer_gpus():
+    info = healthy(tileops=build(arch_list="8.0;9.0+PTX"), gpus=[{"name": "B200", "capability": (10, 0)}])
+    assert doctor.diagnose(info) == []
+
+
+@pytest.mark.parametrize(
+    "arch_list, capability, covered",
+    [
+        ("8.0;8.6;8.9;9.0;9.0a", (9, 0), True),
+        ("9.0a", (9, 0), True),
+        ("8.0", (8, 6), True),  # SASS runs on later minors of its major
+        ("8.6", (8, 0), False),
+        ("8.0", (9, 0), False),  # ... but not on the next major
+        ("9.0a", (9, 1), False),  # arch-specific code runs on its own capability only
+        ("8.0+PTX", (9, 0), True),  # PTX is JIT-compiled for any later GPU
+        ("9.0+PTX", (8, 9), False),  # ... never an earlier one
+        ("", (8, 0), False),
+        ("8.0 9.0", (9, 0), True),
+    ],
+)
+def test_arch_covers(arch_list, capability, covered):
+    assert doctor.arch_covers(arch_list, capability) is covered
+
+
+def test_gpu_older_than_sm80():
+    info = healthy(gpus=[{"name": "Tesla T4", "capability": (7, 5), "sm_count": 40}])
+    assert "Ampere" in fixes_for(info, "older than sm_80")
+    # Rebuilding for 7.5 would not help, so the arch-list advice is not given as well.
+    assert not [p for p, _ in doctor.diagnose(info) if "architectures" in p]
+
+
+def test_missing_toolkit_is_only_a_note():
+    info = healthy(cuda_home=None, nvcc=None, nvcc_path=None)
+    problems = doctor.diagnose(info)
+    assert "CUDA_HOME" in fixes_for(info, "no CUDA toolkit found")
+    assert all(p.startswith(doctor.NOTE) for p, _ in problems)
+
+
+def test_nvcc_major_differs_from_torch():
+    info = healthy(nvcc="13.0")
+    assert "cuda-nvcc=12.6" in fixes_for(info, "nvcc is CUDA 13.0")
+
+
+def test_command_prints_json():
+    try:
+        import torch
+
+        import tileops  # noqa: F401
+    except Exception as e:  # the command needs the package to import for `python -m tileops`
+        pytest.skip(f"tileops does not import here ({e})")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [PYTHON_DIR, env.get("PYTHONPATH")] if p)
+    out = subprocess.run(
+        [sys.executable, "-m", "tileops", "doctor", "--json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode in (0, 1), out.stderr
+    report = json.loads(out.stdout)
+    assert report["torch"] == torch.__version__
+    assert isinstance(report["problems"], list)
