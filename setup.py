@@ -96,7 +96,7 @@ def want_cuda():
         fail(
             "nvcc is CUDA %d.%d (%s) but torch %s was built with CUDA %s. The CUDA major versions must "
             "match: install the CUDA %d toolkit and point CUDA_HOME at it, or install a torch built for "
-            "CUDA %d." % (ver[0], ver[1], cuda_home, torch.__version__, torch.version.cuda, torch_major, torch_major, ver[0])
+            "CUDA %d." % (ver[0], ver[1], cuda_home, torch.__version__, torch.version.cuda, torch_major, ver[0])
         )
     return True, cuda_home, ver
 

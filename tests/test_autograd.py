@@ -1,10 +1,10 @@
 """gradcheck in float64 and torch.library.opcheck (schema, fake kernel, autograd, AOT) on every op."""
 import pytest
 import torch
-from conftest import DEVICES
-from utils import fresh_generator, randn
 
 import tileops
+from conftest import DEVICES
+from utils import fresh_generator, randn
 
 OPCHECK_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
 

@@ -3,10 +3,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch._prims_common import suggest_memory_format
-from conftest import DEVICE_KINDS, DEVICES
-from utils import DTYPES, check, fresh_generator, randn, run_poisoned, tf32
 
 import tileops
+from conftest import DEVICE_KINDS, DEVICES
+from utils import DTYPES, check, fresh_generator, randn, run_poisoned, tf32
 
 # (N, C, H, W, K, R, S, stride, padding, dilation, groups)
 CASES = {
@@ -119,6 +119,6 @@ def test_conv2d_resnet_layer_cuda(kind):
     for layout in ["contiguous", "channels_last"]:
         x = make_x((4, 64, 56, 56), layout, dt, "cuda", gen)
         w = randn((64, 64, 3, 3), dt, "cuda", gen)
-        y = run_poisoned(lambda: tileops.conv2d(x, w, None, 1, 1), x.numel(), dt, "cuda")
+        y = run_poisoned(lambda x=x, w=w: tileops.conv2d(x, w, None, 1, 1), x.numel(), dt, "cuda")
         ref, mag = conv_ref(x, w, None, (1, 1, 1, 1))
         check(y, ref, mag, kind, "resnet layer %s seed=%d" % (layout, seed))

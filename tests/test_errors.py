@@ -1,10 +1,10 @@
 """Bad input raises an error that names the argument and what was expected; never a crash."""
 import pytest
 import torch
-from conftest import DEVICES
 
 import tileops
 import tileops.nn as tnn
+from conftest import DEVICES
 
 
 def T(*shape, dtype=torch.float32, device="cpu"):
@@ -61,7 +61,7 @@ def cases(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_bad_input_raises_named_error(device):
-    for i, (fn, pattern) in enumerate(cases(device)):
+    for fn, pattern in cases(device):
         with pytest.raises((RuntimeError, ValueError), match=pattern):
             fn()
     # the device still works afterwards
@@ -70,7 +70,7 @@ def test_bad_input_raises_named_error(device):
 
 
 @pytest.mark.cuda
-def test_mixed_devices_raise():
+def test_cuda_mixed_devices_raise():
     a, b = T(3, 4), T(4, 5, device="cuda")
     with pytest.raises(RuntimeError, match="expected b on the same device as a"):
         tileops.matmul(a, b)

@@ -2,10 +2,10 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import DEVICES, HAS_CUDA
 
 import tileops
 import tileops.nn as tnn
+from conftest import DEVICES, HAS_CUDA
 
 
 class SmallNet(torch.nn.Module):

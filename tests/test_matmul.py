@@ -2,10 +2,10 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import DEVICE_KINDS, DEVICES
-from utils import DTYPES, check, fresh_generator, randn, run_poisoned, tf32
 
 import tileops
+from conftest import DEVICE_KINDS, DEVICES
+from utils import DTYPES, check, fresh_generator, randn, run_poisoned, tf32
 
 KINDS = ["float64", "float32", "tf32", "float16", "bfloat16"]
 SIZES = [(1, 1, 1), (7, 7, 7), (127, 255, 33), (255, 127, 127), (1, 1000, 7), (1000, 1, 64), (33, 65, 1000),

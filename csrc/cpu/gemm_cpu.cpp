@@ -12,30 +12,45 @@
 namespace tileops {
 namespace {
 
+// Blocks of RB rows share one packed copy of a K-slice of B (KT x N, accumulator type), so
+// the inner loop runs over contiguous memory whatever B's strides or index map are.
 template <typename T, class P>
 void gemm_rows(const P& p, const GemmArgs& a) {
   using Acc = std::conditional_t<std::is_same<T, double>::value, double, float>;
+  constexpr int64_t RB = 16, KT = 64;
   const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
-  const int64_t rows = a.batch * a.M;
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, a.N * a.K));
-  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    std::vector<Acc> acc(a.N);
+  const int64_t blocks_per_g = (a.M + RB - 1) / RB;
+  at::parallel_for(0, a.batch * blocks_per_g, 1, [&](int64_t begin, int64_t end) {
+    std::vector<Acc> acc(RB * a.N), bpack(KT * a.N);
     std::vector<typename P::ColB> cols(a.N);
+    std::vector<typename P::RowA> rows(RB);
     int64_t cols_g = -1;
-    for (int64_t idx = begin; idx < end; ++idx) {
-      const int64_t g = idx / a.M, m = idx % a.M;
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t g = blk / blocks_per_g, m0 = (blk % blocks_per_g) * RB;
+      const int64_t nr = std::min(RB, a.M - m0);
       if (g != cols_g) {
         for (int64_t n = 0; n < a.N; ++n) cols[n] = p.col_b(g, n);
         cols_g = g;
       }
+      for (int64_t r = 0; r < nr; ++r) rows[r] = p.row_a(g, m0 + r);
       std::fill(acc.begin(), acc.end(), Acc(0));
-      const auto row = p.row_a(g, m);
-      for (int64_t k = 0; k < a.K; ++k) {
-        const Acc av = static_cast<Acc>(p.a(row, k));
-        for (int64_t n = 0; n < a.N; ++n) acc[n] += av * static_cast<Acc>(p.b(cols[n], k));
+      for (int64_t k0 = 0; k0 < a.K; k0 += KT) {
+        const int64_t kt = std::min(KT, a.K - k0);
+        for (int64_t n = 0; n < a.N; ++n)
+          for (int64_t kk = 0; kk < kt; ++kk) bpack[kk * a.N + n] = static_cast<Acc>(p.b(cols[n], k0 + kk));
+        for (int64_t r = 0; r < nr; ++r) {
+          Acc* out = acc.data() + r * a.N;
+          for (int64_t kk = 0; kk < kt; ++kk) {
+            const Acc av = static_cast<Acc>(p.a(rows[r], k0 + kk));
+            const Acc* bk = bpack.data() + kk * a.N;
+            for (int64_t n = 0; n < a.N; ++n) out[n] += av * bk[n];
+          }
+        }
       }
-      const auto out = p.row_c(g, m);
-      for (int64_t n = 0; n < a.N; ++n) *p.c(out, n) = epi(acc[n], p.bias_index(g, n));
+      for (int64_t r = 0; r < nr; ++r) {
+        const auto c = p.row_c(g, m0 + r);
+        for (int64_t n = 0; n < a.N; ++n) *p.c(c, n) = epi(acc[r * a.N + n], p.bias_index(g, n));
+      }
     }
   });
 }

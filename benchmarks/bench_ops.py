@@ -1,0 +1,92 @@
+"""First timing of every tileops op against torch (cuBLAS / cuDNN) on a few shapes, same run,
+same inputs, TF32 flags set per row. Writes JSON (records: op, label, dtype, shape, ms, ratio).
+
+    python benchmarks/bench_ops.py --out benchmarks/results/<gpu>/ops.json
+"""
+import argparse
+import os
+
+import torch
+import torch.nn.functional as F
+
+import tileops
+from common import gpu_dir_name, print_table, progress, set_precision, time_ms, write_json
+
+
+def rows():
+    for kind in ["float32", "tf32", "float16", "bfloat16"]:
+        for n in [1024, 4096]:
+            yield ("matmul", "square %d" % n, kind, dict(M=n, N=n, K=n, batch=1))
+        yield ("matmul", "batched 64x512x512x64", kind, dict(M=512, N=512, K=64, batch=64))
+    for kind in ["float32", "bfloat16"]:
+        yield ("linear+gelu", "ViT-B MLP fc1", kind, dict(M=25216, N=3072, K=768, batch=1))
+    for kind, layout in [("float32", "nchw"), ("bfloat16", "channels_last")]:
+        yield ("conv2d", "3x3 64@56 b32", kind, dict(N=32, C=64, H=56, W=56, K=64, R=3, stride=1, padding=1, groups=1, layout=layout))
+        yield ("conv2d", "1x1 256->64@56 b32", kind, dict(N=32, C=256, H=56, W=56, K=64, R=1, stride=1, padding=0, groups=1, layout=layout))
+        yield ("conv2d", "dw3x3 96@56 b32", kind, dict(N=32, C=96, H=56, W=56, K=96, R=3, stride=1, padding=1, groups=96, layout=layout))
+        yield ("conv2d", "patch16 3->768@224 b32", kind, dict(N=32, C=3, H=224, W=224, K=768, R=16, stride=16, padding=0, groups=1, layout=layout))
+        yield ("conv2d fwd+bwd", "3x3 64@56 b32", kind, dict(N=32, C=64, H=56, W=56, K=64, R=3, stride=1, padding=1, groups=1, layout=layout))
+
+
+def build(op, kind, s, dev):
+    dt = torch.float32 if kind == "tf32" else getattr(torch, kind)
+    if op == "matmul":
+        shape_a = (s["batch"], s["M"], s["K"]) if s["batch"] > 1 else (s["M"], s["K"])
+        shape_b = (s["batch"], s["K"], s["N"]) if s["batch"] > 1 else (s["K"], s["N"])
+        a, b = torch.randn(shape_a, device=dev, dtype=dt), torch.randn(shape_b, device=dev, dtype=dt)
+        flops = 2 * s["batch"] * s["M"] * s["N"] * s["K"]
+        return (lambda: tileops.matmul(a, b)), (lambda: torch.matmul(a, b)), flops
+    if op == "linear+gelu":
+        x = torch.randn(s["M"], s["K"], device=dev, dtype=dt)
+        w, b = torch.randn(s["N"], s["K"], device=dev, dtype=dt), torch.randn(s["N"], device=dev, dtype=dt)
+        return (lambda: tileops.linear(x, w, b, "gelu")), (lambda: F.gelu(F.linear(x, w, b))), 2 * s["M"] * s["N"] * s["K"]
+    x = torch.randn(s["N"], s["C"], s["H"], s["W"], device=dev, dtype=dt)
+    w = torch.randn(s["K"], s["C"] // s["groups"], s["R"], s["R"], device=dev, dtype=dt)
+    if s["layout"] == "channels_last":
+        x, w = x.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last)
+    args = (None, s["stride"], s["padding"], 1, s["groups"])
+    P = (s["H"] + 2 * s["padding"] - s["R"]) // s["stride"] + 1
+    flops = 2 * s["N"] * s["K"] * P * P * (s["C"] // s["groups"]) * s["R"] * s["R"]
+    if op == "conv2d":
+        return (lambda: tileops.conv2d(x, w, *args)), (lambda: F.conv2d(x, w, *args)), flops
+    x.requires_grad_()
+    w.requires_grad_()
+    gy = torch.randn_like(F.conv2d(x, w, *args))
+
+    def step(fn):
+        x.grad = w.grad = None
+        fn(x, w, *args).backward(gy)
+
+    return (lambda: step(tileops.conv2d)), (lambda: step(F.conv2d)), 3 * flops
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args()
+    assert torch.cuda.is_available(), "bench_ops.py times CUDA kernels; no GPU is visible"
+    torch.backends.cudnn.benchmark = True
+    out = args.out or os.path.join(os.path.dirname(__file__), "results", gpu_dir_name(), "ops.json")
+    todo = list(rows())
+    records = []
+    for i, (op, label, kind, s) in enumerate(todo):
+        progress(i, len(todo), "%s %s %s" % (op, label, kind))
+        set_precision(kind)
+        mine, theirs, flops = build(op, kind, s, "cuda")
+        t_mine = time_ms(mine, reps=args.reps)
+        t_torch = time_ms(theirs, reps=args.reps)
+        rec = dict(op=op, label=label, dtype=kind, tileops_ms=t_mine, torch_ms=t_torch, ratio=t_torch / t_mine,
+                   tileops_tflops=flops / t_mine / 1e9, torch_tflops=flops / t_torch / 1e9)
+        rec.update({k: v for k, v in s.items()})
+        records.append(rec)
+        del mine, theirs
+        torch.cuda.empty_cache()
+    progress(len(todo), len(todo), "done")
+    write_json(out, records)
+    print_table(records, ["op", "label", "dtype", "tileops_ms", "torch_ms", "ratio", "tileops_tflops"])
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Timing and reporting shared by the benchmarks: CUDA events, warm-up, median; JSON records."""
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+
+
+def time_ms(fn, warmup=5, reps=30, device="cuda"):
+    """Median milliseconds of fn() over `reps` timed calls after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    if device != "cuda":
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(ts)
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def set_precision(kind):
+    """TF32 flags set explicitly for every row: 'tf32' on, everything else off."""
+    on = kind == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+
+
+def gpu_name():
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or "cpu"
+
+
+def gpu_dir_name():
+    name = gpu_name().lower().replace("nvidia ", "")
+    return "".join(c if c.isalnum() else "-" for c in name).strip("-")
+
+
+def meta():
+    import tileops
+
+    return {
+        "gpu": gpu_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "tileops": tileops.build_info(),
+        "python": sys.version.split()[0],
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def write_json(path, records):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(dict(meta(), records=records), f, indent=1)
+
+
+def progress(i, n, label):
+    sys.stderr.write("\r[%3d/%3d] %-60s" % (i, n, label[:60]))
+    sys.stderr.flush()
+    if i == n:
+        sys.stderr.write("\n")
+
+
+def print_table(records, cols):
+    print("  ".join("%-12s" % c for c in cols))
+    for r in records:
+        print("  ".join(("%-12.4g" % r[c]) if isinstance(r[c], float) else "%-12s" % (r[c],) for c in cols))

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# On a GPU machine where torch is installed and nothing can be downloaded: build tileops against
+# that torch for this GPU, run the whole suite with CUDA tests required (none may skip), and
+# time every op against torch. Everything lands in OUTDIR:
+#   build.log, junit.xml, pytest.log, summary.json, ops.json, doctor.json
+# Usage: scripts/gpu_run.sh OUTDIR [pytest args...]
+set -uo pipefail
+OUTDIR=${1:?usage: scripts/gpu_run.sh OUTDIR [pytest args]}
+shift
+cd "$(dirname "$0")/.."
+mkdir -p "$OUTDIR"
+PY=${PYTHON:-python3}
+CAP=$($PY -c "import torch; print('%d.%d' % torch.cuda.get_device_capability())") || { echo "no GPU visible"; exit 1; }
+[ "$CAP" = "9.0" ] && CAP=9.0a  # Hopper: the arch-specific target (wgmma, setmaxnreg)
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$CAP} MAX_JOBS=${MAX_JOBS:-16} FORCE_CUDA=1
+( time $PY setup.py build_ext --inplace ) > "$OUTDIR/build.log" 2>&1 || { tail -40 "$OUTDIR/build.log"; exit 1; }
+grep "tileops build" "$OUTDIR/build.log"
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+$PY -m tileops doctor --json > "$OUTDIR/doctor.json"
+TILEOPS_REQUIRE_CUDA=1 $PY -m pytest tests -q -p no:cacheprovider --junitxml="$OUTDIR/junit.xml" "$@" > "$OUTDIR/pytest.log" 2>&1
+rc=$?
+tail -5 "$OUTDIR/pytest.log"
+$PY scripts/junit_summary.py "$OUTDIR/junit.xml" "$OUTDIR/summary.json" || rc=1
+if [ -z "${SKIP_BENCH:-}" ]; then
+  $PY benchmarks/bench_ops.py --out "$OUTDIR/ops.json" || rc=1
+fi
+exit $rc
