@@ -43,6 +43,8 @@ def fail(msg):
 
 
 def git_sha():
+    if os.environ.get("TILEOPS_GIT_SHA"):  # for builds from a copy without .git
+        return os.environ["TILEOPS_GIT_SHA"]
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
