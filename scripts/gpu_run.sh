@@ -13,9 +13,18 @@ PY=${PYTHON:-python3}
 CAP=$($PY -c "import torch; print('%d.%d' % torch.cuda.get_device_capability())") || { echo "no GPU visible"; exit 1; }
 [ "$CAP" = "9.0" ] && CAP=9.0a  # Hopper: the arch-specific target (wgmma, setmaxnreg)
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$CAP} MAX_JOBS=${MAX_JOBS:-16} FORCE_CUDA=1
+# Link with the system g++: a toolchain that links libstdc++ statically into _C.so gives the
+# process two libstdc++ copies, and the first error message formatted through std::ostream
+# crashes (seen on the lent H200 image, whose CXX is a separate gcc in /opt/gcc).
+if [ -x /usr/bin/g++ ]; then
+  export CC=/usr/bin/gcc CXX=/usr/bin/g++ LDSHARED="/usr/bin/g++ -shared"
+fi
+echo "compilers: CC=${CC:-} CXX=${CXX:-} ($(${CXX:-g++} --version | head -1))"
 ( time $PY setup.py build_ext --inplace ) > "$OUTDIR/build.log" 2>&1 || { tail -40 "$OUTDIR/build.log"; exit 1; }
 grep "tileops build" "$OUTDIR/build.log"
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+if ldd python/tileops/_C*.so | grep -q "libstdc++"; then echo "libstdc++: shared (good)"; else
+  echo "WARNING: _C.so does not link libstdc++ dynamically"; fi
 $PY -m tileops doctor --json > "$OUTDIR/doctor.json"
 TILEOPS_REQUIRE_CUDA=1 $PY -m pytest tests -q -p no:cacheprovider --junitxml="$OUTDIR/junit.xml" "$@" > "$OUTDIR/pytest.log" 2>&1
 rc=$?
