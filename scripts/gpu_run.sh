@@ -17,7 +17,7 @@ export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$CAP} MAX_JOBS=${MAX_JOBS:-1
 # process two libstdc++ copies, and the first error message formatted through std::ostream
 # crashes (seen on the lent H200 image, whose CXX is a separate gcc in /opt/gcc).
 if [ -x /usr/bin/g++ ]; then
-  export CC=/usr/bin/gcc CXX=/usr/bin/g++ LDSHARED="/usr/bin/g++ -shared"
+  export CC=/usr/bin/gcc CXX=/usr/bin/g++ LDSHARED="/usr/bin/g++ -shared" LDCXXSHARED="/usr/bin/g++ -shared"
 fi
 echo "compilers: CC=${CC:-} CXX=${CXX:-} ($(${CXX:-g++} --version | head -1))"
 ( time $PY setup.py build_ext --inplace ) > "$OUTDIR/build.log" 2>&1 || { tail -40 "$OUTDIR/build.log"; exit 1; }
