@@ -79,6 +79,12 @@ def want_cuda():
             )
         log("torch %s has no CUDA: building the CPU kernels only." % torch.__version__)
         return False, None, None
+    explicit = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if explicit and not os.path.exists(os.path.join(explicit, "bin", "nvcc")):
+        fail(
+            "CUDA_HOME=%s has no bin/nvcc. Point CUDA_HOME at a CUDA %s toolkit (conda: CUDA_HOME=$CONDA_PREFIX "
+            "after installing cuda-nvcc), or unset it to build the CPU kernels only." % (explicit, torch.version.cuda)
+        )
     cuda_home = cpp_extension.CUDA_HOME
     if cuda_home is None or not os.path.exists(os.path.join(cuda_home, "bin", "nvcc")):
         msg = (
@@ -186,10 +192,11 @@ def make_extension():
     return cpp_extension.CppExtension(**kwargs)
 
 
-setup(
-    version=VERSION,
-    packages=["tileops"],
-    package_dir={"": "python"},
-    ext_modules=[make_extension()],
-    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
-)
+if __name__ == "__main__":  # setuptools runs this file as __main__; tests import its helpers
+    setup(
+        version=VERSION,
+        packages=["tileops"],
+        package_dir={"": "python"},
+        ext_modules=[make_extension()],
+        cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
+    )
