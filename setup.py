@@ -113,6 +113,8 @@ def gencode_flags(arch_list, nvcc_ver):
     """-gencode flags for a TORCH_CUDA_ARCH_LIST-style string; '9.0a' needs nvcc >= 12.0."""
     flags, names = [], []
     entries = [a for a in re.split(r"[;\s,]+", arch_list) if a]
+    if "9.0a" in entries and nvcc_ver >= (12, 0):  # sm_90a code runs on every 9.0 GPU: one cubin, not two
+        entries = [a for a in entries if a != "9.0"]
     for entry in entries:
         ptx = entry.endswith("+PTX")
         arch = entry[:-4] if ptx else entry
@@ -171,6 +173,8 @@ def make_extension():
         nvcc += ["-O0", "-G"] if debug else ["-O3"]
         nvcc += os.environ.get("NVCC_FLAGS", "").split()
         defines += [("TILEOPS_WITH_CUDA", None)]
+        if "9.0a" in arch_names.split(";"):
+            defines += [("TILEOPS_HAVE_SM90A", None)]
     write_build_info(arch_names, "%d.%d" % nvcc_ver if with_cuda else "")
     log("version %s, torch %s (CUDA %s), python %s" % (VERSION, torch.__version__, torch.version.cuda, sys.version.split()[0]))
     if with_cuda:

@@ -9,7 +9,7 @@
 
 TORCH_LIBRARY(tileops, m) {
   const std::vector<at::Tag> pt2{at::Tag::pt2_compliant_tag};
-  m.def("matmul(Tensor a, Tensor b) -> Tensor", pt2);
+  m.def("matmul(Tensor a, Tensor b, str algo=\"auto\") -> Tensor", pt2);
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, str activation=\"none\") -> Tensor", pt2);
   m.def(
       "conv2d(Tensor x, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "

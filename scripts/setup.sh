@@ -15,8 +15,8 @@ fi
 .venv/bin/python -m pip install -q "$TORCH_PIN" setuptools wheel ninja pytest numpy pyyaml ruff
 
 if [ -z "${TORCH_CUDA_ARCH_LIST:-}" ]; then
-  # build for the GPU that is here; without one, for Hopper, so the CUDA code still compiles
-  TORCH_CUDA_ARCH_LIST=$(.venv/bin/python -c "import torch; print('%d.%d' % torch.cuda.get_device_capability() if torch.cuda.is_available() else '9.0')")
+  # build for the GPU that is here (Hopper: sm_90a); without one, for sm_90a, so all CUDA code compiles
+  TORCH_CUDA_ARCH_LIST=$(.venv/bin/python -c "import torch; c = torch.cuda.get_device_capability() if torch.cuda.is_available() else (9, 0); print('%d.%d' % c + ('a' if c == (9, 0) else ''))")
   export TORCH_CUDA_ARCH_LIST
 fi
 export MAX_JOBS=${MAX_JOBS:-$(nproc)}

@@ -27,6 +27,8 @@ def test_gencode_flags(setup_py):
         "-gencode=arch=compute_90,code=compute_90",
     ]
     assert names == "8.0;9.0a;9.0+PTX"
+    flags, names = setup_py.gencode_flags("9.0;9.0a", (13, 0))  # one Hopper cubin: sm_90a covers 9.0
+    assert names == "9.0a" and flags == ["-gencode=arch=compute_90a,code=sm_90a"]
     flags, _ = setup_py.gencode_flags(setup_py.DEFAULT_ARCHS, (11, 8))  # sm_90a needs nvcc >= 12
     assert not any("90a" in f for f in flags) and len(flags) == 4
     with pytest.raises(SystemExit, match="cannot read architecture"):

@@ -25,6 +25,7 @@ def cases(device):
          "expected a to have a floating dtype"),
         (lambda: tileops.matmul(T(3, 4, **d), torch.ones(4, 2, dtype=torch.bool, device=device)),
          "expected b to have a floating dtype"),
+        (lambda: tileops.matmul(T(3, 4, **d), T(4, 2, **d), algo="fastest"), "expected algo to be one of"),
         # linear
         (lambda: tileops.linear(T(3, 5, **d), T(6, 4, **d)), "weight expects in_features=4"),
         (lambda: tileops.linear(T(3, 4, **d), T(6, 4, 1, **d)), "expected weight to be 2-D"),
@@ -57,6 +58,11 @@ def cases(device):
         # modules
         (lambda: tnn.Linear(3, 4, activation="tanh"), "expected activation in"),
     ]
+
+
+def test_cpu_algo_is_auto_only():
+    with pytest.raises(RuntimeError, match="names a CUDA kernel family; on cpu only 'auto'"):
+        tileops.matmul(T(3, 4), T(4, 2), algo="simt")
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -9,7 +9,7 @@ from utils import DTYPES, check, fresh_generator, randn, run_poisoned, tf32
 
 KINDS = ["float64", "float32", "tf32", "float16", "bfloat16"]
 SIZES = [(1, 1, 1), (7, 7, 7), (127, 255, 33), (255, 127, 127), (1, 1000, 7), (1000, 1, 64), (33, 65, 1000),
-         (0, 5, 3), (5, 0, 3), (5, 3, 0)]
+         (129, 264, 72), (256, 8, 1024), (0, 5, 3), (5, 0, 3), (5, 3, 0)]
 
 
 def make(shape, layout, dtype, device, gen):
@@ -73,6 +73,42 @@ def test_matmul_large_cuda(kind, size):
         out = run_poisoned(lambda: tileops.matmul(a, b), M * N, dt, "cuda")
     ref, mag = ref_mm(a, b)
     check(out, ref, mag, kind, "large %s seed=%d" % (size, seed))
+
+
+ALGO_KINDS = [("simt", k) for k in ["float64", "float32", "float16", "bfloat16"]] + [
+    ("wmma", k) for k in ["tf32", "float16", "bfloat16"]] + [("wgmma", k) for k in ["float16", "bfloat16"]]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("algo,kind", ALGO_KINDS)
+@pytest.mark.parametrize("case", ["CC", "CT", "batched", "broadcast_b", "odd_tails", "square_1024"])
+def test_matmul_algos_cuda(algo, kind, case):
+    """Each kernel family pinned through `algo`, on layouts every family (wgmma too) accepts."""
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    M, N, K = {"square_1024": (1024, 1024, 1024), "odd_tails": (1000, 264, 200)}.get(case, (129, 264, 72))
+    a = randn((3, M, K) if case in ("batched", "broadcast_b") else (M, K), dt, "cuda", gen)
+    if case == "CT":
+        b = randn((N, K), dt, "cuda", gen).t()  # K-major b (a linear weight)
+    elif case == "batched":
+        b = randn((3, K, N), dt, "cuda", gen)
+    else:
+        b = randn((K, N), dt, "cuda", gen)
+    with tf32(kind == "tf32"):
+        out = run_poisoned(lambda: tileops.matmul(a, b, algo=algo), out_numel=a.numel() // K * N, dtype=dt, device="cuda")
+    ref, mag = ref_mm(a, b)
+    check(out, ref, mag, kind, "algo=%s %s seed=%d" % (algo, case, seed))
+
+
+@pytest.mark.cuda
+def test_matmul_algo_errors_cuda():
+    a = torch.randn(64, 72, device="cuda", dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="algo='wgmma' cannot run this problem: .*row-major"):
+        tileops.matmul(a.t().contiguous().t(), a.t(), algo="wgmma")
+    with pytest.raises(RuntimeError, match="algo='wgmma' cannot run this problem: it takes float16 and bfloat16"):
+        tileops.matmul(a.float(), a.float().t(), algo="wgmma")
+    with pytest.raises(RuntimeError, match="algo='wmma' takes float32, float16 and bfloat16"):
+        tileops.matmul(a.double(), a.double().t(), algo="wmma")
 
 
 @pytest.mark.parametrize("device,kind", DEVICE_KINDS)

@@ -8,11 +8,15 @@ namespace tileops {
 
 enum class Kind { Matmul, ConvFwd, ConvDgrad, ConvWgrad };
 
+// Kernel family a caller may pin (matmul's `algo`); Auto picks by dtype, device and layout.
+enum class Algo { Auto, Simt, Wmma, Wgmma };
+
 struct GemmArgs {
   Kind kind = Kind::Matmul;
   c10::ScalarType dtype = c10::ScalarType::Float;
   bool allow_tf32 = false;  // fp32 only: use the tensor-core (tf32) family
   Act act = Act::None;
+  Algo algo = Algo::Auto;
   int64_t batch = 1, M = 0, N = 0, K = 0;
   const void* bias = nullptr;  // dtype `dtype`, indexed by problem.bias_index
   MatmulOperands mm{};         // kind == Matmul

@@ -63,12 +63,10 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
 
   for (int64_t g = blockIdx.z; g < batch; g += gridDim.z) {
-    OperandLoader<T, P, true, BM, BK, Cfg::THREADS> la;
-    OperandLoader<T, P, false, BN, BK, Cfg::THREADS> lb;
-    la.init(p, g, m0, M, tid);
-    lb.init(p, g, n0, N, tid);
-    la.fetch(p, 0, K);
-    lb.fetch(p, 0, K);
+    TileLoaders<T, P, BM, BN, BK, Cfg::THREADS> ld;
+    ld.init(p, g, m0, n0, M, N, K, tid);
+    auto& la = ld.a;
+    auto& lb = ld.b;
 
     wmma::fragment<wmma::accumulator, 16, 16, MK, float> acc[Cfg::FM][Cfg::FN];
 #pragma unroll
@@ -78,15 +76,14 @@ __global__ void __launch_bounds__(Cfg::THREADS)
 
     for (int64_t k0 = 0; k0 < K; k0 += BK) {
 #pragma unroll
-      for (int i = 0; i < decltype(la)::Map::KRUN; ++i)
+      for (int i = 0; i < decltype(ld.a)::Map::KRUN; ++i)
         As[la.r * LDA + la.k_in + i] = reinterpret_cast<const S&>(la.v[i]);
 #pragma unroll
-      for (int i = 0; i < decltype(lb)::Map::KRUN; ++i)
+      for (int i = 0; i < decltype(ld.b)::Map::KRUN; ++i)
         Bs[(lb.k_in + i) * LDB + lb.r] = reinterpret_cast<const S&>(lb.v[i]);
       __syncthreads();
       if (k0 + BK < K) {  // next slice's global loads overlap this slice's MMAs
-        la.fetch(p, k0 + BK, K);
-        lb.fetch(p, k0 + BK, K);
+        ld.fetch(p, k0 + BK, K);
       }
 #pragma unroll
       for (int kk = 0; kk < BK; kk += MK) {

@@ -42,6 +42,19 @@ void launch_tc(const P& p, const GemmArgs& a) {
 // dtype -> family: fp64 and strict fp32 on SIMT; fp16, bf16 and TF32 on tensor cores.
 template <template <typename> class Problem, class Operands>
 void launch_problem(const GemmArgs& a, const Operands& ops) {
+  if (a.algo == Algo::Simt) {  // the SIMT family takes every dtype (fp32 accumulation below fp64)
+    switch (a.dtype) {
+      case at::kDouble: return launch_simt<double, double, SimtF64>(Problem<double>(ops), a);
+      case at::kFloat: return launch_simt<float, float, SimtF32>(Problem<float>(ops), a);
+      case at::kHalf: return launch_simt<c10::Half, float, SimtF32>(Problem<c10::Half>(ops), a);
+      case at::kBFloat16: return launch_simt<c10::BFloat16, float, SimtF32>(Problem<c10::BFloat16>(ops), a);
+      default: TORCH_CHECK(false, "tileops: unsupported dtype ", a.dtype);
+    }
+  }
+  if (a.algo == Algo::Wmma) {  // tensor cores: fp32 runs as TF32 whatever the flags say
+    TORCH_CHECK(a.dtype != at::kDouble, "tileops.matmul: algo='wmma' takes float32, float16 and bfloat16, got float64");
+    if (a.dtype == at::kFloat) return launch_tc<float, TcTf32>(Problem<float>(ops), a);
+  }
   switch (a.dtype) {
     case at::kDouble: launch_simt<double, double, SimtF64>(Problem<double>(ops), a); break;
     case at::kFloat:

@@ -1,4 +1,133 @@
+// Matmul on CUDA: the Hopper (wgmma + TMA) family where the GPU, build and operand layout
+// allow it, else the generic families in launch.cuh.
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <cuda.h>
+
+#include <cstdlib>
+
+#include "gemm_sm90.cuh"
 #include "launch.cuh"
+
 namespace tileops::cuda {
-void gemm_cuda_matmul(const GemmArgs& a) { launch_problem<MatmulProblem>(a, a.mm); }
+namespace {
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiled encode_tiled() {  // a driver entry point: no libcuda link needed
+  static const EncodeTiled fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    C10_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+    TORCH_CHECK(q == cudaDriverEntryPointSuccess && p != nullptr, "tileops: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<EncodeTiled>(p);
+  }();
+  return fn;
+}
+
+// 3-D tiled map (inner dim first) with 128-byte swizzle; tails read as zero.
+CUtensorMap tensor_map(const void* base, at::ScalarType st, const uint64_t dims[3], const uint64_t strides[2],
+                       uint32_t box0, uint32_t box1) {
+  CUtensorMap m;
+  const cuuint64_t d[3] = {dims[0], dims[1], dims[2]};
+  const cuuint64_t s[2] = {strides[0], strides[1]};
+  const cuuint32_t box[3] = {box0, box1, 1}, es[3] = {1, 1, 1};
+  const CUresult r = encode_tiled()(&m, st == at::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                    3, const_cast<void*>(base), d, s, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  TORCH_CHECK(r == CUDA_SUCCESS, "tileops: cuTensorMapEncodeTiled failed with error ", int(r));
+  return m;
+}
+
+enum class BLayout { None, KMajor, MNMajor };
+
+uint32_t env_u32(const char* name, uint32_t fallback) {
+  const char* v = std::getenv(name);
+  return v ? uint32_t(std::atoi(v)) : fallback;
+}
+
+// Why the Hopper family cannot take this problem, or nullptr when it can.
+const char* sm90_reject(const GemmArgs& a, BLayout& bl) {
+#ifndef TILEOPS_HAVE_SM90A
+  return "tileops was built without the sm_90a target (TORCH_CUDA_ARCH_LIST must include 9.0a)";
+#endif
+  if (a.dtype != at::kHalf && a.dtype != at::kBFloat16) return "it takes float16 and bfloat16 only";
+  const auto* prop = at::cuda::getCurrentDeviceProperties();
+  if (prop->major != 9 || prop->minor != 0) return "it needs a compute capability 9.0 GPU (H100/H200)";
+  const auto& o = a.mm;
+  auto al16 = [](int64_t elems) { return (elems * 2) % 16 == 0; };
+  if (reinterpret_cast<uintptr_t>(o.a) % 16 || reinterpret_cast<uintptr_t>(o.b) % 16)
+    return "operands must be 16-byte aligned";
+  if (!(o.sa[2] == 1 && al16(o.sa[1]) && o.sa[1] >= a.K && al16(o.sa[0])))
+    return "a must be row-major (K contiguous) with 16-byte aligned row and batch strides";
+  if (o.sb[1] == 1 && al16(o.sb[2]) && o.sb[2] >= a.K && al16(o.sb[0])) bl = BLayout::KMajor;
+  else if (o.sb[2] == 1 && al16(o.sb[1]) && o.sb[1] >= a.N && al16(o.sb[0])) bl = BLayout::MNMajor;
+  else return "b must have a contiguous dimension and 16-byte aligned other strides";
+  if (a.batch > 65535 || a.M >= (int64_t(1) << 31) || a.N >= (int64_t(1) << 31) || a.K >= (int64_t(1) << 31))
+    return "the problem is too large for one launch";
+  return nullptr;
+}
+
+template <typename T, int BN, int STAGES, bool MN>
+void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb, uint32_t lbo,
+                 uint32_t sbo) {
+  auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES>;
+  constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
+  static const bool attr_set = [&] {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    return true;
+  }();
+  (void)attr_set;
+  const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN), unsigned(a.batch));
+  kernel<<<grid, sm90::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
+      ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, Epilogue<T>{static_cast<const T*>(a.bias), a.act}, ba, bb, lbo,
+      sbo);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void run_sm90(const GemmArgs& a, BLayout bl) {
+  const auto& o = a.mm;
+  const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
+  auto bstride = [](int64_t s, int64_t fallback) { return uint64_t(s == 0 ? fallback : s) * 2; };
+  const uint64_t da[3] = {uint64_t(a.K), uint64_t(a.M), uint64_t(ba)};
+  const uint64_t sa[2] = {uint64_t(o.sa[1]) * 2, bstride(o.sa[0], o.sa[1] * a.M)};
+  const bool wide = a.N > 128;
+  const CUtensorMap ma = tensor_map(o.a, a.dtype, da, sa, sm90::BK, sm90::BM);
+  if (bl == BLayout::KMajor) {
+    const uint64_t db[3] = {uint64_t(a.K), uint64_t(a.N), uint64_t(bb)};
+    const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, bstride(o.sb[0], o.sb[2] * a.N)};
+    const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, sm90::BK, wide ? 256 : 128);
+    if (wide) launch_sm90<T, 256, 4, false>(a, ma, mb, ba, bb, 16, 1024);
+    else launch_sm90<T, 128, 6, false>(a, ma, mb, ba, bb, 16, 1024);
+  } else {
+    const uint64_t db[3] = {uint64_t(a.N), uint64_t(a.K), uint64_t(bb)};
+    const uint64_t sb[2] = {uint64_t(o.sb[1]) * 2, bstride(o.sb[0], o.sb[1] * a.K)};
+    const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, 64, sm90::BK);
+    // MN-major SW128: 64-column atoms are 64 k-rows x 128 B = 8 KiB apart (leading byte
+    // offset); groups of 8 k-rows are 1 KiB apart (stride byte offset).
+    const uint32_t lbo = env_u32("TILEOPS_SM90_MN_LBO", 8192), sbo = env_u32("TILEOPS_SM90_MN_SBO", 1024);
+    if (wide) launch_sm90<T, 256, 4, true>(a, ma, mb, ba, bb, lbo, sbo);
+    else launch_sm90<T, 128, 6, true>(a, ma, mb, ba, bb, lbo, sbo);
+  }
+}
+
+}  // namespace
+
+void gemm_cuda_matmul(const GemmArgs& a) {
+  BLayout bl = BLayout::None;
+  const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && a.dtype != at::kFloat && a.dtype != at::kDouble);
+  const char* why = want ? sm90_reject(a, bl) : "not requested";
+  if (want && why == nullptr) {
+    if (a.dtype == at::kBFloat16) run_sm90<c10::BFloat16>(a, bl);
+    else run_sm90<c10::Half>(a, bl);
+    return;
+  }
+  TORCH_CHECK(a.algo != Algo::Wgmma, "tileops.matmul: algo='wgmma' cannot run this problem: ", why);
+  launch_problem<MatmulProblem>(a, a.mm);
+}
+
 }  // namespace tileops::cuda

@@ -39,6 +39,19 @@ inline Act parse_activation(const char* op, c10::string_view s) {
               std::string(s), "'");
 }
 
+inline Algo parse_algo(const char* op, c10::string_view s, const at::Device& device) {
+  Algo a;
+  if (s == "auto") a = Algo::Auto;
+  else if (s == "simt") a = Algo::Simt;
+  else if (s == "wmma") a = Algo::Wmma;
+  else if (s == "wgmma") a = Algo::Wgmma;
+  else TORCH_CHECK(false, "tileops.", op, ": expected algo to be one of 'auto', 'simt', 'wmma', 'wgmma', got '",
+                   std::string(s), "'");
+  TORCH_CHECK(a == Algo::Auto || device.is_cuda(), "tileops.", op, ": algo='", std::string(s),
+              "' names a CUDA kernel family; on ", device, " only 'auto' is available");
+  return a;
+}
+
 // Runs a problem on the device that holds its tensors.
 inline void run_gemm(const GemmArgs& a, const at::Device& device) {
   if (device.is_cuda()) {
@@ -56,7 +69,7 @@ inline void run_gemm(const GemmArgs& a, const at::Device& device) {
 }
 
 // The ops (one definition each; registered for CPU and CUDA in register.cpp).
-at::Tensor matmul(const at::Tensor& a, const at::Tensor& b);
+at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, c10::string_view algo);
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                   c10::string_view activation);
 at::Tensor conv2d(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,

@@ -10,12 +10,13 @@ namespace {
 // Describes out[b] = a[b] @ b[b] (+ bias, activation) with a: (B|1, M, K) and bT given
 // as a (B|1, K, N) strided view. A batch of size 1 is broadcast through stride 0.
 GemmArgs matmul_args(const at::Tensor& a3, const at::Tensor& b3, const at::Tensor& out3, const at::Tensor* bias,
-                     Act act) {
+                     Act act, Algo algo = Algo::Auto) {
   GemmArgs g;
   g.kind = Kind::Matmul;
   g.dtype = a3.scalar_type();
   g.allow_tf32 = a3.is_cuda() && g.dtype == at::kFloat && at::globalContext().allowTF32CuBLAS();
   g.act = act;
+  g.algo = algo;
   g.batch = out3.size(0);
   g.M = out3.size(1);
   g.N = out3.size(2);
@@ -36,10 +37,11 @@ GemmArgs matmul_args(const at::Tensor& a3, const at::Tensor& b3, const at::Tenso
 
 }  // namespace
 
-at::Tensor matmul(const at::Tensor& a, const at::Tensor& b) {
+at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, c10::string_view algo_name) {
   check_float_tensor("matmul", a, "a");
   check_float_tensor("matmul", b, "b");
   check_same("matmul", a, "a", b, "b");
+  const Algo algo = parse_algo("matmul", algo_name, a.device());
   TORCH_CHECK(a.dim() >= 2, "tileops.matmul: expected a to have at least 2 dimensions, got shape ", a.sizes());
   TORCH_CHECK(b.dim() >= 2, "tileops.matmul: expected b to have at least 2 dimensions, got shape ", b.sizes());
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
@@ -82,7 +84,7 @@ at::Tensor matmul(const at::Tensor& a, const at::Tensor& b) {
   };
   const auto a3 = as3(a, a_batch, M, K), b3 = as3(b, b_batch, K, N);
   const auto out3 = out.view({B, M, N});
-  run_gemm(matmul_args(a3, b3, out3, nullptr, Act::None), a.device());
+  run_gemm(matmul_args(a3, b3, out3, nullptr, Act::None, algo), a.device());
   return out;
 }
 

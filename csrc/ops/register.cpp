@@ -25,10 +25,10 @@ struct Autocast {
   using Guard = c10::impl::ExcludeDispatchKeyGuard;
   static c10::DispatchKey key() { return at::autocast::get_autocast_dispatch_key_from_device_type(DT); }
 
-  static at::Tensor matmul(const at::Tensor& a, const at::Tensor& b) {
+  static at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, c10::string_view algo) {
     Guard g(key());
     static auto h = op<decltype(ops::matmul)>("tileops::matmul");
-    return h.call(cast(a), cast(b));
+    return h.call(cast(a), cast(b), algo);
   }
   static at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
                            c10::string_view act) {

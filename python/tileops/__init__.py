@@ -22,7 +22,7 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
 
 from . import nn  # noqa: E402
 from .nn import convert  # noqa: E402
-from .ops import ACTIVATIONS, conv2d, linear, matmul  # noqa: E402
+from .ops import ACTIVATIONS, ALGOS, conv2d, linear, matmul  # noqa: E402
 
 __version__ = _C.build_info()["version"]
 
@@ -32,4 +32,4 @@ def build_info():
     return dict(_C.build_info())
 
 
-__all__ = ["ACTIVATIONS", "build_info", "conv2d", "convert", "linear", "matmul", "nn"]
+__all__ = ["ACTIVATIONS", "ALGOS", "build_info", "conv2d", "convert", "linear", "matmul", "nn"]

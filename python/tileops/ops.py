@@ -25,9 +25,16 @@ def _pair(v, name) -> Tuple[int, int]:
     return v
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b for 2-D or batched operands (batch dims broadcast as torch.matmul); any strides."""
-    return torch.ops.tileops.matmul.default(a, b)
+ALGOS = ("auto", "simt", "wmma", "wgmma")
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, algo: str = "auto") -> torch.Tensor:
+    """a @ b for 2-D or batched operands (batch dims broadcast as torch.matmul); any strides.
+
+    algo pins a CUDA kernel family: 'simt' (shared-memory tiles, register blocking; every
+    dtype), 'wmma' (tensor cores; float32 runs as TF32), 'wgmma' (Hopper: TMA + wgmma, fp16/bf16,
+    row-major a). 'auto' picks by dtype, GPU and layout; it is the only choice on the CPU."""
+    return torch.ops.tileops.matmul.default(a, b, algo)
 
 
 def linear(
@@ -75,7 +82,7 @@ def conv2d(
 
 
 @torch.library.register_fake("tileops::matmul")
-def _matmul_fake(a, b):
+def _matmul_fake(a, b, algo="auto"):
     torch._check(a.dim() >= 2 and b.dim() >= 2, lambda: "tileops.matmul: expected operands of at least 2-D")
     torch._check(a.shape[-1] == b.shape[-2], lambda: "tileops.matmul: inner dimensions differ")
     batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -134,14 +141,14 @@ def _pre_activation_grad(grad, act, output, recompute):
 
 
 def _matmul_setup(ctx, inputs, output):
-    ctx.save_for_backward(*inputs)
+    ctx.save_for_backward(inputs[0], inputs[1])
 
 
 def _matmul_backward(ctx, grad):
     a, b = ctx.saved_tensors
     ga = matmul(grad, b.mT).sum_to_size(a.shape) if ctx.needs_input_grad[0] else None
     gb = matmul(a.mT, grad).sum_to_size(b.shape) if ctx.needs_input_grad[1] else None
-    return ga, gb
+    return ga, gb, None
 
 
 def _linear_setup(ctx, inputs, output):

@@ -1,0 +1,86 @@
+"""tileops matmul / linear against torch (cuBLAS) on the issue's shapes, same run, same inputs,
+TF32 flags set per row; plus the kernel ladder (each `algo` on one shape).
+
+    python benchmarks/bench_matmul.py [--out benchmarks/results/<gpu>/matmul.json] [--quick]
+"""
+import argparse
+import os
+
+import torch
+import torch.nn.functional as F
+
+import tileops
+from common import gpu_dir_name, print_table, progress, set_precision, time_ms, write_json
+
+KINDS = ["float32", "tf32", "float16", "bfloat16"]
+SHAPES = [  # label, batch, M, N, K
+    ("square 1024", 1, 1024, 1024, 1024), ("square 2048", 1, 2048, 2048, 2048),
+    ("square 4096", 1, 4096, 4096, 4096), ("square 8192", 1, 8192, 8192, 8192),
+    ("ViT-B MLP fc1", 1, 25216, 3072, 768), ("ViT-B MLP fc2", 1, 25216, 768, 3072),
+    ("ViT-B QKV", 1, 25216, 2304, 768), ("LLM up", 1, 4096, 11008, 4096), ("LLM down", 1, 4096, 4096, 11008),
+    ("skinny M=1", 1, 1, 4096, 4096), ("skinny M=8", 1, 8, 4096, 4096), ("skinny M=16", 1, 16, 4096, 4096),
+    ("odd 127x255x511", 1, 127, 255, 511), ("odd 1000^3", 1, 1000, 1000, 1000), ("odd 4095x4097x4093", 1, 4095, 4097, 4093),
+    ("batched QK^T 64x512x512x64", 64, 512, 512, 64), ("batched AV 64x512x64x512", 64, 512, 64, 512),
+]
+LADDER = [("simt", k) for k in ("float32", "bfloat16")] + [("wmma", "tf32"), ("wmma", "bfloat16"),
+                                                           ("wgmma", "bfloat16"), ("auto", "bfloat16")]
+
+
+def dtype_of(kind):
+    return torch.float32 if kind == "tf32" else getattr(torch, kind)
+
+
+def operands(kind, batch, M, N, K):
+    dt = dtype_of(kind)
+    lead = (batch,) if batch > 1 else ()
+    return torch.randn(*lead, M, K, device="cuda", dtype=dt), torch.randn(*lead, K, N, device="cuda", dtype=dt)
+
+
+def record(op, label, kind, batch, M, N, K, mine, theirs, reps, **extra):
+    set_precision(kind)
+    t_mine, t_torch = time_ms(mine, reps=reps), time_ms(theirs, reps=reps)
+    flops = 2.0 * batch * M * N * K
+    rec = dict(op=op, label=label, dtype=kind, M=M, N=N, K=K, batch=batch, tileops_ms=t_mine, torch_ms=t_torch,
+               ratio=t_torch / t_mine, tileops_tflops=flops / t_mine / 1e9, torch_tflops=flops / t_torch / 1e9)
+    rec.update(extra)
+    return rec
+
+
+def run_row(op, shape, kind, algo="auto", reps=30):
+    label, batch, M, N, K = shape
+    if op == "linear+gelu":
+        x = torch.randn(M, K, device="cuda", dtype=dtype_of(kind))
+        w, b = torch.randn(N, K, device="cuda", dtype=x.dtype), torch.randn(N, device="cuda", dtype=x.dtype)
+        return record(op, label, kind, batch, M, N, K, lambda: tileops.linear(x, w, b, "gelu"),
+                      lambda: F.gelu(F.linear(x, w, b)), reps, algo="auto")
+    a, b = operands(kind, batch, M, N, K)
+    return record("matmul", label, kind, batch, M, N, K, lambda: tileops.matmul(a, b, algo=algo),
+                  lambda: torch.matmul(a, b), reps, algo=algo)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--quick", action="store_true", help="squares up to 4096 only")
+    args = ap.parse_args()
+    assert torch.cuda.is_available(), "bench_matmul.py times CUDA kernels; no GPU is visible"
+    out = args.out or os.path.join(os.path.dirname(__file__), "results", gpu_dir_name(), "matmul.json")
+    shapes = [s for s in SHAPES if not (args.quick and s[2] * s[3] * s[4] > 4096 ** 3)]
+    todo = [("matmul", s, k) for k in KINDS for s in shapes]
+    todo += [("linear+gelu", s, "bfloat16") for s in SHAPES if s[0].startswith("ViT")]
+    todo += [("ladder", ("square 4096", 1, 4096, 4096, 4096), k, algo) for algo, k in LADDER]
+    records = []
+    for i, item in enumerate(todo):
+        progress(i, len(todo), " ".join(str(x) for x in (item[0], item[1][0]) + item[2:]))
+        records.append(run_row(*item, reps=args.reps))
+        torch.cuda.empty_cache()
+    progress(len(todo), len(todo), "done")
+    torch.cuda.empty_cache()
+    write_json(out, records)
+    print_table(records, ["label", "dtype", "algo", "tileops_ms", "torch_ms", "ratio", "tileops_tflops"])
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+// Hopper family (sm_90a, fp16/bf16 matmul): TMA loads into 128B-swizzled shared memory,
+// completing on mbarriers, a STAGES-deep ring; one producer warpgroup (one thread issues
+// the copies) and two consumer warpgroups that each run wgmma on 64 rows of the 128-row
+// tile and apply the shared epilogue straight from their accumulators.
+//
+// A is K-major (row-major M x K). B is K-major (B^T row-major, e.g. a linear weight) or
+// MN-major (row-major K x N), read through the transpose bit. TMA zero-fills tile tails.
+#pragma once
+#include <cuda.h>
+
+#include "../common/epilogue.h"
+#include "../common/problems.h"
+#include "wgmma_ops.h"
+
+namespace tileops {
+namespace cuda {
+namespace sm90 {
+
+constexpr int BM = 128, BK = 64, THREADS = 384;
+
+template <int BN, int STAGES, typename T>
+constexpr size_t smem_bytes() {
+  return size_t(STAGES) * (BM + BN) * BK * sizeof(T) + 2 * STAGES * sizeof(uint64_t) + 1024;  // + alignment slack
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::
+          "r"(smem_u32(dst)),
+      "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+// Shared-memory matrix descriptor, 128-byte swizzle; offsets in bytes.
+__device__ __forceinline__ uint64_t make_desc(const void* p, uint32_t lbo, uint32_t sbo) {
+  return uint64_t((smem_u32(p) & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+template <int BN, int TB, typename F>
+__device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t db, F* tag) {
+  if constexpr (BN == 256) wgmma_m64n256k16<TB>(d, da, db, 1, tag);
+  else if constexpr (BN == 128) wgmma_m64n128k16<TB>(d, da, db, 1, tag);
+  else wgmma_m64n64k16<TB>(d, da, db, 1, tag);
+}
+#endif
+
+// p supplies C's index map (row_c, c, bias_index); batch_a / batch_b: 1 when broadcast.
+template <typename T, int BN, bool B_MN_MAJOR, int STAGES>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
+                     MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
+                     uint32_t b_lbo, uint32_t b_sbo) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
+  extern __shared__ uint8_t smem_raw[];
+  // 128B-swizzled tiles must start on 1024-byte boundaries
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  T* As = reinterpret_cast<T*>(smem);
+  T* Bs = As + STAGES * BM * BK;
+  uint64_t* full = reinterpret_cast<uint64_t*>(Bs + STAGES * BN * BK);
+  uint64_t* empty = full + STAGES;
+
+  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, g = blockIdx.z;
+  const int ktiles = int((K + BK - 1) / BK);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (t == 0) {
+      const int ga = batch_a > 1 ? g : 0, gb = batch_b > 1 ? g : 0;
+      for (int kt = 0; kt < ktiles; ++kt) {
+        const int s = kt % STAGES;
+        if (kt >= STAGES) mbar_wait(&empty[s], ((kt / STAGES) - 1) & 1);
+        mbar_expect_tx(&full[s], (BM + BN) * BK * sizeof(T));
+        tma_load(As + s * BM * BK, &tm_a, &full[s], kt * BK, m0, ga);
+        if constexpr (B_MN_MAJOR) {
+          for (int j = 0; j < BN / 64; ++j) tma_load(Bs + s * BN * BK + j * 64 * BK, &tm_b, &full[s], n0 + 64 * j, kt * BK, gb);
+        } else {
+          tma_load(Bs + s * BN * BK, &tm_b, &full[s], kt * BK, n0, gb);
+        }
+      }
+    }
+  } else {  // consumers: warpgroup 1 -> rows 0..63, warpgroup 2 -> rows 64..127
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+    const T* a_half = As + (wg - 1) * 64 * BK;
+    for (int kt = 0; kt < ktiles; ++kt) {
+      const int s = kt % STAGES;
+      mbar_wait(&full[s], (kt / STAGES) & 1);
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        const uint64_t da = make_desc(a_half + s * BM * BK + kk * 16, 16, 1024);
+        const uint64_t db = B_MN_MAJOR ? make_desc(Bs + s * BN * BK + kk * 16 * 64, b_lbo, b_sbo)
+                                       : make_desc(Bs + s * BN * BK + kk * 16, 16, 1024);
+        wgmma<BN, B_MN_MAJOR ? 1 : 0>(d, da, db, static_cast<F*>(nullptr));
+      }
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+      if (t == 0) mbar_arrive(&empty[s]);
+    }
+    // accumulator layout of m64nN: warp w holds rows 16w + lane/4 (+8), n8 block j holds
+    // columns 8j + 2*(lane%4) (+1)
+    const int warp = t / 32, lane = t % 32;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t m = m0 + (wg - 1) * 64 + warp * 16 + lane / 4 + half * 8;
+      if (m >= M) continue;
+      const auto row = p.row_c(g, m);
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t n = n0 + j * 8 + (lane % 4) * 2 + e;
+          if (n < N) *p.c(row, n) = epi(d[j * 4 + half * 2 + e], p.bias_index(g, n));
+        }
+      }
+    }
+  }
+#else
+  __trap();  // built without sm_90a: the host never launches this
+#endif
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace tileops
