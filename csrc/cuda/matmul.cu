@@ -4,8 +4,6 @@
 #include <c10/cuda/CUDAException.h>
 #include <cuda.h>
 
-#include <cstdlib>
-
 #include "gemm_sm90.cuh"
 #include "launch.cuh"
 
@@ -43,11 +41,6 @@ CUtensorMap tensor_map(const void* base, at::ScalarType st, const uint64_t dims[
 }
 
 enum class BLayout { None, KMajor, MNMajor };
-
-uint32_t env_u32(const char* name, uint32_t fallback) {
-  const char* v = std::getenv(name);
-  return v ? uint32_t(std::atoi(v)) : fallback;
-}
 
 // Why the Hopper family cannot take this problem, or nullptr when it can.
 const char* sm90_reject(const GemmArgs& a, BLayout& bl) {
@@ -108,10 +101,10 @@ void run_sm90(const GemmArgs& a, BLayout bl) {
     const uint64_t sb[2] = {uint64_t(o.sb[1]) * 2, bstride(o.sb[0], o.sb[1] * a.K)};
     const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, 64, sm90::BK);
     // MN-major SW128: 64-column atoms are 64 k-rows x 128 B = 8 KiB apart (leading byte
-    // offset); groups of 8 k-rows are 1 KiB apart (stride byte offset).
-    const uint32_t lbo = env_u32("TILEOPS_SM90_MN_LBO", 8192), sbo = env_u32("TILEOPS_SM90_MN_SBO", 1024);
-    if (wide) launch_sm90<T, 256, 4, true>(a, ma, mb, ba, bb, lbo, sbo);
-    else launch_sm90<T, 128, 6, true>(a, ma, mb, ba, bb, lbo, sbo);
+    // offset); groups of 8 k-rows are 1 KiB apart (stride byte offset). Checked on an H200
+    // against the swapped and equal alternatives, which give wrong results.
+    if (wide) launch_sm90<T, 256, 4, true>(a, ma, mb, ba, bb, 8192, 1024);
+    else launch_sm90<T, 128, 6, true>(a, ma, mb, ba, bb, 8192, 1024);
   }
 }
 
