@@ -22,6 +22,12 @@ fi
 echo "compilers: CC=${CC:-} CXX=${CXX:-} ($(${CXX:-g++} --version | head -1))"
 ( time $PY setup.py build_ext --inplace ) > "$OUTDIR/build.log" 2>&1 || { tail -40 "$OUTDIR/build.log"; exit 1; }
 grep "tileops build" "$OUTDIR/build.log"
+if command -v cuobjdump > /dev/null; then  # registers / spills per kernel, and whether HGMMA is there
+  for o in build/temp*/csrc/cuda/*.o; do
+    echo "== $o: $(cuobjdump --dump-sass "$o" | grep -c HGMMA) HGMMA"
+    cuobjdump --dump-resource-usage "$o" | grep -E "REG:" | sed -E 's/.*(REG:[0-9]+ STACK:[0-9]+ SHARED:[0-9]+ LOCAL:[0-9]+).*/\1/' | sort | uniq -c
+  done >> "$OUTDIR/build.log" 2>&1
+fi
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 if ldd python/tileops/_C*.so | grep -q "libstdc++"; then echo "libstdc++: shared (good)"; else
   echo "WARNING: _C.so does not link libstdc++ dynamically"; fi
