@@ -61,6 +61,8 @@ def check(out, ref, mag, kind, what=""):
     bad = err > bound
     assert not bad.any(), "%s: %d of %d elements out of bound; worst err %.3g at bound %.3g" % (
         what, int(bad.sum()), o.numel(), float(err[bad].max()), float(bound[bad][err[bad].argmax()]))
+    if o.numel() < 64:  # the relative norm is a statistic; on a handful of elements the bound above decides
+        return
     # relative to ||ref||; an activation can squash ref to ~0, so never below 1e-3 ||mag||
     rn = float((o - ref).norm() / torch.maximum(ref.norm(), 1e-3 * mag.norm()).clamp_min(1e-300))
     assert rn <= NORM_TOL[kind], "%s: relative error %.3g > %.3g" % (what, rn, NORM_TOL[kind])
