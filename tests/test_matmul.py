@@ -81,14 +81,18 @@ ALGO_KINDS = [("simt", k) for k in ["float64", "float32", "float16", "bfloat16"]
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("algo,kind", ALGO_KINDS)
-@pytest.mark.parametrize("case", ["CC", "CT", "batched", "broadcast_b", "odd_tails", "square_1024"])
+@pytest.mark.parametrize("case", ["CC", "CT", "TT", "batched", "broadcast_b", "odd_tails", "odd_unaligned",
+                                  "square_1024"])
 def test_matmul_algos_cuda(algo, kind, case):
     """Each kernel family pinned through `algo`, on layouts every family (wgmma too) accepts."""
     gen, seed = fresh_generator()
     dt = DTYPES[kind]
-    M, N, K = {"square_1024": (1024, 1024, 1024), "odd_tails": (1000, 264, 200)}.get(case, (129, 264, 72))
+    M, N, K = {"square_1024": (1024, 1024, 1024), "odd_tails": (1000, 264, 200),
+               "odd_unaligned": (1001, 263, 203)}.get(case, (129, 264, 72))
     a = randn((3, M, K) if case in ("batched", "broadcast_b") else (M, K), dt, "cuda", gen)
-    if case == "CT":
+    if case == "TT":  # both column-major: wgmma reads padded row-major copies
+        a, b = randn((K, M), dt, "cuda", gen).t(), randn((N, K), dt, "cuda", gen).t().contiguous().t()
+    elif case == "CT":
         b = randn((N, K), dt, "cuda", gen).t()  # K-major b (a linear weight)
     elif case == "batched":
         b = randn((3, K, N), dt, "cuda", gen)
@@ -103,8 +107,6 @@ def test_matmul_algos_cuda(algo, kind, case):
 @pytest.mark.cuda
 def test_matmul_algo_errors_cuda():
     a = torch.randn(64, 72, device="cuda", dtype=torch.float16)
-    with pytest.raises(RuntimeError, match="algo='wgmma' cannot run this problem: .*row-major"):
-        tileops.matmul(a.t().contiguous().t(), a.t(), algo="wgmma")
     with pytest.raises(RuntimeError, match="algo='wgmma' cannot run this problem: it takes float16 and bfloat16"):
         tileops.matmul(a.float(), a.float().t(), algo="wgmma")
     with pytest.raises(RuntimeError, match="algo='wmma' takes float32, float16 and bfloat16"):

@@ -1,7 +1,9 @@
 // Hopper family (sm_90a, fp16/bf16 matmul): TMA loads into 128B-swizzled shared memory,
 // completing on mbarriers, a STAGES-deep ring; one producer warpgroup (one thread issues
 // the copies) and two consumer warpgroups that each run wgmma on 64 rows of the 128-row
-// tile and apply the shared epilogue straight from their accumulators.
+// tile. Each consumer keeps one wgmma group in flight and releases a stage as soon as the
+// group reading it retires. The epilogue (shared functor) goes through padded shared memory
+// so global stores are 16-byte vectors along rows.
 //
 // A is K-major (row-major M x K). B is K-major (B^T row-major, e.g. a linear weight) or
 // MN-major (row-major K x N), read through the transpose bit. TMA zero-fills tile tails.
@@ -20,6 +22,7 @@ constexpr int BM = 128, BK = 64, THREADS = 384;
 
 template <int BN, int STAGES, typename T>
 constexpr size_t smem_bytes() {
+  static_assert(STAGES * (BM + BN) * BK >= 2 * 64 * (BN + 8), "epilogue staging must fit in the stages");
   return size_t(STAGES) * (BM + BN) * BK * sizeof(T) + 2 * STAGES * sizeof(uint64_t) + 1024;  // + alignment slack
 }
 
@@ -69,7 +72,7 @@ template <typename T, int BN, bool B_MN_MAJOR, int STAGES>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                      MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
-                     uint32_t b_lbo, uint32_t b_sbo) {
+                     uint32_t b_lbo, uint32_t b_sbo, bool vec_store) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
   extern __shared__ uint8_t smem_raw[];
@@ -126,24 +129,41 @@ __global__ void __launch_bounds__(THREADS, 1)
         wgmma<BN, B_MN_MAJOR ? 1 : 0>(d, da, db, static_cast<F*>(nullptr));
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-      if (t == 0) mbar_arrive(&empty[s]);
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
+      if (kt > 0 && t == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
     }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+
+    // Epilogue. Both consumers must be done with the stages before they become staging space.
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+    constexpr int CP = BN + 8;  // padded pitch: the fragment writes below hit 32 distinct banks
+    T* stage = As + (wg - 1) * 64 * CP;
     // accumulator layout of m64nN: warp w holds rows 16w + lane/4 (+8), n8 block j holds
     // columns 8j + 2*(lane%4) (+1)
     const int warp = t / 32, lane = t % 32;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int64_t m = m0 + (wg - 1) * 64 + warp * 16 + lane / 4 + half * 8;
-      if (m >= M) continue;
-      const auto row = p.row_c(g, m);
+      const int r = warp * 16 + lane / 4 + half * 8;
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int64_t n = n0 + j * 8 + (lane % 4) * 2 + e;
-          if (n < N) *p.c(row, n) = epi(d[j * 4 + half * 2 + e], p.bias_index(g, n));
+          const int c = j * 8 + (lane % 4) * 2 + e;
+          const int64_t n = n0 + c;
+          stage[r * CP + c] = n < N ? epi(d[j * 4 + half * 2 + e], p.bias_index(g, n)) : T(0.f);
         }
+      }
+    }
+    asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");  // this warpgroup's staging is written
+    for (int i = t; i < 64 * (BN / 8); i += 128) {
+      const int r = i / (BN / 8), c = (i % (BN / 8)) * 8;
+      const int64_t m = m0 + (wg - 1) * 64 + r, n = n0 + c;
+      if (m >= M || n >= N) continue;
+      const auto row = p.row_c(g, m);
+      if (vec_store && n + 8 <= N) {
+        *reinterpret_cast<uint4*>(p.c(row, n)) = *reinterpret_cast<const uint4*>(stage + r * CP + c);
+      } else {
+        for (int e = 0; e < 8 && n + e < N; ++e) *p.c(row, n + e) = stage[r * CP + c + e];
       }
     }
   }

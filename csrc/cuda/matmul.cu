@@ -1,5 +1,6 @@
 // Matmul on CUDA: the Hopper (wgmma + TMA) family where the GPU, build and operand layout
 // allow it, else the generic families in launch.cuh.
+#include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <cuda.h>
@@ -42,14 +43,22 @@ CUtensorMap tensor_map(const void* base, at::ScalarType st, const uint64_t dims[
 
 enum class BLayout { None, KMajor, MNMajor };
 
-// Why the Hopper family cannot take this problem, or nullptr when it can.
-const char* sm90_reject(const GemmArgs& a, BLayout& bl) {
+// Why the Hopper family cannot run on this build, GPU and dtype, or nullptr when it can.
+const char* sm90_unavailable(const GemmArgs& a) {
 #ifndef TILEOPS_HAVE_SM90A
   return "tileops was built without the sm_90a target (TORCH_CUDA_ARCH_LIST must include 9.0a)";
 #endif
   if (a.dtype != at::kHalf && a.dtype != at::kBFloat16) return "it takes float16 and bfloat16 only";
   const auto* prop = at::cuda::getCurrentDeviceProperties();
   if (prop->major != 9 || prop->minor != 0) return "it needs a compute capability 9.0 GPU (H100/H200)";
+  if (a.K == 0) return "K is zero";
+  if (a.batch > 65535 || a.M >= (int64_t(1) << 31) || a.N >= (int64_t(1) << 31) || a.K >= (int64_t(1) << 31))
+    return "the problem is too large for one launch";
+  return nullptr;
+}
+
+// Why TMA cannot read these operands in place (alignment, strides), or nullptr when it can.
+const char* sm90_layout_reject(const GemmArgs& a, BLayout& bl) {
   const auto& o = a.mm;
   auto al16 = [](int64_t elems) { return (elems * 2) % 16 == 0; };
   if (reinterpret_cast<uintptr_t>(o.a) % 16 || reinterpret_cast<uintptr_t>(o.b) % 16)
@@ -59,14 +68,39 @@ const char* sm90_reject(const GemmArgs& a, BLayout& bl) {
   if (o.sb[1] == 1 && al16(o.sb[2]) && o.sb[2] >= a.K && al16(o.sb[0])) bl = BLayout::KMajor;
   else if (o.sb[2] == 1 && al16(o.sb[1]) && o.sb[1] >= a.N && al16(o.sb[0])) bl = BLayout::MNMajor;
   else return "b must have a contiguous dimension and 16-byte aligned other strides";
-  if (a.batch > 65535 || a.M >= (int64_t(1) << 31) || a.N >= (int64_t(1) << 31) || a.K >= (int64_t(1) << 31))
-    return "the problem is too large for one launch";
   return nullptr;
+}
+
+// Operands TMA cannot read in place are copied once into zero-padded row-major buffers
+// (K and N rounded up to 8 elements, through the caching allocator); the zeros add nothing.
+struct Padded {
+  at::Tensor a, b;
+  GemmArgs args;
+};
+Padded pad_operands(const GemmArgs& in) {
+  const auto& o = in.mm;
+  const auto opts = at::TensorOptions().dtype(in.dtype).device(at::kCUDA, at::cuda::current_device());
+  const int64_t ba = o.sa[0] == 0 ? 1 : in.batch, bb = o.sb[0] == 0 ? 1 : in.batch;
+  const int64_t K8 = (in.K + 7) / 8 * 8, N8 = (in.N + 7) / 8 * 8;
+  const auto av = at::from_blob(const_cast<void*>(o.a), {ba, in.M, in.K}, {o.sa[0], o.sa[1], o.sa[2]}, opts);
+  const auto bv = at::from_blob(const_cast<void*>(o.b), {bb, in.K, in.N}, {o.sb[0], o.sb[1], o.sb[2]}, opts);
+  Padded p{at::constant_pad_nd(av, {0, K8 - in.K}).contiguous(), at::constant_pad_nd(bv, {0, N8 - in.N, 0, K8 - in.K}).contiguous(), in};
+  p.args.K = K8;
+  p.args.mm.a = p.a.const_data_ptr();
+  p.args.mm.b = p.b.const_data_ptr();
+  const int64_t sa[3] = {ba == 1 ? 0 : in.M * K8, K8, 1}, sb[3] = {bb == 1 ? 0 : K8 * N8, N8, 1};
+  for (int i = 0; i < 3; ++i) {
+    p.args.mm.sa[i] = sa[i];
+    p.args.mm.sb[i] = sb[i];
+  }
+  return p;
 }
 
 template <typename T, int BN, int STAGES, bool MN>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb, uint32_t lbo,
                  uint32_t sbo) {
+  const auto& o = a.mm;  // 16-byte stores along output rows when rows and base are aligned
+  const bool vec = o.sc[2] == 1 && o.sc[1] % 8 == 0 && o.sc[0] % 8 == 0 && reinterpret_cast<uintptr_t>(o.c) % 16 == 0;
   auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   static const bool attr_set = [&] {
@@ -77,7 +111,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN), unsigned(a.batch));
   kernel<<<grid, sm90::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
       ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, Epilogue<T>{static_cast<const T*>(a.bias), a.act}, ba, bb, lbo,
-      sbo);
+      sbo, vec);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -108,15 +142,26 @@ void run_sm90(const GemmArgs& a, BLayout bl) {
   }
 }
 
+template <typename T>
+void run_sm90_any_layout(const GemmArgs& a) {
+  BLayout bl = BLayout::None;
+  if (sm90_layout_reject(a, bl) == nullptr) return run_sm90<T>(a, bl);
+  const Padded p = pad_operands(a);
+  TORCH_INTERNAL_ASSERT(sm90_layout_reject(p.args, bl) == nullptr, "tileops: padded operands not TMA-readable");
+  run_sm90<T>(p.args, bl);
+}
+
 }  // namespace
 
 void gemm_cuda_matmul(const GemmArgs& a) {
+  const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && (a.dtype == at::kHalf || a.dtype == at::kBFloat16));
+  const char* why = want ? sm90_unavailable(a) : "not requested";
   BLayout bl = BLayout::None;
-  const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && a.dtype != at::kFloat && a.dtype != at::kDouble);
-  const char* why = want ? sm90_reject(a, bl) : "not requested";
-  if (want && why == nullptr) {
-    if (a.dtype == at::kBFloat16) run_sm90<c10::BFloat16>(a, bl);
-    else run_sm90<c10::Half>(a, bl);
+  // Auto: tiny problems that would need padded copies stay on one WMMA launch.
+  const bool small = double(a.batch) * a.M * a.N * a.K < double(1 << 22);
+  if (want && why == nullptr && (a.algo == Algo::Wgmma || !small || sm90_layout_reject(a, bl) == nullptr)) {
+    if (a.dtype == at::kBFloat16) run_sm90_any_layout<c10::BFloat16>(a);
+    else run_sm90_any_layout<c10::Half>(a);
     return;
   }
   TORCH_CHECK(a.algo != Algo::Wgmma, "tileops.matmul: algo='wgmma' cannot run this problem: ", why);
