@@ -91,7 +91,7 @@ def test_matmul_algos_cuda(algo, kind, case):
                "odd_unaligned": (1001, 263, 203)}.get(case, (129, 264, 72))
     a = randn((3, M, K) if case in ("batched", "broadcast_b") else (M, K), dt, "cuda", gen)
     if case == "TT":  # both column-major: wgmma reads padded row-major copies
-        a, b = randn((K, M), dt, "cuda", gen).t(), randn((N, K), dt, "cuda", gen).t().contiguous().t()
+        a, b = randn((K, M), dt, "cuda", gen).t(), randn((K, N), dt, "cuda", gen).t().contiguous().t()
     elif case == "CT":
         b = randn((N, K), dt, "cuda", gen).t()  # K-major b (a linear weight)
     elif case == "batched":
