@@ -7,6 +7,8 @@ import torch
 # Per-element bound |out - ref| <= TOL * (|A| |B| + |bias|) (the GEMM error bound's form),
 # and the relative norm ||out - ref|| / ||ref|| under NORM_TOL.
 TOL = {"float64": 1e-12, "float32": 1e-5, "tf32": 2e-3, "float16": 2e-3, "bfloat16": 1e-2}
+# absolute floor: float16 has subnormals below 6e-5 with a fixed spacing of 2^-24
+ATOL = {"float16": 2.0 ** -24}
 NORM_TOL = {"float64": 1e-12, "float32": 1e-5, "tf32": 1e-3, "float16": 1e-2, "bfloat16": 1e-2}
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "tf32": torch.float32, "float16": torch.float16,
           "bfloat16": torch.bfloat16}
@@ -57,7 +59,7 @@ def check(out, ref, mag, kind, what=""):
     if o.numel() == 0:
         return
     err = (o - ref).abs()
-    bound = TOL[kind] * mag + 1e-30
+    bound = TOL[kind] * mag + ATOL.get(kind, 1e-30)
     bad = err > bound
     assert not bad.any(), "%s: %d of %d elements out of bound; worst err %.3g at bound %.3g" % (
         what, int(bad.sum()), o.numel(), float(err[bad].max()), float(bound[bad][err[bad].argmax()]))

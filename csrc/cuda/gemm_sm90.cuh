@@ -1,11 +1,9 @@
 // Hopper family (sm_90a, fp16/bf16 matmul): TMA loads into 128B-swizzled shared memory,
 // completing on mbarriers, a STAGES-deep ring; one producer warpgroup (one thread issues
 // the copies) and two consumer warpgroups that each run wgmma on 64 rows of the 128-row
-// tile. Persistent: one CTA per SM walks output tiles in grouped (L2-friendly) order, so
-// the producer already fetches the next tile while the consumers run the epilogue. Each
-// consumer keeps one wgmma group in flight and releases a stage when the group reading it
-// retires; the epilogue (the shared functor) is staged through padded shared memory so
-// global stores are 16-byte vectors along rows.
+// tile. Each consumer keeps one wgmma group in flight and releases a stage as soon as the
+// group reading it retires. The epilogue (shared functor) goes through padded shared memory
+// so global stores are 16-byte vectors along rows.
 //
 // A is K-major (row-major M x K). B is K-major (B^T row-major, e.g. a linear weight) or
 // MN-major (row-major K x N), read through the transpose bit. TMA zero-fills tile tails.
@@ -22,26 +20,10 @@ namespace sm90 {
 
 constexpr int BM = 128, BK = 64, THREADS = 384;
 
-constexpr int GROUP_M = 8;  // rasterization: tiles run in column strips 8 tiles tall
-
-template <int BN>
-constexpr int staging_pitch() { return BN + 8; }  // padded: fragment writes hit 32 distinct banks
-
 template <int BN, int STAGES, typename T>
-constexpr size_t smem_bytes() {  // stages, epilogue staging for two warpgroups, barriers, alignment slack
-  return size_t(STAGES) * (BM + BN) * BK * sizeof(T) + size_t(2) * 64 * staging_pitch<BN>() * sizeof(T) +
-         2 * STAGES * sizeof(uint64_t) + 1024;
-}
-
-// Tile `id` -> (batch, tile row, tile column), grouped so concurrent CTAs share A and B panels.
-__host__ __device__ inline void tile_coords(int id, int tiles_m, int tiles_n, int& g, int& tm, int& tn) {
-  const int per_g = tiles_m * tiles_n, r = id % per_g;
-  g = id / per_g;
-  const int first_m = (r / (GROUP_M * tiles_n)) * GROUP_M;
-  const int rows = min(tiles_m - first_m, GROUP_M);
-  const int in_group = r % (GROUP_M * tiles_n);
-  tm = first_m + in_group % rows;
-  tn = in_group / rows;
+constexpr size_t smem_bytes() {
+  static_assert(STAGES * (BM + BN) * BK >= 2 * 64 * (BN + 8), "epilogue staging must fit in the stages");
+  return size_t(STAGES) * (BM + BN) * BK * sizeof(T) + 2 * STAGES * sizeof(uint64_t) + 1024;  // + alignment slack
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -89,23 +71,20 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t 
 template <typename T, int BN, bool B_MN_MAJOR, int STAGES>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
-                     MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch, int batch_a,
-                     int batch_b, uint32_t b_lbo, uint32_t b_sbo, bool vec_store) {
+                     MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
+                     uint32_t b_lbo, uint32_t b_sbo, bool vec_store) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
   extern __shared__ uint8_t smem_raw[];
   // 128B-swizzled tiles must start on 1024-byte boundaries
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  constexpr int CP = staging_pitch<BN>();
   T* As = reinterpret_cast<T*>(smem);
   T* Bs = As + STAGES * BM * BK;
-  T* Cs = Bs + STAGES * BN * BK;
-  uint64_t* full = reinterpret_cast<uint64_t*>(Cs + 2 * 64 * CP);
+  uint64_t* full = reinterpret_cast<uint64_t*>(Bs + STAGES * BN * BK);
   uint64_t* empty = full + STAGES;
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-  const int tiles_m = int((M + BM - 1) / BM), tiles_n = int((N + BN - 1) / BN);
-  const int tiles = tiles_m * tiles_n * batch;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, g = blockIdx.z;
   const int ktiles = int((K + BK - 1) / BK);
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -119,43 +98,28 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (wg == 0) {  // producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (t == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_a) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_b) : "memory");
-      int it = 0;  // k-tiles issued by this CTA over all its output tiles: ring slot and phase
-      for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
-        int g, tm, tn;
-        tile_coords(id, tiles_m, tiles_n, g, tm, tn);
-        const int m0 = tm * BM, n0 = tn * BN, ga = batch_a > 1 ? g : 0, gb = batch_b > 1 ? g : 0;
-        for (int kt = 0; kt < ktiles; ++kt, ++it) {
-          const int s = it % STAGES;
-          if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) - 1) & 1);
-          mbar_expect_tx(&full[s], (BM + BN) * BK * sizeof(T));
-          tma_load(As + s * BM * BK, &tm_a, &full[s], kt * BK, m0, ga);
-          if constexpr (B_MN_MAJOR) {
-            for (int j = 0; j < BN / 64; ++j)
-              tma_load(Bs + s * BN * BK + j * 64 * BK, &tm_b, &full[s], n0 + 64 * j, kt * BK, gb);
-          } else {
-            tma_load(Bs + s * BN * BK, &tm_b, &full[s], kt * BK, n0, gb);
-          }
+      const int ga = batch_a > 1 ? g : 0, gb = batch_b > 1 ? g : 0;
+      for (int kt = 0; kt < ktiles; ++kt) {
+        const int s = kt % STAGES;
+        if (kt >= STAGES) mbar_wait(&empty[s], ((kt / STAGES) - 1) & 1);
+        mbar_expect_tx(&full[s], (BM + BN) * BK * sizeof(T));
+        tma_load(As + s * BM * BK, &tm_a, &full[s], kt * BK, m0, ga);
+        if constexpr (B_MN_MAJOR) {
+          for (int j = 0; j < BN / 64; ++j) tma_load(Bs + s * BN * BK + j * 64 * BK, &tm_b, &full[s], n0 + 64 * j, kt * BK, gb);
+        } else {
+          tma_load(Bs + s * BN * BK, &tm_b, &full[s], kt * BK, n0, gb);
         }
       }
     }
   } else {  // consumers: warpgroup 1 -> rows 0..63, warpgroup 2 -> rows 64..127
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    const T* a_half = As + (wg - 1) * 64 * BK;
-    T* stage = Cs + (wg - 1) * 64 * CP;
-    const int warp = t / 32, lane = t % 32;
-    int it = 0;
-    for (int id = blockIdx.x; id < tiles; id += gridDim.x) {
-    int g, tm, tn;
-    tile_coords(id, tiles_m, tiles_n, g, tm, tn);
-    const int64_t m0 = int64_t(tm) * BM, n0 = int64_t(tn) * BN;
     float d[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
-    for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      const int s = it % STAGES;
-      mbar_wait(&full[s], (it / STAGES) & 1);
+    const T* a_half = As + (wg - 1) * 64 * BK;
+    for (int kt = 0; kt < ktiles; ++kt) {
+      const int s = kt % STAGES;
+      mbar_wait(&full[s], (kt / STAGES) & 1);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
@@ -166,15 +130,17 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
-      if (kt > 0 && t == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+      if (kt > 0 && t == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    if (t == 0) mbar_arrive(&empty[(it - 1) % STAGES]);  // the tile's last stage
 
-    // Epilogue through this warpgroup's staging buffer (free once its previous copy-out ended).
-    asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
+    // Epilogue. Both consumers must be done with the stages before they become staging space.
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+    constexpr int CP = BN + 8;  // padded pitch: the fragment writes below hit 32 distinct banks
+    T* stage = As + (wg - 1) * 64 * CP;
     // accumulator layout of m64nN: warp w holds rows 16w + lane/4 (+8), n8 block j holds
     // columns 8j + 2*(lane%4) (+1)
+    const int warp = t / 32, lane = t % 32;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int r = warp * 16 + lane / 4 + half * 8;
@@ -200,7 +166,6 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int e = 0; e < 8 && n + e < N; ++e) *p.c(row, n + e) = stage[r * CP + c + e];
       }
     }
-    }  // tiles
   }
 #else
   __trap();  // built without sm_90a: the host never launches this

@@ -52,7 +52,7 @@ const char* sm90_unavailable(const GemmArgs& a) {
   const auto* prop = at::cuda::getCurrentDeviceProperties();
   if (prop->major != 9 || prop->minor != 0) return "it needs a compute capability 9.0 GPU (H100/H200)";
   if (a.K == 0) return "K is zero";
-  if (a.batch >= (int64_t(1) << 31) || a.M >= (int64_t(1) << 31) || a.N >= (int64_t(1) << 31) || a.K >= (int64_t(1) << 31))
+  if (a.batch > 65535 || a.M >= (int64_t(1) << 31) || a.N >= (int64_t(1) << 31) || a.K >= (int64_t(1) << 31))
     return "the problem is too large for one launch";
   return nullptr;
 }
@@ -108,12 +108,10 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
     return true;
   }();
   (void)attr_set;
-  const int64_t tiles = ((a.M + sm90::BM - 1) / sm90::BM) * ((a.N + BN - 1) / BN) * a.batch;
-  TORCH_CHECK(tiles < (int64_t(1) << 31), "tileops.matmul: too many output tiles for one launch");
-  const int ctas = int(std::min<int64_t>(tiles, at::cuda::getCurrentDeviceProperties()->multiProcessorCount));
-  kernel<<<ctas, sm90::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
-      ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, Epilogue<T>{static_cast<const T*>(a.bias), a.act},
-      int(a.batch), ba, bb, lbo, sbo, vec);
+  const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN), unsigned(a.batch));
+  kernel<<<grid, sm90::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
+      ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, Epilogue<T>{static_cast<const T*>(a.bias), a.act}, ba, bb, lbo,
+      sbo, vec);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -130,8 +128,8 @@ void run_sm90(const GemmArgs& a, BLayout bl) {
     const uint64_t db[3] = {uint64_t(a.K), uint64_t(a.N), uint64_t(bb)};
     const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, bstride(o.sb[0], o.sb[2] * a.N)};
     const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, sm90::BK, wide ? 256 : 128);
-    if (wide) launch_sm90<T, 256, 3, false>(a, ma, mb, ba, bb, 16, 1024);
-    else launch_sm90<T, 128, 4, false>(a, ma, mb, ba, bb, 16, 1024);
+    if (wide) launch_sm90<T, 256, 4, false>(a, ma, mb, ba, bb, 16, 1024);
+    else launch_sm90<T, 128, 6, false>(a, ma, mb, ba, bb, 16, 1024);
   } else {
     const uint64_t db[3] = {uint64_t(a.N), uint64_t(a.K), uint64_t(bb)};
     const uint64_t sb[2] = {uint64_t(o.sb[1]) * 2, bstride(o.sb[0], o.sb[1] * a.K)};
@@ -139,8 +137,8 @@ void run_sm90(const GemmArgs& a, BLayout bl) {
     // MN-major SW128: 64-column atoms are 64 k-rows x 128 B = 8 KiB apart (leading byte
     // offset); groups of 8 k-rows are 1 KiB apart (stride byte offset). Checked on an H200
     // against the swapped and equal alternatives, which give wrong results.
-    if (wide) launch_sm90<T, 256, 3, true>(a, ma, mb, ba, bb, 8192, 1024);
-    else launch_sm90<T, 128, 4, true>(a, ma, mb, ba, bb, 8192, 1024);
+    if (wide) launch_sm90<T, 256, 4, true>(a, ma, mb, ba, bb, 8192, 1024);
+    else launch_sm90<T, 128, 6, true>(a, ma, mb, ba, bb, 8192, 1024);
   }
 }
 
