@@ -2,6 +2,7 @@
 // + bias, activation, cast to the output dtype. Math runs in the accumulator type.
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "problems.h"
 
@@ -35,6 +36,24 @@ struct Epilogue {
     if (bias != nullptr) v += static_cast<Acc>(bias[bias_index]);
     return static_cast<T>(activate(v, act));
   }
+  // The same with the activation fixed at compile time, for kernels whose epilogue is hot:
+  // no per-element branch, and only the one activation's code in the instruction stream.
+  template <Act A, typename Acc>
+  TILEOPS_HD T apply(Acc v, int64_t bias_index) const {
+    if (bias != nullptr) v += static_cast<Acc>(bias[bias_index]);
+    return static_cast<T>(activate(v, A));
+  }
 };
+
+// Calls fn(std::integral_constant<Act, a>{}) for the runtime activation a.
+template <typename Fn>
+TILEOPS_HD void with_act(Act a, Fn&& fn) {
+  switch (a) {
+    case Act::Relu: fn(std::integral_constant<Act, Act::Relu>{}); break;
+    case Act::Gelu: fn(std::integral_constant<Act, Act::Gelu>{}); break;
+    case Act::Silu: fn(std::integral_constant<Act, Act::Silu>{}); break;
+    default: fn(std::integral_constant<Act, Act::None>{}); break;
+  }
+}
 
 }  // namespace tileops

@@ -76,8 +76,9 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
   extern __shared__ uint8_t smem_raw[];
-  // 128B-swizzled tiles must start on 1024-byte boundaries
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // 128B-swizzled tiles must start on 1024-byte boundaries; offsetting the __shared__ array
+  // (not casting an integer) keeps its accesses shared-memory loads and stores
+  uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T* As = reinterpret_cast<T*>(smem);
   T* Bs = As + STAGES * BM * BK;
   uint64_t* full = reinterpret_cast<uint64_t*>(Bs + STAGES * BN * BK);
@@ -141,28 +142,32 @@ __global__ void __launch_bounds__(THREADS, 1)
     // accumulator layout of m64nN: warp w holds rows 16w + lane/4 (+8), n8 block j holds
     // columns 8j + 2*(lane%4) (+1)
     const int warp = t / 32, lane = t % 32;
+    with_act(epi.act, [&](auto act) {
+      constexpr Act A = decltype(act)::value;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = warp * 16 + lane / 4 + half * 8;
+      for (int half = 0; half < 2; ++half) {
+        const int r = warp * 16 + lane / 4 + half * 8;
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
+        for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int c = j * 8 + (lane % 4) * 2 + e;
-          const int64_t n = n0 + c;
-          stage[r * CP + c] = n < N ? epi(d[j * 4 + half * 2 + e], p.bias_index(g, n)) : T(0.f);
+          for (int e = 0; e < 2; ++e) {
+            const int c = j * 8 + (lane % 4) * 2 + e;
+            // columns past N hold no bias: write a value the copy-out never stores
+            stage[r * CP + c] = n0 + c < N ? epi.template apply<A>(d[j * 4 + half * 2 + e], p.bias_index(g, n0 + c)) : T(0.f);
+          }
         }
       }
-    }
+    });
     asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");  // this warpgroup's staging is written
+    const bool interior = vec_store && m0 + BM <= M && n0 + BN <= N;
+#pragma unroll 4
     for (int i = t; i < 64 * (BN / 8); i += 128) {
       const int r = i / (BN / 8), c = (i % (BN / 8)) * 8;
       const int64_t m = m0 + (wg - 1) * 64 + r, n = n0 + c;
-      if (m >= M || n >= N) continue;
-      const auto row = p.row_c(g, m);
-      if (vec_store && n + 8 <= N) {
-        *reinterpret_cast<uint4*>(p.c(row, n)) = *reinterpret_cast<const uint4*>(stage + r * CP + c);
-      } else {
+      if (interior || (vec_store && m < M && n + 8 <= N)) {
+        *reinterpret_cast<uint4*>(p.c(p.row_c(g, m), n)) = *reinterpret_cast<const uint4*>(stage + r * CP + c);
+      } else if (m < M) {
+        const auto row = p.row_c(g, m);
         for (int e = 0; e < 8 && n + e < N; ++e) *p.c(row, n + e) = stage[r * CP + c + e];
       }
     }
