@@ -41,6 +41,11 @@ struct Epilogue {
   template <Act A, typename Acc>
   TILEOPS_HD T apply(Acc v, int64_t bias_index) const {
     if (bias != nullptr) v += static_cast<Acc>(bias[bias_index]);
+    return finish<A>(v);
+  }
+  // For kernels that already added the bias (e.g. from a shared-memory copy of the tile's).
+  template <Act A, typename Acc>
+  TILEOPS_HD T finish(Acc v) const {
     return static_cast<T>(activate(v, A));
   }
 };

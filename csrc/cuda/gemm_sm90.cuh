@@ -22,7 +22,8 @@ constexpr int BM = 128, BK = 64, THREADS = 384;
 
 template <int BN, int STAGES, typename T>
 constexpr size_t smem_bytes() {
-  static_assert(STAGES * (BM + BN) * BK >= 2 * 64 * (BN + 8), "epilogue staging must fit in the stages");
+  static_assert(STAGES * (BM + BN) * BK * sizeof(T) >= 2 * 64 * (BN + 8) * sizeof(T) + 2 * BN * sizeof(float),
+                "epilogue staging and bias tiles must fit in the stages");
   return size_t(STAGES) * (BM + BN) * BK * sizeof(T) + 2 * STAGES * sizeof(uint64_t) + 1024;  // + alignment slack
 }
 
@@ -142,6 +143,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     // accumulator layout of m64nN: warp w holds rows 16w + lane/4 (+8), n8 block j holds
     // columns 8j + 2*(lane%4) (+1)
     const int warp = t / 32, lane = t % 32;
+    // this tile's bias, once, as float (zeros without bias or past N): no global loads per element
+    float* bias_s = reinterpret_cast<float*>(As + 2 * 64 * CP) + (wg - 1) * BN;
+    for (int i = t; i < BN; i += 128)
+      bias_s[i] = epi.bias != nullptr && n0 + i < N ? static_cast<float>(epi.bias[p.bias_index(g, n0 + i)]) : 0.f;
+    asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
     with_act(epi.act, [&](auto act) {
       constexpr Act A = decltype(act)::value;
 #pragma unroll
@@ -151,9 +157,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int c = j * 8 + (lane % 4) * 2 + e;
-            // columns past N hold no bias: write a value the copy-out never stores
-            stage[r * CP + c] = n0 + c < N ? epi.template apply<A>(d[j * 4 + half * 2 + e], p.bias_index(g, n0 + c)) : T(0.f);
+            const int c = j * 8 + (lane % 4) * 2 + e;  // columns past N: computed, never stored
+            stage[r * CP + c] = epi.template finish<A>(d[j * 4 + half * 2 + e] + bias_s[c]);
           }
         }
       }
