@@ -143,11 +143,14 @@ __global__ void __launch_bounds__(THREADS, 1)
     // accumulator layout of m64nN: warp w holds rows 16w + lane/4 (+8), n8 block j holds
     // columns 8j + 2*(lane%4) (+1)
     const int warp = t / 32, lane = t % 32;
-    // this tile's bias, once, as float (zeros without bias or past N): no global loads per element
+    // this tile's bias, once, as float (zeros past N): no global loads per element
+    const bool has_bias = epi.bias != nullptr;
     float* bias_s = reinterpret_cast<float*>(As + 2 * 64 * CP) + (wg - 1) * BN;
-    for (int i = t; i < BN; i += 128)
-      bias_s[i] = epi.bias != nullptr && n0 + i < N ? static_cast<float>(epi.bias[p.bias_index(g, n0 + i)]) : 0.f;
-    asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
+    if (has_bias) {
+      for (int i = t; i < BN; i += 128)
+        bias_s[i] = n0 + i < N ? static_cast<float>(epi.bias[p.bias_index(g, n0 + i)]) : 0.f;
+      asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
+    }
     with_act(epi.act, [&](auto act) {
       constexpr Act A = decltype(act)::value;
 #pragma unroll
@@ -158,7 +161,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int c = j * 8 + (lane % 4) * 2 + e;  // columns past N: computed, never stored
-            stage[r * CP + c] = epi.template finish<A>(d[j * 4 + half * 2 + e] + bias_s[c]);
+            const float v = d[j * 4 + half * 2 + e];
+            stage[r * CP + c] = epi.template finish<A>(has_bias ? v + bias_s[c] : v);
           }
         }
       }
