@@ -103,11 +103,8 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   const bool vec = o.sc[2] == 1 && o.sc[1] % 8 == 0 && o.sc[0] % 8 == 0 && reinterpret_cast<uintptr_t>(o.c) % 16 == 0;
   auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
-  static const bool attr_set = [&] {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    return true;
-  }();
-  (void)attr_set;
+  // per device, so set on every launch (a host-side attribute write, no synchronization)
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN), unsigned(a.batch));
   kernel<<<grid, sm90::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
       ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, Epilogue<T>{static_cast<const T*>(a.bias), a.act}, ba, bb, lbo,
