@@ -177,11 +177,13 @@ def test_command_prints_json():
     try:
         import torch
 
-        import tileops  # noqa: F401
+        import tileops
     except Exception as e:  # the command needs the package to import for `python -m tileops`
         pytest.skip(f"tileops does not import here ({e})")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [PYTHON_DIR, env.get("PYTHONPATH")] if p)
+    # the subprocess imports the same tileops this process did (source tree or site-packages)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(tileops.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [here, env.get("PYTHONPATH")] if p)
     out = subprocess.run(
         [sys.executable, "-m", "tileops", "doctor", "--json"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
