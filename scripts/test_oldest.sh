@@ -4,7 +4,12 @@
 # CUDA 12, the machine's nvcc 13), then the test suite against the installed package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY39=${TILEOPS_PY39:-$(command -v python3.9 || ls /root/.pyenv/versions/3.9*/bin/python 2>/dev/null | head -1 || true)}
+PY39=${TILEOPS_PY39:-}
+if [ -z "$PY39" ]; then  # a pyenv shim may exist without a usable interpreter: try each candidate
+  for cand in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.9*/bin/python python3.9; do
+    if "$cand" -c 'import sys; assert sys.version_info[:2] == (3, 9)' 2>/dev/null; then PY39=$cand; break; fi
+  done
+fi
 if [ -z "$PY39" ]; then
   echo "test_oldest: no Python 3.9 interpreter found (set TILEOPS_PY39); this leg did not run"
   exit 0
