@@ -14,7 +14,7 @@ if [ -z "$PY39" ]; then
   echo "test_oldest: no Python 3.9 interpreter found (set TILEOPS_PY39); this leg did not run"
   exit 0
 fi
-VENV=${TILEOPS_OLDEST_VENV:-.venv-oldest}
+VENV=$(realpath -m "${TILEOPS_OLDEST_VENV:-.venv-oldest}")  # absolute: the tests run from tests/
 [ -x "$VENV/bin/python" ] || "$PY39" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q "torch==2.7.1" setuptools wheel ninja pytest numpy pyyaml
