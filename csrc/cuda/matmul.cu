@@ -139,10 +139,10 @@ void run_sm90(const GemmArgs& a, BLayout bl) {
   }
 }
 
+// `in_place`: TMA reads the operands as they are (bl says how B is laid out).
 template <typename T>
-void run_sm90_any_layout(const GemmArgs& a) {
-  BLayout bl = BLayout::None;
-  if (sm90_layout_reject(a, bl) == nullptr) return run_sm90<T>(a, bl);
+void run_sm90_any_layout(const GemmArgs& a, bool in_place, BLayout bl) {
+  if (in_place) return run_sm90<T>(a, bl);
   const Padded p = pad_operands(a);
   TORCH_INTERNAL_ASSERT(sm90_layout_reject(p.args, bl) == nullptr, "tileops: padded operands not TMA-readable");
   run_sm90<T>(p.args, bl);
@@ -154,11 +154,12 @@ void gemm_cuda_matmul(const GemmArgs& a) {
   const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && (a.dtype == at::kHalf || a.dtype == at::kBFloat16));
   const char* why = want ? sm90_unavailable(a) : "not requested";
   BLayout bl = BLayout::None;
+  const bool in_place = want && why == nullptr && sm90_layout_reject(a, bl) == nullptr;
   // Auto: tiny problems that would need padded copies stay on one WMMA launch.
   const bool small = double(a.batch) * a.M * a.N * a.K < double(1 << 22);
-  if (want && why == nullptr && (a.algo == Algo::Wgmma || !small || sm90_layout_reject(a, bl) == nullptr)) {
-    if (a.dtype == at::kBFloat16) run_sm90_any_layout<c10::BFloat16>(a);
-    else run_sm90_any_layout<c10::Half>(a);
+  if (want && why == nullptr && (a.algo == Algo::Wgmma || !small || in_place)) {
+    if (a.dtype == at::kBFloat16) run_sm90_any_layout<c10::BFloat16>(a, in_place, bl);
+    else run_sm90_any_layout<c10::Half>(a, in_place, bl);
     return;
   }
   TORCH_CHECK(a.algo != Algo::Wgmma, "tileops.matmul: algo='wgmma' cannot run this problem: ", why);

@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include <string>
+#include <utility>
 
 #include "../common/gemm_args.h"
 
@@ -30,23 +31,27 @@ inline void check_same(const char* op, const at::Tensor& ref, const char* ref_na
               ref_name, " (", ref.device(), "), got ", t.device());
 }
 
+// One of a fixed set of string choices -> its enum value; the error lists the choices.
+template <typename E, size_t N>
+E parse_choice(const char* op, const char* arg, c10::string_view s, const std::pair<const char*, E> (&choices)[N]) {
+  std::string names;
+  for (const auto& c : choices) {
+    if (s == c.first) return c.second;
+    names += std::string(names.empty() ? "'" : ", '") + c.first + "'";
+  }
+  TORCH_CHECK(false, "tileops.", op, ": expected ", arg, " to be one of ", names, ", got '", std::string(s), "'");
+}
+
 inline Act parse_activation(const char* op, c10::string_view s) {
-  if (s == "none") return Act::None;
-  if (s == "relu") return Act::Relu;
-  if (s == "gelu") return Act::Gelu;
-  if (s == "silu") return Act::Silu;
-  TORCH_CHECK(false, "tileops.", op, ": expected activation to be one of 'none', 'relu', 'gelu', 'silu', got '",
-              std::string(s), "'");
+  static const std::pair<const char*, Act> choices[] = {
+      {"none", Act::None}, {"relu", Act::Relu}, {"gelu", Act::Gelu}, {"silu", Act::Silu}};
+  return parse_choice(op, "activation", s, choices);
 }
 
 inline Algo parse_algo(const char* op, c10::string_view s, const at::Device& device) {
-  Algo a;
-  if (s == "auto") a = Algo::Auto;
-  else if (s == "simt") a = Algo::Simt;
-  else if (s == "wmma") a = Algo::Wmma;
-  else if (s == "wgmma") a = Algo::Wgmma;
-  else TORCH_CHECK(false, "tileops.", op, ": expected algo to be one of 'auto', 'simt', 'wmma', 'wgmma', got '",
-                   std::string(s), "'");
+  static const std::pair<const char*, Algo> choices[] = {
+      {"auto", Algo::Auto}, {"simt", Algo::Simt}, {"wmma", Algo::Wmma}, {"wgmma", Algo::Wgmma}};
+  const Algo a = parse_choice(op, "algo", s, choices);
   TORCH_CHECK(a == Algo::Auto || device.is_cuda(), "tileops.", op, ": algo='", std::string(s),
               "' names a CUDA kernel family; on ", device, " only 'auto' is available");
   return a;
