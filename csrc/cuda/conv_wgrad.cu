@@ -1,4 +1,7 @@
 #include "launch.cuh"
 namespace tileops::cuda {
-void gemm_cuda_conv_wgrad(const GemmArgs& a) { launch_problem<ConvWgradProblem>(a, a.conv); }
+void gemm_cuda_conv_wgrad(const GemmArgs& a) {
+  if (conv_wgrad_lowered(a)) return;
+  launch_problem<ConvWgradProblem>(a, a.conv);
+}
 }  // namespace tileops::cuda

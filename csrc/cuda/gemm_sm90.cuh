@@ -68,12 +68,20 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t 
 }
 #endif
 
+// Split-K: blockIdx.z = g * splits + split; each split runs k tiles [split * kt_per_split,
+// +kt_per_split) and writes its fp32 partial tile to partial[blockIdx.z] (M x N, dense); a
+// second kernel (splitk_reduce) sums the splits in a fixed order, so results are deterministic.
+struct SplitK {
+  int splits = 1, kt_per_split = 0;
+  float* partial = nullptr;  // nullptr: no split, the epilogue writes C
+};
+
 // p supplies C's index map (row_c, c, bias_index); batch_a / batch_b: 1 when broadcast.
 template <typename T, int BN, bool B_MN_MAJOR, int STAGES>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                      MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
-                     uint32_t b_lbo, uint32_t b_sbo, bool vec_store) {
+                     uint32_t b_lbo, uint32_t b_sbo, bool vec_store, SplitK sk) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
   extern __shared__ uint8_t smem_raw[];
@@ -86,8 +94,10 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint64_t* empty = full + STAGES;
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, g = blockIdx.z;
-  const int ktiles = int((K + BK - 1) / BK);
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, g = blockIdx.z / sk.splits;
+  const int ktiles_all = int((K + BK - 1) / BK);
+  const int kt0 = sk.partial ? (blockIdx.z % sk.splits) * sk.kt_per_split : 0;
+  const int ktiles = sk.partial ? min(sk.kt_per_split, ktiles_all - kt0) : ktiles_all;  // >= 1 by construction
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);
@@ -105,11 +115,12 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int s = kt % STAGES;
         if (kt >= STAGES) mbar_wait(&empty[s], ((kt / STAGES) - 1) & 1);
         mbar_expect_tx(&full[s], (BM + BN) * BK * sizeof(T));
-        tma_load(As + s * BM * BK, &tm_a, &full[s], kt * BK, m0, ga);
+        const int k = (kt0 + kt) * BK;
+        tma_load(As + s * BM * BK, &tm_a, &full[s], k, m0, ga);
         if constexpr (B_MN_MAJOR) {
-          for (int j = 0; j < BN / 64; ++j) tma_load(Bs + s * BN * BK + j * 64 * BK, &tm_b, &full[s], n0 + 64 * j, kt * BK, gb);
+          for (int j = 0; j < BN / 64; ++j) tma_load(Bs + s * BN * BK + j * 64 * BK, &tm_b, &full[s], n0 + 64 * j, k, gb);
         } else {
-          tma_load(Bs + s * BN * BK, &tm_b, &full[s], kt * BK, n0, gb);
+          tma_load(Bs + s * BN * BK, &tm_b, &full[s], k, n0, gb);
         }
       }
     }
@@ -135,14 +146,34 @@ __global__ void __launch_bounds__(THREADS, 1)
       if (kt > 0 && t == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    const int warp = t / 32, lane = t % 32;
+    // accumulator layout of m64nN: warp w holds rows 16w + lane/4 (+8), n8 block j holds
+    // columns 8j + 2*(lane%4) (+1)
+    if (sk.partial) {  // split-K: raw fp32 partials; each quad of lanes writes one 32-byte sector
+      float* out = sk.partial + int64_t(blockIdx.z) * M * N;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int64_t m = m0 + (wg - 1) * 64 + warp * 16 + lane / 4 + half * 8;
+        if (m >= M) continue;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int64_t n = n0 + j * 8 + (lane % 4) * 2;
+          const float v0 = d[j * 4 + half * 2], v1 = d[j * 4 + half * 2 + 1];
+          if (n + 1 < N && N % 2 == 0) {
+            *reinterpret_cast<float2*>(out + m * N + n) = make_float2(v0, v1);
+          } else {
+            if (n < N) out[m * N + n] = v0;
+            if (n + 1 < N) out[m * N + n + 1] = v1;
+          }
+        }
+      }
+      return;
+    }
 
     // Epilogue. Both consumers must be done with the stages before they become staging space.
     asm volatile("bar.sync 1, 256;" ::: "memory");
     constexpr int CP = BN + 8;  // padded pitch: the fragment writes below hit 32 distinct banks
     T* stage = As + (wg - 1) * 64 * CP;
-    // accumulator layout of m64nN: warp w holds rows 16w + lane/4 (+8), n8 block j holds
-    // columns 8j + 2*(lane%4) (+1)
-    const int warp = t / 32, lane = t % 32;
     // this tile's bias, once, as float (zeros past N): no global loads per element
     const bool has_bias = epi.bias != nullptr;
     float* bias_s = reinterpret_cast<float*>(As + 2 * 64 * CP) + (wg - 1) * BN;
@@ -184,6 +215,22 @@ __global__ void __launch_bounds__(THREADS, 1)
 #else
   __trap();  // built without sm_90a: the host never launches this
 #endif
+}
+
+// Sums the split-K partials in split order, then bias, activation and cast (one thread per
+// output element; coalesced along n).
+template <typename T, Act A>
+__global__ void splitk_reduce_kernel(const float* __restrict__ partial, int splits, int64_t M, int64_t N,
+                                     int64_t batch, MatmulProblem<T> p, Epilogue<T> epi) {
+  const int64_t total = batch * M * N;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t g = i / (M * N), mn = i % (M * N), m = mn / N, n = mn % N;
+    const float* src = partial + g * splits * M * N + mn;
+    float v = 0.f;
+    for (int s = 0; s < splits; ++s) v += src[s * M * N];
+    if (epi.bias != nullptr) v += static_cast<float>(epi.bias[p.bias_index(g, n)]);
+    *p.c(p.row_c(g, m), n) = epi.template finish<A>(v);
+  }
 }
 
 }  // namespace sm90

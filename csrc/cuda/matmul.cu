@@ -96,6 +96,19 @@ Padded pad_operands(const GemmArgs& in) {
   return p;
 }
 
+// Split-K factor: only when the output tiles leave most SMs idle and K is long enough that
+// each split keeps >= 4 k tiles (skinny M, conv weight gradients); else 1.
+int splitk_factor(const GemmArgs& a, int bn) {
+  const int64_t tiles = ((a.M + sm90::BM - 1) / sm90::BM) * ((a.N + bn - 1) / bn) * a.batch;
+  const int64_t ktiles = (a.K + sm90::BK - 1) / sm90::BK;
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  if (2 * tiles > sms || ktiles < 8) return 1;
+  const int64_t s = std::min<int64_t>({sms / tiles, ktiles / 4, 64, 65535 / a.batch});
+  if (s < 2) return 1;
+  const int64_t per = (ktiles + s - 1) / s;
+  return int((ktiles + per - 1) / per);  // no empty split
+}
+
 template <typename T, int BN, int STAGES, bool MN>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb, uint32_t lbo,
                  uint32_t sbo) {
@@ -105,11 +118,31 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   // per device, so set on every launch (a host-side attribute write, no synchronization)
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN), unsigned(a.batch));
-  kernel<<<grid, sm90::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
-      ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, Epilogue<T>{static_cast<const T*>(a.bias), a.act}, ba, bb, lbo,
-      sbo, vec);
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const MatmulProblem<T> p(a.mm);
+  const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
+  sm90::SplitK sk;
+  sk.splits = splitk_factor(a, BN);
+  at::Tensor work;  // split-K partials, through the caching allocator
+  if (sk.splits > 1) {
+    const int64_t ktiles = (a.K + sm90::BK - 1) / sm90::BK;
+    sk.kt_per_split = int((ktiles + sk.splits - 1) / sk.splits);
+    work = at::empty({a.batch * sk.splits, a.M, a.N}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
+    sk.partial = work.data_ptr<float>();
+  }
+  const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
+                  unsigned(a.batch * sk.splits));
+  kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, lbo, sbo, vec, sk);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (sk.splits > 1) {
+    const int64_t total = a.batch * a.M * a.N;
+    const unsigned blocks = unsigned(std::min<int64_t>((total + 255) / 256, 65535));
+    with_act(a.act, [&](auto act) {
+      sm90::splitk_reduce_kernel<T, decltype(act)::value>
+          <<<blocks, 256, 0, stream>>>(sk.partial, sk.splits, a.M, a.N, a.batch, p, epi);
+    });
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
 }
 
 template <typename T>

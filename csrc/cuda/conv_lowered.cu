@@ -1,0 +1,277 @@
+// conv2d (groups == 1) lowered onto the matmul families, which are much faster than reading
+// a convolution through the implicit-GEMM index maps:
+//   forward  Y[NPQ, K]   = cols(X)[NPQ, RSC] . W[K, RSC]^T      (+ bias, activation)
+//   dgrad    dcols       = dY[NPQ, K] . W[K, RSC], then dX = col2im(dcols) (a gather: no atomics)
+//   wgrad    dW[K, RSC]  = dY^T[K, NPQ] . cols(X)[NPQ, RSC]     (split-K on Hopper)
+// Column order is (r, s, c), so a channels_last input gives 16-byte loads along c, and a 1x1
+// stride-1 convolution of a channels_last input is a plain GEMM over X itself (no copy). Rows
+// are padded to a multiple of 8 elements so TMA can read them. The column buffer is bounded:
+// larger problems run in chunks of whole images.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+#include "kinds.h"
+
+namespace tileops::cuda {
+namespace {
+
+constexpr int64_t kColsLimit = int64_t(1) << 28;  // elements in one column buffer (512 MiB in bf16)
+
+struct Geom {  // the convolution geometry the two gather kernels need
+  int64_t C, H, W, R, S, P, Q, sh, sw, ph, pw, dh, dw, Kp;
+};
+
+Geom geom(const ConvOperands& c) {
+  return {c.C, c.H, c.W, c.R, c.S, c.P, c.Q, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, (c.R * c.S * c.C + 7) / 8 * 8};
+}
+
+// cols[m, k] for images [n0, n0 + rows / PQ): each thread fills 8 consecutive columns.
+// VEC: C % 8 == 0 and x is channel-contiguous with 16-byte aligned strides, so the 8 columns
+// are 8 channels of one input pixel and move as one 16-byte load.
+template <typename T, bool VEC>
+__global__ void im2col_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1, int64_t xs2, int64_t xs3, Geom g,
+                              int64_t n0, int64_t rows, T* __restrict__ cols) {
+  const int64_t chunks = g.Kp / 8, total = rows * chunks, RSC = g.R * g.S * g.C;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t m = i / chunks, k0 = (i % chunks) * 8;
+    const int64_t n = n0 + m / (g.P * g.Q), pq = m % (g.P * g.Q), p = pq / g.Q, q = pq % g.Q;
+    T* dst = cols + m * g.Kp + k0;
+    if constexpr (VEC) {
+      const int64_t rs = k0 / g.C, c = k0 % g.C, r = rs / g.S, s = rs % g.S;
+      const int64_t h = p * g.sh - g.ph + r * g.dh, w = q * g.sw - g.pw + s * g.dw;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (k0 < RSC && h >= 0 && h < g.H && w >= 0 && w < g.W)
+        v = *reinterpret_cast<const uint4*>(x + n * xs0 + c * xs1 + h * xs2 + w * xs3);
+      *reinterpret_cast<uint4*>(dst) = v;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int64_t k = k0 + e, rs = k / g.C, c = k % g.C, r = rs / g.S, s = rs % g.S;
+        const int64_t h = p * g.sh - g.ph + r * g.dh, w = q * g.sw - g.pw + s * g.dw;
+        dst[e] = (k < RSC && h >= 0 && h < g.H && w >= 0 && w < g.W) ? x[n * xs0 + c * xs1 + h * xs2 + w * xs3]
+                                                                     : T(0);
+      }
+    }
+  }
+}
+
+// dx[n, c..c+7, h, w] = sum over the (r, s) taps that read (h, w) of dcols[(n, p, q), (r, s, c)],
+// in fp32, in a fixed order (deterministic). VEC as in im2col, for dcols reads and dx writes.
+template <typename T, bool VEC>
+__global__ void col2im_kernel(const T* __restrict__ dcols, Geom g, int64_t n0, int64_t images, T* __restrict__ dx,
+                              int64_t xs0, int64_t xs1, int64_t xs2, int64_t xs3) {
+  const int64_t cchunks = (g.C + 7) / 8, total = images * g.H * g.W * cchunks;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c0 = (i % cchunks) * 8, pix = i / cchunks, w = pix % g.W, h = (pix / g.W) % g.H,
+                  nl = pix / (g.W * g.H);
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int64_t r = 0; r < g.R; ++r) {
+      const int64_t hp = h + g.ph - r * g.dh;
+      if (hp < 0 || hp % g.sh != 0 || hp / g.sh >= g.P) continue;
+      for (int64_t s = 0; s < g.S; ++s) {
+        const int64_t wq = w + g.pw - s * g.dw;
+        if (wq < 0 || wq % g.sw != 0 || wq / g.sw >= g.Q) continue;
+        const T* src = dcols + ((nl * g.P + hp / g.sh) * g.Q + wq / g.sw) * g.Kp + (r * g.S + s) * g.C + c0;
+        if constexpr (VEC) {
+          const uint4 v = *reinterpret_cast<const uint4*>(src);
+          const T* e8 = reinterpret_cast<const T*>(&v);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[e] += static_cast<float>(e8[e]);
+        } else {
+          for (int e = 0; e < 8 && c0 + e < g.C; ++e) acc[e] += static_cast<float>(src[e]);
+        }
+      }
+    }
+    T* dst = dx + (n0 + nl) * xs0 + c0 * xs1 + h * xs2 + w * xs3;
+    if constexpr (VEC) {
+      uint4 v;
+      T* e8 = reinterpret_cast<T*>(&v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) e8[e] = static_cast<T>(acc[e]);
+      *reinterpret_cast<uint4*>(dst) = v;
+    } else {
+      for (int e = 0; e < 8 && c0 + e < g.C; ++e) dst[e * xs1] = static_cast<T>(acc[e]);
+    }
+  }
+}
+
+unsigned blocks_for(int64_t total) { return unsigned(std::min<int64_t>((total + 255) / 256, 1 << 20)); }
+
+at::TensorOptions options(const GemmArgs& a) {
+  return at::TensorOptions().dtype(a.dtype).device(at::kCUDA, at::cuda::current_device());
+}
+
+at::Tensor wrap(void* p, at::IntArrayRef sizes, const int64_t* strides, const GemmArgs& a) {
+  return at::from_blob(p, sizes, at::IntArrayRef(strides, 4), options(a));
+}
+
+// The 16-byte path: channel-contiguous, 16-byte aligned base and strides, C % 8 == 0.
+bool vec_ok(const at::Tensor& t) {
+  return t.size(1) % 8 == 0 && t.stride(1) == 1 && reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 &&
+         t.stride(0) % 8 == 0 && t.stride(2) % 8 == 0 && t.stride(3) % 8 == 0;
+}
+
+// x as the gather reads it best: channel-contiguous (copied to channels_last once if not),
+// with the 16-byte path where the dtype and C allow it.
+at::Tensor gather_ready(const at::Tensor& x) {
+  const bool want_vec = x.element_size() == 2 && x.size(1) % 8 == 0;
+  return x.stride(1) != 1 || (want_vec && !vec_ok(x)) ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
+}
+
+// rows = (n, h, w) of a channels_last-dense tensor: a row-major [N*H*W, C] matrix.
+bool nhwc_dense(const at::Tensor& t) {
+  return t.stride(1) == 1 && t.stride(3) == t.size(1) && t.stride(2) == t.size(3) * t.size(1) &&
+         t.stride(0) == t.size(2) * t.size(3) * t.size(1);
+}
+
+template <typename Fn>
+void dispatch_16(const GemmArgs& a, Fn&& fn) {  // the element types the gather kernels take
+  switch (a.dtype) {
+    case at::kHalf: return fn(c10::Half{});
+    case at::kBFloat16: return fn(c10::BFloat16{});
+    default: return fn(float{});
+  }
+}
+
+void im2col(const GemmArgs& a, const at::Tensor& x, const Geom& g, int64_t n0, int64_t images, at::Tensor& cols) {
+  const int64_t rows = images * g.P * g.Q;
+  const bool vec = vec_ok(x) && x.element_size() == 2;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  dispatch_16(a, [&](auto tag) {
+    using T = decltype(tag);
+    auto* out = static_cast<T*>(cols.data_ptr());
+    const auto* in = static_cast<const T*>(x.const_data_ptr());
+    const unsigned b = blocks_for(rows * g.Kp / 8);
+    if (vec) im2col_kernel<T, true><<<b, 256, 0, stream>>>(in, x.stride(0), x.stride(1), x.stride(2), x.stride(3), g, n0, rows, out);
+    else im2col_kernel<T, false><<<b, 256, 0, stream>>>(in, x.stride(0), x.stride(1), x.stride(2), x.stride(3), g, n0, rows, out);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Row-major GEMM C = A . B on the matmul dispatch (Hopper for fp16/bf16 where it can run).
+// b_kmajor: B is given transposed (N x K row-major, a linear weight); else K x N row-major.
+void gemm(const GemmArgs& conv, const at::Tensor& A, const at::Tensor& B, bool b_kmajor, const at::Tensor& C,
+          Act act, const void* bias) {
+  GemmArgs g;
+  g.kind = Kind::Matmul;
+  g.dtype = conv.dtype;
+  g.allow_tf32 = conv.allow_tf32;
+  g.act = act;
+  g.bias = bias;
+  g.M = A.size(0);
+  g.K = A.size(1);
+  g.N = C.size(1);
+  g.mm.a = A.const_data_ptr();
+  g.mm.b = B.const_data_ptr();
+  g.mm.c = C.data_ptr();
+  const int64_t sa[3] = {0, A.stride(0), A.stride(1)}, sc[3] = {0, C.stride(0), C.stride(1)};
+  const int64_t sb[3] = {0, b_kmajor ? B.stride(1) : B.stride(0), b_kmajor ? B.stride(0) : B.stride(1)};
+  for (int i = 0; i < 3; ++i) {
+    g.mm.sa[i] = sa[i];
+    g.mm.sb[i] = sb[i];
+    g.mm.sc[i] = sc[i];
+  }
+  gemm_cuda_matmul(g);
+}
+
+// weight (K, C, R, S) -> [K, Kp] in (r, s, c) column order, zero-padded columns.
+at::Tensor weight_rows(const at::Tensor& w, int64_t Kp) {
+  const int64_t K = w.size(0), RSC = w.size(1) * w.size(2) * w.size(3);
+  at::Tensor w2 = w.permute({0, 2, 3, 1}).reshape({K, RSC});
+  if (Kp != RSC) w2 = at::constant_pad_nd(w2, {0, Kp - RSC});
+  return w2.stride(1) == 1 && w2.stride(0) % 8 == 0 ? w2 : w2.contiguous();
+}
+
+// Images per chunk so that one column buffer stays under kColsLimit elements.
+int64_t images_per_chunk(const ConvOperands& c, int64_t Kp) {
+  return std::max<int64_t>(1, std::min<int64_t>(c.N, kColsLimit / std::max<int64_t>(1, c.P * c.Q * Kp)));
+}
+
+bool lowerable(const GemmArgs& a) {
+  return a.conv.groups == 1 && (a.dtype == at::kHalf || a.dtype == at::kBFloat16 || a.dtype == at::kFloat);
+}
+
+}  // namespace
+
+bool conv_fwd_lowered(const GemmArgs& a) {
+  if (!lowerable(a)) return false;
+  const auto& c = a.conv;
+  const Geom g = geom(c);
+  const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
+  const at::Tensor w = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
+  const at::Tensor y = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
+  // fp16/bf16 take B as a linear weight (Hopper's K-major path); fp32 as row-major K x N,
+  // which suits the SIMT families' row loads
+  const bool kmajor = x.element_size() == 2;
+  at::Tensor wr = weight_rows(w, g.Kp);
+  if (!kmajor) wr = wr.t().contiguous();
+  const bool y_rows = nhwc_dense(y);  // else the GEMM writes a [NPQ, K] buffer copied into y
+  const at::Tensor out = y_rows ? y.permute({0, 2, 3, 1}).reshape({c.N * c.P * c.Q, c.K})
+                                : at::empty({c.N * c.P * c.Q, c.K}, options(a));
+  const bool direct = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && g.Kp == c.C &&
+                      nhwc_dense(x);
+  if (direct) {
+    gemm(a, x.permute({0, 2, 3, 1}).reshape({c.N * c.H * c.W, c.C}), wr, kmajor, out, a.act, a.bias);
+  } else {
+    const int64_t per = images_per_chunk(c, g.Kp);
+    at::Tensor cols = at::empty({per * c.P * c.Q, g.Kp}, options(a));
+    for (int64_t n0 = 0; n0 < c.N; n0 += per) {
+      const int64_t nb = std::min(per, c.N - n0), rows = nb * c.P * c.Q;
+      at::Tensor cv = cols.narrow(0, 0, rows);
+      im2col(a, x, g, n0, nb, cv);
+      gemm(a, cv, wr, kmajor, out.narrow(0, n0 * c.P * c.Q, rows), a.act, a.bias);
+    }
+  }
+  if (!y_rows) y.copy_(out.view({c.N, c.P, c.Q, c.K}).permute({0, 3, 1, 2}));
+  return true;
+}
+
+bool conv_dgrad_lowered(const GemmArgs& a) {
+  if (!lowerable(a)) return false;
+  const auto& c = a.conv;
+  const Geom g = geom(c);
+  const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
+  const at::Tensor w = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
+  const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a).contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor wr = weight_rows(w, g.Kp);  // [K, Kp]: B row-major (K x Kp)
+  const at::Tensor dy_rows = dy.permute({0, 2, 3, 1}).reshape({c.N * c.P * c.Q, c.K});
+  const int64_t per = images_per_chunk(c, g.Kp);
+  at::Tensor dcols = at::empty({per * c.P * c.Q, g.Kp}, options(a));
+  const bool vec = vec_ok(dx) && dx.element_size() == 2;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  for (int64_t n0 = 0; n0 < c.N; n0 += per) {
+    const int64_t nb = std::min(per, c.N - n0), rows = nb * c.P * c.Q;
+    gemm(a, dy_rows.narrow(0, n0 * c.P * c.Q, rows), wr, false, dcols.narrow(0, 0, rows), Act::None, nullptr);
+    dispatch_16(a, [&](auto tag) {
+      using T = decltype(tag);
+      const auto* src = static_cast<const T*>(dcols.const_data_ptr());
+      auto* out = static_cast<T*>(dx.data_ptr());
+      const unsigned b = blocks_for(nb * c.H * c.W * ((c.C + 7) / 8));
+      if (vec) col2im_kernel<T, true><<<b, 256, 0, stream>>>(src, g, n0, nb, out, dx.stride(0), dx.stride(1), dx.stride(2), dx.stride(3));
+      else col2im_kernel<T, false><<<b, 256, 0, stream>>>(src, g, n0, nb, out, dx.stride(0), dx.stride(1), dx.stride(2), dx.stride(3));
+    });
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  return true;
+}
+
+bool conv_wgrad_lowered(const GemmArgs& a) {
+  if (!lowerable(a)) return false;
+  const auto& c = a.conv;
+  const Geom g = geom(c);
+  if (c.N * c.P * c.Q * g.Kp > kColsLimit) return false;  // too big for one column buffer
+  const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
+  const at::Tensor dw = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
+  const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
+  at::Tensor cols = at::empty({c.N * c.P * c.Q, g.Kp}, options(a));
+  im2col(a, x, g, 0, c.N, cols);
+  // A = dY^T [K, NPQ] (row-major: one transposing copy, so TMA reads it K-major)
+  const at::Tensor dyt = dy.permute({1, 0, 2, 3}).reshape({c.K, c.N * c.P * c.Q}).contiguous();
+  at::Tensor dwr = at::empty({c.K, g.Kp}, options(a));
+  gemm(a, dyt, cols, false, dwr, Act::None, nullptr);
+  dw.copy_(dwr.narrow(1, 0, c.R * c.S * c.C).view({c.K, c.R, c.S, c.C}).permute({0, 3, 1, 2}));
+  return true;
+}
+
+}  // namespace tileops::cuda
