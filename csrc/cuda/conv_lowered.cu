@@ -149,29 +149,37 @@ void im2col(const GemmArgs& a, const at::Tensor& x, const Geom& g, int64_t n0, i
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Row-major GEMM C = A . B on the matmul dispatch (Hopper for fp16/bf16 where it can run).
-// b_kmajor: B is given transposed (N x K row-major, a linear weight); else K x N row-major.
-void gemm(const GemmArgs& conv, const at::Tensor& A, const at::Tensor& B, bool b_kmajor, const at::Tensor& C,
-          Act act, const void* bias) {
+// Row-major GEMM C = A . B (M x K . K x N) as matmul arguments. b_kmajor: B is given
+// transposed (N x K row-major, a linear weight); else K x N row-major. A is set by the caller.
+GemmArgs matmul_args(const GemmArgs& conv, int64_t M, int64_t K, const at::Tensor& B, bool b_kmajor,
+                     const at::Tensor& C, Act act, const void* bias) {
   GemmArgs g;
   g.kind = Kind::Matmul;
   g.dtype = conv.dtype;
   g.allow_tf32 = conv.allow_tf32;
   g.act = act;
   g.bias = bias;
-  g.M = A.size(0);
-  g.K = A.size(1);
+  g.M = M;
+  g.K = K;
   g.N = C.size(1);
-  g.mm.a = A.const_data_ptr();
   g.mm.b = B.const_data_ptr();
   g.mm.c = C.data_ptr();
-  const int64_t sa[3] = {0, A.stride(0), A.stride(1)}, sc[3] = {0, C.stride(0), C.stride(1)};
   const int64_t sb[3] = {0, b_kmajor ? B.stride(1) : B.stride(0), b_kmajor ? B.stride(0) : B.stride(1)};
+  const int64_t sc[3] = {0, C.stride(0), C.stride(1)};
   for (int i = 0; i < 3; ++i) {
-    g.mm.sa[i] = sa[i];
     g.mm.sb[i] = sb[i];
     g.mm.sc[i] = sc[i];
   }
+  return g;
+}
+
+// The same GEMM on the matmul dispatch (Hopper for fp16/bf16 where it can run).
+void gemm(const GemmArgs& conv, const at::Tensor& A, const at::Tensor& B, bool b_kmajor, const at::Tensor& C,
+          Act act, const void* bias) {
+  GemmArgs g = matmul_args(conv, A.size(0), A.size(1), B, b_kmajor, C, act, bias);
+  g.mm.a = A.const_data_ptr();
+  const int64_t sa[3] = {0, A.stride(0), A.stride(1)};
+  for (int i = 0; i < 3; ++i) g.mm.sa[i] = sa[i];
   gemm_cuda_matmul(g);
 }
 
@@ -186,6 +194,16 @@ at::Tensor weight_rows(const at::Tensor& w, int64_t Kp) {
 // Images per chunk so that one column buffer stays under kColsLimit elements.
 int64_t images_per_chunk(const ConvOperands& c, int64_t Kp) {
   return std::max<int64_t>(1, std::min<int64_t>(c.N, kColsLimit / std::max<int64_t>(1, c.P * c.Q * Kp)));
+}
+
+// Hopper implicit GEMM (no column buffer): the A tile is gathered from x inside the kernel.
+bool implicit_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr, const at::Tensor& out) {
+  const auto& c = a.conv;
+  GemmArgs g = matmul_args(a, c.N * c.P * c.Q, c.R * c.S * c.C, wr, true, out, a.act, a.bias);
+  g.conv = c;
+  g.conv.x = const_cast<void*>(x.const_data_ptr());
+  for (int i = 0; i < 4; ++i) g.conv.xs[i] = x.stride(i);
+  return conv_fwd_sm90(g);
 }
 
 bool lowerable(const GemmArgs& a) {
@@ -213,6 +231,8 @@ bool conv_fwd_lowered(const GemmArgs& a) {
                       nhwc_dense(x);
   if (direct) {
     gemm(a, x.permute({0, 2, 3, 1}).reshape({c.N * c.H * c.W, c.C}), wr, kmajor, out, a.act, a.bias);
+  } else if (kmajor && implicit_sm90(a, x, wr, out)) {
+    // Hopper gathered the columns itself
   } else {
     const int64_t per = images_per_chunk(c, g.Kp);
     at::Tensor cols = at::empty({per * c.P * c.Q, g.Kp}, options(a));

@@ -68,6 +68,54 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t 
 }
 #endif
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The CONV producer (see gemm_sm90_kernel). Each thread copies its row of stage kt, then
+// publishes stage kt-1 once its own copies landed: wait, proxy fence (cp.async writes are
+// generic-proxy; wgmma reads through the async proxy), mbarrier arrive.
+template <typename T, int BN, int STAGES>
+__device__ __forceinline__ void conv_gather_producer(const ConvOperands& cv, const CUtensorMap& tm_b, T* As, T* Bs,
+                                                     uint64_t* full, uint64_t* empty, int64_t M, int m0, int n0,
+                                                     int kt0, int ktiles, int t) {
+  const int64_t m = m0 + t;
+  const bool row_ok = m < M;
+  const int64_t n = row_ok ? m / (cv.P * cv.Q) : 0, pq = row_ok ? m % (cv.P * cv.Q) : 0;
+  const T* xn = static_cast<const T*>(cv.x) + n * cv.H * cv.W * cv.C;
+  const int64_t h0 = (pq / cv.Q) * cv.sh - cv.ph, w0 = (pq % cv.Q) * cv.sw - cv.pw;
+  const int64_t k_first = int64_t(kt0) * BK;  // this split's first k: tap (r, s), channel c0
+  int64_t c0 = k_first % cv.C, s = (k_first / cv.C) % cv.S, r = k_first / (cv.C * cv.S);
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int st = kt % STAGES;
+    if (kt >= STAGES) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
+    if (t == 0) {
+      mbar_expect_tx(&full[st], BN * BK * sizeof(T));
+      tma_load(Bs + st * BN * BK, &tm_b, &full[st], (kt0 + kt) * BK, n0, 0);
+    }
+    const int64_t h = h0 + r * cv.dh, w = w0 + s * cv.dw;
+    const bool ok = row_ok && h >= 0 && h < cv.H && w >= 0 && w < cv.W;
+    const T* src = ok ? xn + (h * cv.W + w) * cv.C + c0 : static_cast<const T*>(cv.x);
+    const uint32_t dst = smem_u32(As + st * BM * BK + t * BK);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)  // 16-byte chunk j of the row lands at chunk j ^ (row % 8)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst + ((j ^ (t & 7)) << 4)),
+                   "l"(src + j * 8), "r"(ok ? 16 : 0)
+                   : "memory");
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    if (kt > 0) {
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      mbar_arrive(&full[(kt - 1) % STAGES]);
+    }
+    if ((c0 += BK) == cv.C) {
+      c0 = 0;
+      if (++s == cv.S) s = 0, ++r;
+    }
+  }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  mbar_arrive(&full[(ktiles - 1) % STAGES]);
+}
+#endif
+
 // Split-K: blockIdx.z = g * splits + split; each split runs k tiles [split * kt_per_split,
 // +kt_per_split) and writes its fp32 partial tile to partial[blockIdx.z] (M x N, dense); a
 // second kernel (splitk_reduce) sums the splits in a fixed order, so results are deterministic.
@@ -76,12 +124,18 @@ struct SplitK {
   float* partial = nullptr;  // nullptr: no split, the epilogue writes C
 };
 
+// CONV (implicit-GEMM conv2d forward): A is not read by TMA but gathered from a channels_last
+// input (conv.x, C % 64 == 0, so one k tile is 64 channels of one (r, s) tap): each of the
+// producer warpgroup's 128 threads owns one row (output pixel) of the A tile and copies its
+// 128 bytes with cp.async in the 128B-swizzled layout TMA would have produced (zeros where
+// the tap falls into padding). B (weight rows, K-major) still comes by TMA.
+//
 // p supplies C's index map (row_c, c, bias_index); batch_a / batch_b: 1 when broadcast.
-template <typename T, int BN, bool B_MN_MAJOR, int STAGES>
+template <typename T, int BN, bool B_MN_MAJOR, int STAGES, bool CONV = false>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                      MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
-                     uint32_t b_lbo, uint32_t b_sbo, bool vec_store, SplitK sk) {
+                     uint32_t b_lbo, uint32_t b_sbo, bool vec_store, SplitK sk, ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
   extern __shared__ uint8_t smem_raw[];
@@ -100,7 +154,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int ktiles = sk.partial ? min(sk.kt_per_split, ktiles_all - kt0) : ktiles_all;  // >= 1 by construction
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(&full[s], 1);
+      mbar_init(&full[s], CONV ? 1 + 128 : 1);  // CONV: + one arrival per gathering thread
       mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -108,24 +162,29 @@ __global__ void __launch_bounds__(THREADS, 1)
   __syncthreads();
 
   if (wg == 0) {  // producer
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (t == 0) {
-      const int ga = batch_a > 1 ? g : 0, gb = batch_b > 1 ? g : 0;
-      for (int kt = 0; kt < ktiles; ++kt) {
-        const int s = kt % STAGES;
-        if (kt >= STAGES) mbar_wait(&empty[s], ((kt / STAGES) - 1) & 1);
-        mbar_expect_tx(&full[s], (BM + BN) * BK * sizeof(T));
-        const int k = (kt0 + kt) * BK;
-        tma_load(As + s * BM * BK, &tm_a, &full[s], k, m0, ga);
-        if constexpr (B_MN_MAJOR) {
-          for (int j = 0; j < BN / 64; ++j) tma_load(Bs + s * BN * BK + j * 64 * BK, &tm_b, &full[s], n0 + 64 * j, k, gb);
-        } else {
-          tma_load(Bs + s * BN * BK, &tm_b, &full[s], k, n0, gb);
+    if constexpr (CONV) {
+      conv_gather_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, m0, n0, kt0, ktiles, t);
+    } else {
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+      if (t == 0) {
+        const int ga = batch_a > 1 ? g : 0, gb = batch_b > 1 ? g : 0;
+        for (int kt = 0; kt < ktiles; ++kt) {
+          const int s = kt % STAGES;
+          if (kt >= STAGES) mbar_wait(&empty[s], ((kt / STAGES) - 1) & 1);
+          mbar_expect_tx(&full[s], (BM + BN) * BK * sizeof(T));
+          const int k = (kt0 + kt) * BK;
+          tma_load(As + s * BM * BK, &tm_a, &full[s], k, m0, ga);
+          if constexpr (B_MN_MAJOR) {
+            for (int j = 0; j < BN / 64; ++j)
+              tma_load(Bs + s * BN * BK + j * 64 * BK, &tm_b, &full[s], n0 + 64 * j, k, gb);
+          } else {
+            tma_load(Bs + s * BN * BK, &tm_b, &full[s], k, n0, gb);
+          }
         }
       }
     }
   } else {  // consumers: warpgroup 1 -> rows 0..63, warpgroup 2 -> rows 64..127
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    if constexpr (!CONV) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     float d[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;

@@ -13,5 +13,8 @@ bool conv_fwd_depthwise(const GemmArgs& a);  // conv_depthwise.cu
 bool conv_fwd_lowered(const GemmArgs& a);    // conv_lowered.cu: groups == 1 onto the matmul families
 bool conv_dgrad_lowered(const GemmArgs& a);
 bool conv_wgrad_lowered(const GemmArgs& a);
+// matmul.cu: implicit-GEMM forward on Hopper; a.mm holds B (weight rows, K-major) and C,
+// a.conv the channels_last input. False when it cannot run (dtype, GPU, C % 64, layout).
+bool conv_fwd_sm90(const GemmArgs& a);
 }  // namespace cuda
 }  // namespace tileops

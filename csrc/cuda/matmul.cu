@@ -109,12 +109,12 @@ int splitk_factor(const GemmArgs& a, int bn) {
   return int((ktiles + per - 1) / per);  // no empty split
 }
 
-template <typename T, int BN, int STAGES, bool MN>
+template <typename T, int BN, int STAGES, bool MN, bool CONV = false>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb, uint32_t lbo,
                  uint32_t sbo) {
   const auto& o = a.mm;  // 16-byte stores along output rows when rows and base are aligned
   const bool vec = o.sc[2] == 1 && o.sc[1] % 8 == 0 && o.sc[0] % 8 == 0 && reinterpret_cast<uintptr_t>(o.c) % 16 == 0;
-  auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES>;
+  auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, CONV>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   // per device, so set on every launch (a host-side attribute write, no synchronization)
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -132,7 +132,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   }
   const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
                   unsigned(a.batch * sk.splits));
-  kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, lbo, sbo, vec, sk);
+  kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, lbo, sbo, vec, sk, a.conv);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (sk.splits > 1) {
     const int64_t total = a.batch * a.M * a.N;
@@ -182,6 +182,23 @@ void run_sm90_any_layout(const GemmArgs& a, bool in_place, BLayout bl) {
 }
 
 }  // namespace
+
+bool conv_fwd_sm90(const GemmArgs& g) {
+  const auto& c = g.conv;
+  const auto& o = g.mm;
+  if (sm90_unavailable(g) != nullptr || c.C % sm90::BK != 0 || g.batch != 1) return false;
+  // x channels_last dense and 16-byte aligned; B = weight rows [K, R*S*C], K-major
+  const bool x_ok = c.xs[1] == 1 && c.xs[3] == c.C && c.xs[2] == c.W * c.C && c.xs[0] == c.H * c.W * c.C &&
+                    reinterpret_cast<uintptr_t>(c.x) % 16 == 0;
+  const bool b_ok = o.sb[1] == 1 && o.sb[2] % 8 == 0 && o.sb[2] >= g.K && reinterpret_cast<uintptr_t>(o.b) % 16 == 0;
+  if (!x_ok || !b_ok) return false;
+  const uint64_t db[3] = {uint64_t(g.K), uint64_t(g.N), 1};
+  const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, uint64_t(o.sb[2]) * g.N * 2};
+  const CUtensorMap mb = tensor_map(o.b, g.dtype, db, sb, sm90::BK, 128);
+  if (g.dtype == at::kBFloat16) launch_sm90<c10::BFloat16, 128, 6, false, true>(g, mb, mb, 1, 1, 16, 1024);
+  else launch_sm90<c10::Half, 128, 6, false, true>(g, mb, mb, 1, 1, 16, 1024);
+  return true;
+}
 
 void gemm_cuda_matmul(const GemmArgs& a) {
   const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && (a.dtype == at::kHalf || a.dtype == at::kBFloat16));
