@@ -1,6 +1,8 @@
-// Depthwise conv2d forward (groups == C, each group one input channel): a direct kernel. As a
-// GEMM each group is a (NPQ x RS) . (RS x K/C) sliver, far too thin for tiles; directly, each
-// thread computes one output from R*S taps read through the caches, then the shared epilogue.
+// Depthwise conv2d (groups == C: each group reads one input channel and writes K/C outputs):
+// direct kernels for forward, grad_input and grad_weight. As GEMMs each group is a sliver
+// (NPQ x RS . RS x K/C) far too thin for tiles. Index math is 32-bit inside a row of the
+// output (or input) and 64-bit only in pointer offsets.
+#include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
@@ -10,65 +12,183 @@
 namespace tileops::cuda {
 namespace {
 
-// Threads walk the output in its memory order (channels innermost for channels_last), so
-// neighbouring threads read neighbouring inputs and write neighbouring outputs.
-template <typename T, typename Acc, bool CHANNELS_LAST, Act A>
-__global__ void depthwise_fwd_kernel(ConvOperands c, Epilogue<T> epi) {
+// Threads walk a 4-D tensor (n, ch, i, j) in memory order: grid.y over "outer" rows, x over
+// the row. Channels_last rows are (n, i) with (j, ch) inside; NCHW rows are (n, ch) with (i, j).
+struct Walk {
+  int CH, I, J;
+  bool cl;
+  TILEOPS_HD int64_t outer() const { return cl ? int64_t(I) : int64_t(CH); }  // per image
+  TILEOPS_HD int inner() const { return cl ? J * CH : I * J; }
+};
+__device__ __forceinline__ void decode(const Walk& wk, int64_t row, int e, int64_t& n, int& ch, int& i, int& j) {
+  if (wk.cl) {
+    n = row / wk.I, i = int(row % wk.I), ch = e % wk.CH, j = e / wk.CH;
+  } else {
+    n = row / wk.CH, ch = int(row % wk.CH), i = e / wk.J, j = e % wk.J;
+  }
+}
+
+dim3 walk_grid(const Walk& wk, int64_t N) {
+  const int64_t rows = N * wk.outer();
+  return dim3(unsigned((wk.inner() + 255) / 256), unsigned(std::min<int64_t>(rows, 65535)));
+}
+
+// y[n, k, p, q] = act(bias[k] + sum_rs x[n, k / mult, h(p, r), w(q, s)] * w[k, 0, r, s])
+template <typename T, typename Acc, Act A>
+__global__ void dw_fwd_kernel(ConvOperands c, Walk wk, Epilogue<T> epi) {
   const T* x = static_cast<const T*>(c.x);
-  const T* w = static_cast<const T*>(c.w);
+  const T* wt = static_cast<const T*>(c.w);
   T* y = static_cast<T*>(c.y);
-  const int64_t total = c.N * c.K * c.P * c.Q, mult = c.Kg;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t n, k, p, q;
-    if (CHANNELS_LAST) {
-      k = i % c.K, q = (i / c.K) % c.Q, p = (i / (c.K * c.Q)) % c.P, n = i / (c.K * c.Q * c.P);
-    } else {
-      q = i % c.Q, p = (i / c.Q) % c.P, k = (i / (c.Q * c.P)) % c.K, n = i / (c.Q * c.P * c.K);
-    }
-    const T* xc = x + n * c.xs[0] + (k / mult) * c.xs[1];
-    const T* wk = w + k * c.ws[0];
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= wk.inner()) return;
+  for (int64_t row = blockIdx.y; row < c.N * wk.outer(); row += gridDim.y) {
+    int64_t n;
+    int k, p, q;
+    decode(wk, row, e, n, k, p, q);
+    const T* xc = x + n * c.xs[0] + (k / int(c.Kg)) * c.xs[1];
+    const T* wk_ = wt + k * c.ws[0];
     Acc acc = 0;
-    for (int64_t r = 0; r < c.R; ++r) {
-      const int64_t h = p * c.sh - c.ph + r * c.dh;
+    for (int r = 0; r < c.R; ++r) {
+      const int h = p * int(c.sh) - int(c.ph) + r * int(c.dh);
       if (h < 0 || h >= c.H) continue;
-      for (int64_t s = 0; s < c.S; ++s) {
-        const int64_t ww = q * c.sw - c.pw + s * c.dw;
-        if (ww < 0 || ww >= c.W) continue;
-        acc += static_cast<Acc>(xc[h * c.xs[2] + ww * c.xs[3]]) * static_cast<Acc>(wk[r * c.ws[2] + s * c.ws[3]]);
+      for (int s = 0; s < c.S; ++s) {
+        const int w = q * int(c.sw) - int(c.pw) + s * int(c.dw);
+        if (w < 0 || w >= c.W) continue;
+        acc += static_cast<Acc>(xc[h * c.xs[2] + w * c.xs[3]]) * static_cast<Acc>(wk_[r * c.ws[2] + s * c.ws[3]]);
       }
     }
     y[n * c.ys[0] + k * c.ys[1] + p * c.ys[2] + q * c.ys[3]] = epi.template apply<A>(acc, k);
   }
 }
 
+// dx[n, ch, h, w] = sum over outputs k of channel ch and taps (r, s) that read (h, w)
 template <typename T, typename Acc>
-void launch(const GemmArgs& a) {
-  const auto& c = a.conv;
-  const bool cl = c.ys[1] == 1 && c.K > 1;
-  const int64_t total = c.N * c.K * c.P * c.Q;
-  const unsigned blocks = unsigned(std::min<int64_t>((total + 255) / 256, 1 << 20));
-  const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  with_act(a.act, [&](auto act) {
-    constexpr Act A = decltype(act)::value;
-    if (cl) depthwise_fwd_kernel<T, Acc, true, A><<<blocks, 256, 0, stream>>>(c, epi);
-    else depthwise_fwd_kernel<T, Acc, false, A><<<blocks, 256, 0, stream>>>(c, epi);
-  });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+__global__ void dw_dgrad_kernel(ConvOperands c, Walk wk) {
+  T* dx = static_cast<T*>(c.x);
+  const T* wt = static_cast<const T*>(c.w);
+  const T* dy = static_cast<const T*>(c.y);
+  const int e = blockIdx.x * blockDim.x + threadIdx.x, sh = int(c.sh), sw = int(c.sw);
+  if (e >= wk.inner()) return;
+  for (int64_t row = blockIdx.y; row < c.N * wk.outer(); row += gridDim.y) {
+    int64_t n;
+    int ch, h, w;
+    decode(wk, row, e, n, ch, h, w);
+    Acc acc = 0;
+    for (int r = 0; r < c.R; ++r) {
+      const int hp = h + int(c.ph) - r * int(c.dh);
+      if (hp < 0 || hp % sh != 0 || hp / sh >= c.P) continue;
+      for (int s = 0; s < c.S; ++s) {
+        const int wq = w + int(c.pw) - s * int(c.dw);
+        if (wq < 0 || wq % sw != 0 || wq / sw >= c.Q) continue;
+        const T* src = dy + n * c.ys[0] + (hp / sh) * c.ys[2] + (wq / sw) * c.ys[3];
+        for (int j = 0; j < c.Kg; ++j) {
+          const int k = ch * int(c.Kg) + j;
+          acc += static_cast<Acc>(src[k * c.ys[1]]) * static_cast<Acc>(wt[k * c.ws[0] + r * c.ws[2] + s * c.ws[3]]);
+        }
+      }
+    }
+    dx[n * c.xs[0] + ch * c.xs[1] + h * c.xs[2] + w * c.xs[3]] = static_cast<T>(acc);
+  }
 }
+
+// Partial grad_weight of 32 output channels, one tap (blockIdx.z) and one slice of the output
+// positions (blockIdx.x); channels_last x and dy, so the 32 lanes read 32 neighbouring
+// channels. 8 position rows per block reduce through shared memory in a fixed order.
+template <typename T, typename Acc>
+__global__ void dw_wgrad_kernel(ConvOperands c, int64_t per_split, Acc* partial) {
+  const T* x = static_cast<const T*>(c.x);
+  const T* dy = static_cast<const T*>(c.y);
+  const int lane = threadIdx.x % 32, prow = threadIdx.x / 32;
+  const int k = blockIdx.y * 32 + lane, r = blockIdx.z / c.S, s = blockIdx.z % c.S;
+  const int64_t NPQ = c.N * c.P * c.Q, begin = blockIdx.x * per_split, end = min(NPQ, begin + per_split);
+  Acc acc = 0;
+  if (k < c.K) {
+    for (int64_t pos = begin + prow; pos < end; pos += 8) {
+      const int64_t n = pos / (c.P * c.Q);
+      const int pq = int(pos % (c.P * c.Q)), p = pq / int(c.Q), q = pq % int(c.Q);
+      const int h = p * int(c.sh) - int(c.ph) + r * int(c.dh), w = q * int(c.sw) - int(c.pw) + s * int(c.dw);
+      if (h < 0 || h >= c.H || w < 0 || w >= c.W) continue;
+      acc += static_cast<Acc>(dy[n * c.ys[0] + k * c.ys[1] + p * c.ys[2] + q * c.ys[3]]) *
+             static_cast<Acc>(x[n * c.xs[0] + (k / int(c.Kg)) * c.xs[1] + h * c.xs[2] + w * c.xs[3]]);
+    }
+  }
+  __shared__ Acc red[8][32];
+  red[prow][lane] = acc;
+  __syncthreads();
+  if (prow == 0 && k < c.K) {
+    for (int i = 1; i < 8; ++i) acc += red[i][lane];
+    partial[(int64_t(blockIdx.x) * c.K + k) * c.R * c.S + blockIdx.z] = acc;
+  }
+}
+
+template <typename Fn>
+bool dispatch(c10::ScalarType st, Fn&& fn) {
+  switch (st) {
+    case at::kDouble: fn(double{}, double{}); return true;
+    case at::kFloat: fn(float{}, float{}); return true;
+    case at::kHalf: fn(c10::Half{}, float{}); return true;
+    case at::kBFloat16: fn(c10::BFloat16{}, float{}); return true;
+    default: return false;
+  }
+}
+
+bool is_depthwise(const ConvOperands& c) { return c.groups == c.C && c.Cg == 1 && c.groups > 1; }
 
 }  // namespace
 
 bool conv_fwd_depthwise(const GemmArgs& a) {
-  if (a.conv.groups != a.conv.C || a.conv.Cg != 1 || a.conv.groups == 1) return false;
-  switch (a.dtype) {
-    case at::kDouble: launch<double, double>(a); break;
-    case at::kFloat: launch<float, float>(a); break;
-    case at::kHalf: launch<c10::Half, float>(a); break;
-    case at::kBFloat16: launch<c10::BFloat16, float>(a); break;
-    default: return false;
-  }
-  return true;
+  const auto& c = a.conv;
+  if (!is_depthwise(c)) return false;
+  const Walk wk{int(c.K), int(c.P), int(c.Q), c.ys[1] == 1 && c.K > 1};
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  return dispatch(a.dtype, [&](auto t, auto acc) {
+    using T = decltype(t);
+    const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
+    with_act(a.act, [&](auto act) {
+      dw_fwd_kernel<T, decltype(acc), decltype(act)::value><<<walk_grid(wk, c.N), 256, 0, stream>>>(c, wk, epi);
+    });
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+}
+
+bool conv_dgrad_depthwise(const GemmArgs& a) {
+  const auto& c = a.conv;
+  if (!is_depthwise(c)) return false;
+  const Walk wk{int(c.C), int(c.H), int(c.W), c.xs[1] == 1 && c.C > 1};
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  return dispatch(a.dtype, [&](auto t, auto acc) {
+    dw_dgrad_kernel<decltype(t), decltype(acc)><<<walk_grid(wk, c.N), 256, 0, stream>>>(c, wk);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+}
+
+bool conv_wgrad_depthwise(const GemmArgs& a) {
+  const auto& c0 = a.conv;
+  if (!is_depthwise(c0) || c0.N * c0.P * c0.Q == 0) return false;
+  const auto opts = at::TensorOptions().dtype(a.dtype).device(at::kCUDA, at::cuda::current_device());
+  auto wrap = [&](void* p, at::IntArrayRef sizes, const int64_t* st) {
+    return at::from_blob(p, sizes, at::IntArrayRef(st, 4), opts).contiguous(at::MemoryFormat::ChannelsLast);
+  };
+  const at::Tensor x = wrap(c0.x, {c0.N, c0.C, c0.H, c0.W}, c0.xs), dy = wrap(c0.y, {c0.N, c0.K, c0.P, c0.Q}, c0.ys);
+  const at::Tensor dw = at::from_blob(c0.w, {c0.K, 1, c0.R, c0.S}, at::IntArrayRef(c0.ws, 4), opts);
+  ConvOperands c = c0;  // channels_last copies (no copy when already so)
+  c.x = const_cast<void*>(x.const_data_ptr());
+  c.y = const_cast<void*>(dy.const_data_ptr());
+  for (int i = 0; i < 4; ++i) c.xs[i] = x.stride(i), c.ys[i] = dy.stride(i);
+  const int64_t NPQ = c.N * c.P * c.Q, kblocks = (c.K + 31) / 32;
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t splits = std::max<int64_t>(1, std::min<int64_t>((4 * sms) / (kblocks * c.R * c.S) + 1, (NPQ + 255) / 256));
+  const int64_t per = (NPQ + splits - 1) / splits;
+  const bool dbl = a.dtype == at::kDouble;
+  at::Tensor partial = at::empty({splits, c.K, 1, c.R, c.S}, opts.dtype(dbl ? at::kDouble : at::kFloat));
+  const dim3 grid(unsigned(splits), unsigned(kblocks), unsigned(c.R * c.S));
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  return dispatch(a.dtype, [&](auto t, auto acc) {
+    using Acc = decltype(acc);
+    dw_wgrad_kernel<decltype(t), Acc><<<grid, 256, 0, stream>>>(c, per, static_cast<Acc*>(partial.data_ptr()));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    dw.copy_(partial.sum(0));  // fixed-order reduction over the splits: deterministic
+  });
 }
 
 }  // namespace tileops::cuda

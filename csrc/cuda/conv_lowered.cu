@@ -45,9 +45,10 @@ __global__ void im2col_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1,
         v = *reinterpret_cast<const uint4*>(x + n * xs0 + c * xs1 + h * xs2 + w * xs3);
       *reinterpret_cast<uint4*>(dst) = v;
     } else {
+      const int Ci = int(g.C), Si = int(g.S);  // 32-bit: the column math is the hot part here
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        const int64_t k = k0 + e, rs = k / g.C, c = k % g.C, r = rs / g.S, s = rs % g.S;
+        const int k = int(k0) + e, rs = k / Ci, c = k % Ci, r = rs / Si, s = rs % Si;
         const int64_t h = p * g.sh - g.ph + r * g.dh, w = q * g.sw - g.pw + s * g.dw;
         dst[e] = (k < RSC && h >= 0 && h < g.H && w >= 0 && w < g.W) ? x[n * xs0 + c * xs1 + h * xs2 + w * xs3]
                                                                      : T(0);
@@ -253,6 +254,24 @@ bool conv_dgrad_lowered(const GemmArgs& a) {
   const Geom g = geom(c);
   const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
   const at::Tensor w = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
+  if (c.sh == 1 && c.sw == 1 && c.ph <= c.dh * (c.R - 1) && c.pw <= c.dw * (c.S - 1)) {
+    // stride 1: grad_input is the forward conv of dy with the flipped, transposed kernel and
+    // padding dil*(R-1) - pad, so it takes the forward's fast paths (1x1 GEMM, Hopper implicit)
+    const at::Tensor wt = w.flip({2, 3}).transpose(0, 1);
+    GemmArgs f = a;
+    f.kind = Kind::ConvFwd;
+    f.act = Act::None;
+    f.bias = nullptr;
+    ConvOperands& fc = f.conv;
+    std::swap(fc.C, fc.K);
+    fc.Cg = fc.C;
+    fc.Kg = fc.K;
+    fc.H = c.P, fc.W = c.Q, fc.P = c.H, fc.Q = c.W;
+    fc.ph = c.dh * (c.R - 1) - c.ph, fc.pw = c.dw * (c.S - 1) - c.pw;
+    fc.x = c.y, fc.y = c.x, fc.w = const_cast<void*>(wt.const_data_ptr());
+    for (int i = 0; i < 4; ++i) fc.xs[i] = c.ys[i], fc.ys[i] = c.xs[i], fc.ws[i] = wt.stride(i);
+    return conv_fwd_lowered(f);
+  }
   const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a).contiguous(at::MemoryFormat::ChannelsLast);
   const at::Tensor wr = weight_rows(w, g.Kp);  // [K, Kp]: B row-major (K x Kp)
   const at::Tensor dy_rows = dy.permute({0, 2, 3, 1}).reshape({c.N * c.P * c.Q, c.K});
@@ -280,7 +299,8 @@ bool conv_wgrad_lowered(const GemmArgs& a) {
   if (!lowerable(a)) return false;
   const auto& c = a.conv;
   const Geom g = geom(c);
-  if (c.N * c.P * c.Q * g.Kp > kColsLimit) return false;  // too big for one column buffer
+  // empty reductions (zeros) and column buffers over the bound stay on the implicit path
+  if (c.N * c.P * c.Q == 0 || c.N * c.P * c.Q * g.Kp > kColsLimit) return false;
   const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
   const at::Tensor dw = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
   const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);

@@ -10,6 +10,8 @@ void gemm_cuda_conv_dgrad(const GemmArgs& a);
 void gemm_cuda_conv_wgrad(const GemmArgs& a);
 // Fast paths tried first by the conv kinds; each returns false when it does not apply.
 bool conv_fwd_depthwise(const GemmArgs& a);  // conv_depthwise.cu
+bool conv_dgrad_depthwise(const GemmArgs& a);
+bool conv_wgrad_depthwise(const GemmArgs& a);
 bool conv_fwd_lowered(const GemmArgs& a);    // conv_lowered.cu: groups == 1 onto the matmul families
 bool conv_dgrad_lowered(const GemmArgs& a);
 bool conv_wgrad_lowered(const GemmArgs& a);
