@@ -121,6 +121,55 @@ __global__ void dw_wgrad_kernel(ConvOperands c, int64_t per_split, Acc* partial)
   }
 }
 
+// The common case, channels_last with one output per channel: each thread computes 16 bytes
+// of channels of one output pixel from 16-byte loads of x and of the weight laid out [R, S, C].
+template <typename T, Act A>
+__global__ void dw_fwd_vec_kernel(ConvOperands c, const T* __restrict__ w_rsc, Epilogue<T> epi) {
+  constexpr int V = 16 / sizeof(T);
+  const T* x = static_cast<const T*>(c.x);
+  T* y = static_cast<T*>(c.y);
+  const int CV = int(c.C) / V, Wi = int(c.W), Hi = int(c.H), Ci = int(c.C);
+  const int64_t total = c.N * c.P * c.Q * CV;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int cv = int(i % CV);
+    const int64_t pix = i / CV, n = pix / (c.P * c.Q);
+    const int pq = int(pix % (c.P * c.Q)), p = pq / int(c.Q), q = pq % int(c.Q);
+    const T* xn = x + n * Hi * Wi * Ci + cv * V;
+    float acc[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] = 0.f;
+    for (int r = 0; r < c.R; ++r) {
+      const int h = p * int(c.sh) - int(c.ph) + r * int(c.dh);
+      if (h < 0 || h >= Hi) continue;
+      for (int s = 0; s < c.S; ++s) {
+        const int w = q * int(c.sw) - int(c.pw) + s * int(c.dw);
+        if (w < 0 || w >= Wi) continue;
+        const uint4 xv = *reinterpret_cast<const uint4*>(xn + (h * Wi + w) * Ci);
+        const uint4 wv = *reinterpret_cast<const uint4*>(w_rsc + (r * int(c.S) + s) * Ci + cv * V);
+        const T* xe = reinterpret_cast<const T*>(&xv);
+        const T* we = reinterpret_cast<const T*>(&wv);
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[e] += static_cast<float>(xe[e]) * static_cast<float>(we[e]);
+      }
+    }
+    uint4 out;
+    T* oe = reinterpret_cast<T*>(&out);
+#pragma unroll
+    for (int e = 0; e < V; ++e) oe[e] = epi.template apply<A>(acc[e], cv * V + e);
+    *reinterpret_cast<uint4*>(y + pix * Ci + cv * V) = out;
+  }
+}
+
+// x and y channels_last dense, 16-byte aligned, C a multiple of the vector width, K == C.
+bool vec_ok(const ConvOperands& c, int elem) {
+  const int64_t V = 16 / elem;
+  auto dense = [&](const int64_t* st, int64_t C, int64_t H, int64_t W) {
+    return st[1] == 1 && st[3] == C && st[2] == W * C && st[0] == H * W * C;
+  };
+  return c.K == c.C && c.C % V == 0 && dense(c.xs, c.C, c.H, c.W) && dense(c.ys, c.K, c.P, c.Q) &&
+         reinterpret_cast<uintptr_t>(c.x) % 16 == 0 && reinterpret_cast<uintptr_t>(c.y) % 16 == 0;
+}
+
 template <typename Fn>
 bool dispatch(c10::ScalarType st, Fn&& fn) {
   switch (st) {
@@ -141,6 +190,22 @@ bool conv_fwd_depthwise(const GemmArgs& a) {
   if (!is_depthwise(c)) return false;
   const Walk wk{int(c.K), int(c.P), int(c.Q), c.ys[1] == 1 && c.K > 1};
   const auto stream = at::cuda::getCurrentCUDAStream();
+  if (a.dtype != at::kDouble && vec_ok(c, int(c10::elementSize(a.dtype)))) {
+    const auto opts = at::TensorOptions().dtype(a.dtype).device(at::kCUDA, at::cuda::current_device());
+    const at::Tensor w_rsc = at::from_blob(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, opts).permute({1, 2, 0}).contiguous();
+    const int64_t total = c.N * c.P * c.Q * c.C / (16 / int64_t(c10::elementSize(a.dtype)));
+    const unsigned blocks = unsigned(std::min<int64_t>((total + 255) / 256, 1 << 20));
+    return dispatch(a.dtype, [&](auto t, auto) {
+      using T = decltype(t);
+      if constexpr (!std::is_same<T, double>::value) {
+        const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
+        with_act(a.act, [&](auto act) {
+          dw_fwd_vec_kernel<T, decltype(act)::value><<<blocks, 256, 0, stream>>>(c, static_cast<const T*>(w_rsc.const_data_ptr()), epi);
+        });
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      }
+    });
+  }
   return dispatch(a.dtype, [&](auto t, auto acc) {
     using T = decltype(t);
     const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
