@@ -3,7 +3,7 @@ inline-asm operand lists are too long to keep by hand. Run: python scripts/gen_w
 import os
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "csrc", "cuda", "wgmma_ops.h")
-SHAPES = [128, 256]  # the tile widths gemm_sm90.cuh instantiates
+SHAPES = [64, 128, 256]  # the tile widths gemm_sm90.cuh instantiates
 TYPES = [("bf16", "__nv_bfloat16"), ("f16", "__half")]
 
 

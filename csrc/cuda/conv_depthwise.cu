@@ -92,30 +92,33 @@ __global__ void dw_dgrad_kernel(ConvOperands c, Walk wk) {
 }
 
 // Partial grad_weight of 32 output channels, one tap (blockIdx.z) and one slice of the output
-// positions (blockIdx.x); channels_last x and dy, so the 32 lanes read 32 neighbouring
-// channels. 8 position rows per block reduce through shared memory in a fixed order.
+// rows (n, p) (blockIdx.x); channels_last x and dy, so the 32 lanes read 32 neighbouring
+// channels. 8 groups of lanes take every 8th q; they reduce through shared memory in a fixed order.
 template <typename T, typename Acc>
-__global__ void dw_wgrad_kernel(ConvOperands c, int64_t per_split, Acc* partial) {
+__global__ void dw_wgrad_kernel(ConvOperands c, int64_t rows_per_split, Acc* partial) {
   const T* x = static_cast<const T*>(c.x);
   const T* dy = static_cast<const T*>(c.y);
-  const int lane = threadIdx.x % 32, prow = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32, qg = threadIdx.x / 32;
   const int k = blockIdx.y * 32 + lane, r = blockIdx.z / c.S, s = blockIdx.z % c.S;
-  const int64_t NPQ = c.N * c.P * c.Q, begin = blockIdx.x * per_split, end = min(NPQ, begin + per_split);
+  const int64_t rows = c.N * c.P, begin = blockIdx.x * rows_per_split, end = min(rows, begin + rows_per_split);
   Acc acc = 0;
   if (k < c.K) {
-    for (int64_t pos = begin + prow; pos < end; pos += 8) {
-      const int64_t n = pos / (c.P * c.Q);
-      const int pq = int(pos % (c.P * c.Q)), p = pq / int(c.Q), q = pq % int(c.Q);
-      const int h = p * int(c.sh) - int(c.ph) + r * int(c.dh), w = q * int(c.sw) - int(c.pw) + s * int(c.dw);
-      if (h < 0 || h >= c.H || w < 0 || w >= c.W) continue;
-      acc += static_cast<Acc>(dy[n * c.ys[0] + k * c.ys[1] + p * c.ys[2] + q * c.ys[3]]) *
-             static_cast<Acc>(x[n * c.xs[0] + (k / int(c.Kg)) * c.xs[1] + h * c.xs[2] + w * c.xs[3]]);
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t n = row / c.P;
+      const int p = int(row % c.P), h = p * int(c.sh) - int(c.ph) + r * int(c.dh);
+      if (h < 0 || h >= c.H) continue;
+      const T* dyr = dy + n * c.ys[0] + k * c.ys[1] + p * c.ys[2];
+      const T* xr = x + n * c.xs[0] + (k / int(c.Kg)) * c.xs[1] + h * c.xs[2];
+      for (int q = qg; q < c.Q; q += 8) {
+        const int w = q * int(c.sw) - int(c.pw) + s * int(c.dw);
+        if (w >= 0 && w < c.W) acc += static_cast<Acc>(dyr[q * c.ys[3]]) * static_cast<Acc>(xr[w * c.xs[3]]);
+      }
     }
   }
   __shared__ Acc red[8][32];
-  red[prow][lane] = acc;
+  red[qg][lane] = acc;
   __syncthreads();
-  if (prow == 0 && k < c.K) {
+  if (qg == 0 && k < c.K) {
     for (int i = 1; i < 8; ++i) acc += red[i][lane];
     partial[(int64_t(blockIdx.x) * c.K + k) * c.R * c.S + blockIdx.z] = acc;
   }
@@ -219,6 +222,22 @@ bool conv_fwd_depthwise(const GemmArgs& a) {
 bool conv_dgrad_depthwise(const GemmArgs& a) {
   const auto& c = a.conv;
   if (!is_depthwise(c)) return false;
+  if (c.K == c.C && c.sh == 1 && c.sw == 1 && c.ph <= c.dh * (c.R - 1) && c.pw <= c.dw * (c.S - 1)) {
+    // stride 1, one output per channel: grad_input is the depthwise forward of dy with the
+    // flipped kernel and padding dil*(R-1) - pad (the vectorized forward kernel)
+    const auto opts = at::TensorOptions().dtype(a.dtype).device(at::kCUDA, at::cuda::current_device());
+    const at::Tensor wf = at::from_blob(c.w, {c.K, 1, c.R, c.S}, at::IntArrayRef(c.ws, 4), opts).flip({2, 3});
+    GemmArgs f = a;
+    f.kind = Kind::ConvFwd;
+    f.act = Act::None;
+    f.bias = nullptr;
+    ConvOperands& fc = f.conv;
+    fc.H = c.P, fc.W = c.Q, fc.P = c.H, fc.Q = c.W;
+    fc.ph = c.dh * (c.R - 1) - c.ph, fc.pw = c.dw * (c.S - 1) - c.pw;
+    fc.x = c.y, fc.y = c.x, fc.w = const_cast<void*>(wf.const_data_ptr());
+    for (int i = 0; i < 4; ++i) fc.xs[i] = c.ys[i], fc.ys[i] = c.xs[i], fc.ws[i] = wf.stride(i);
+    return conv_fwd_depthwise(f);
+  }
   const Walk wk{int(c.C), int(c.H), int(c.W), c.xs[1] == 1 && c.C > 1};
   const auto stream = at::cuda::getCurrentCUDAStream();
   return dispatch(a.dtype, [&](auto t, auto acc) {
@@ -240,10 +259,10 @@ bool conv_wgrad_depthwise(const GemmArgs& a) {
   c.x = const_cast<void*>(x.const_data_ptr());
   c.y = const_cast<void*>(dy.const_data_ptr());
   for (int i = 0; i < 4; ++i) c.xs[i] = x.stride(i), c.ys[i] = dy.stride(i);
-  const int64_t NPQ = c.N * c.P * c.Q, kblocks = (c.K + 31) / 32;
+  const int64_t rows = c.N * c.P, kblocks = (c.K + 31) / 32;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const int64_t splits = std::max<int64_t>(1, std::min<int64_t>((4 * sms) / (kblocks * c.R * c.S) + 1, (NPQ + 255) / 256));
-  const int64_t per = (NPQ + splits - 1) / splits;
+  const int64_t splits = std::max<int64_t>(1, std::min<int64_t>((4 * sms) / (kblocks * c.R * c.S) + 1, rows));
+  const int64_t per = (rows + splits - 1) / splits;
   const bool dbl = a.dtype == at::kDouble;
   at::Tensor partial = at::empty({splits, c.K, 1, c.R, c.S}, opts.dtype(dbl ? at::kDouble : at::kFloat));
   const dim3 grid(unsigned(splits), unsigned(kblocks), unsigned(c.R * c.S));

@@ -62,9 +62,10 @@ __device__ __forceinline__ uint64_t make_desc(const void* p, uint32_t lbo, uint3
 }
 template <int BN, int TB, typename F>
 __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t db, F* tag) {
-  static_assert(BN == 128 || BN == 256, "scripts/gen_wgmma.py generates n128 and n256");
+  static_assert(BN == 64 || BN == 128 || BN == 256, "scripts/gen_wgmma.py generates n64, n128 and n256");
   if constexpr (BN == 256) wgmma_m64n256k16<TB>(d, da, db, 1, tag);
-  else wgmma_m64n128k16<TB>(d, da, db, 1, tag);
+  else if constexpr (BN == 128) wgmma_m64n128k16<TB>(d, da, db, 1, tag);
+  else wgmma_m64n64k16<TB>(d, da, db, 1, tag);
 }
 #endif
 

@@ -152,14 +152,16 @@ void run_sm90(const GemmArgs& a, BLayout bl) {
   auto bstride = [](int64_t s, int64_t fallback) { return uint64_t(s == 0 ? fallback : s) * 2; };
   const uint64_t da[3] = {uint64_t(a.K), uint64_t(a.M), uint64_t(ba)};
   const uint64_t sa[2] = {uint64_t(o.sa[1]) * 2, bstride(o.sa[0], o.sa[1] * a.M)};
-  const bool wide = a.N > 128;
+  // tile width by N: 256 for wide outputs, 64 where a wider tile would be mostly padding
+  const int bn = a.N > 128 ? 256 : a.N > 64 ? 128 : 64;
   const CUtensorMap ma = tensor_map(o.a, a.dtype, da, sa, sm90::BK, sm90::BM);
   if (bl == BLayout::KMajor) {
     const uint64_t db[3] = {uint64_t(a.K), uint64_t(a.N), uint64_t(bb)};
     const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, bstride(o.sb[0], o.sb[2] * a.N)};
-    const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, sm90::BK, wide ? 256 : 128);
-    if (wide) launch_sm90<T, 256, 4, false>(a, ma, mb, ba, bb, 16, 1024);
-    else launch_sm90<T, 128, 6, false>(a, ma, mb, ba, bb, 16, 1024);
+    const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, sm90::BK, bn);
+    if (bn == 256) launch_sm90<T, 256, 4, false>(a, ma, mb, ba, bb, 16, 1024);
+    else if (bn == 128) launch_sm90<T, 128, 6, false>(a, ma, mb, ba, bb, 16, 1024);
+    else launch_sm90<T, 64, 8, false>(a, ma, mb, ba, bb, 16, 1024);
   } else {
     const uint64_t db[3] = {uint64_t(a.N), uint64_t(a.K), uint64_t(bb)};
     const uint64_t sb[2] = {uint64_t(o.sb[1]) * 2, bstride(o.sb[0], o.sb[1] * a.K)};
@@ -167,8 +169,9 @@ void run_sm90(const GemmArgs& a, BLayout bl) {
     // MN-major SW128: 64-column atoms are 64 k-rows x 128 B = 8 KiB apart (leading byte
     // offset); groups of 8 k-rows are 1 KiB apart (stride byte offset). Checked on an H200
     // against the swapped and equal alternatives, which give wrong results.
-    if (wide) launch_sm90<T, 256, 4, true>(a, ma, mb, ba, bb, 8192, 1024);
-    else launch_sm90<T, 128, 6, true>(a, ma, mb, ba, bb, 8192, 1024);
+    if (bn == 256) launch_sm90<T, 256, 4, true>(a, ma, mb, ba, bb, 8192, 1024);
+    else if (bn == 128) launch_sm90<T, 128, 6, true>(a, ma, mb, ba, bb, 8192, 1024);
+    else launch_sm90<T, 64, 8, true>(a, ma, mb, ba, bb, 8192, 1024);
   }
 }
 
@@ -194,9 +197,15 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   if (!x_ok || !b_ok) return false;
   const uint64_t db[3] = {uint64_t(g.K), uint64_t(g.N), 1};
   const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, uint64_t(o.sb[2]) * g.N * 2};
-  const CUtensorMap mb = tensor_map(o.b, g.dtype, db, sb, sm90::BK, 128);
-  if (g.dtype == at::kBFloat16) launch_sm90<c10::BFloat16, 128, 6, false, true>(g, mb, mb, 1, 1, 16, 1024);
-  else launch_sm90<c10::Half, 128, 6, false, true>(g, mb, mb, 1, 1, 16, 1024);
+  const bool narrow = g.N <= 64;  // 64-channel layers: no half-empty 128-wide tiles
+  const CUtensorMap mb = tensor_map(o.b, g.dtype, db, sb, sm90::BK, narrow ? 64 : 128);
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    if (narrow) launch_sm90<T, 64, 8, false, true>(g, mb, mb, 1, 1, 16, 1024);
+    else launch_sm90<T, 128, 6, false, true>(g, mb, mb, 1, 1, 16, 1024);
+  };
+  if (g.dtype == at::kBFloat16) launch(c10::BFloat16{});
+  else launch(c10::Half{});
   return true;
 }
 
