@@ -221,9 +221,7 @@ def make_w(shape, layout, dtype, device, gen):
     k, c, r, s = shape
     if layout == "sliced":  # input channels of a larger weight
         return randn((k, c + 2, r, s), dtype, device, gen)[:, 1:1 + c]
-    if layout == "misaligned":
-        return _misaligned(randn(shape, dtype, device, gen))
-    return make_x(shape, layout, dtype, device, gen)
+    return make_x(shape, layout, dtype, device, gen)  # misaligned: channels_last, (K, R, S, C) rows in place
 
 
 def like_x(layout):
