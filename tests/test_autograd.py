@@ -32,21 +32,36 @@ def test_linear_gradcheck(device, activation, with_bias):
     assert torch.autograd.gradcheck(lambda x, w, b: tileops.linear(x, w, b, activation), (x, w, b))
 
 
+# name: (C, K, R, S, stride, padding, dilation, groups) on a (2, C, 7, 6) input
+CONV_GRADCHECK = {
+    "3x2": (4, 4, 3, 2, 1, 1, 1, 1),
+    "stride2": (4, 4, 3, 2, 2, 1, 1, 1),
+    "dilation2": (4, 4, 3, 2, 1, 2, 2, 1),
+    "aniso_groups2": (4, 4, 3, 2, (2, 1), (0, 1), (1, 2), 2),
+    "depthwise": (4, 4, 3, 2, 1, 1, 1, 4),
+    "depthwise_x2": (4, 8, 3, 3, 2, 1, 1, 4),
+    "1x1_stride2": (4, 3, 1, 1, 2, 0, 1, 1),  # pixels without gradient
+    "2x2_stride3": (3, 5, 2, 2, 3, 0, 1, 1),
+}
+
+
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("params", [(1, 1, 1, 1), (2, 1, 1, 1), (1, 2, 2, 1), ((2, 1), (0, 1), (1, 2), 2), (1, 1, 1, 4)],
-                         ids=str)
+@pytest.mark.parametrize("case", list(CONV_GRADCHECK))
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
-def test_conv2d_gradcheck(device, params, activation, layout):
-    stride, padding, dilation, groups = params
+def test_conv2d_gradcheck(device, case, activation, layout):
+    C, K, R, S, stride, padding, dilation, groups = CONV_GRADCHECK[case]
     gen, _ = fresh_generator()
-    x = randn((2, 4, 7, 6), torch.float64, device, gen)
+    x = randn((2, C, 7, 6), torch.float64, device, gen)
     if layout == "channels_last":
         x = x.to(memory_format=torch.channels_last)
     x.requires_grad_()
-    w, b = leaf((4, 4 // groups, 3, 2), device, gen), leaf((4,), device, gen)
+    w, b = leaf((K, C // groups, R, S), device, gen), leaf((K,), device, gen)
+    # fast mode checks v^T J u for random u, v: any wrong Jacobian entry shows, at a fraction of the
+    # cost of the full Jacobian (which keeps this table cheap on the 2-core CI)
     assert torch.autograd.gradcheck(
-        lambda x, w, b: tileops.conv2d(x, w, b, stride, padding, dilation, groups, activation), (x, w, b)
+        lambda x, w, b: tileops.conv2d(x, w, b, stride, padding, dilation, groups, activation), (x, w, b),
+        fast_mode=True,
     )
 
 
@@ -86,3 +101,38 @@ def test_opcheck_all_ops(device, dtype):
         # tolerances; the AOT check runs in float32 instead, where it is exact.
         tests = OPCHECK_TESTS if dtype == torch.float32 else OPCHECK_TESTS[:-1]
         torch.library.opcheck(op, args, test_utils=tests)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_opcheck_conv2d_cuda_paths(dtype):
+    """opcheck (schema, autograd registration, fake kernel: shapes and strides) on the shapes that
+    take the CUDA conv fast paths: direct 1x1 on channels_last, im2col (stem, patch, strided 1x1),
+    depthwise, unbatched, and the backward op with channels_last operands and partial masks."""
+    gen, _ = fresh_generator()
+    ops = torch.ops.tileops
+
+    def t(*shape, cl=False):
+        v = randn(shape, dtype, "cuda", gen)
+        return v.to(memory_format=torch.channels_last) if cl else v
+
+    cases = [
+        (ops.conv2d.default, (t(2, 16, 9, 7, cl=True), t(24, 16, 1, 1, cl=True), t(24), [1, 1], [0, 0], [1, 1], 1, "relu")),
+        (ops.conv2d.default, (t(2, 16, 9, 7), t(8, 16, 1, 1), None, [2, 2], [0, 0], [1, 1], 1, "none")),
+        (ops.conv2d.default, (t(2, 3, 23, 23, cl=True), t(16, 3, 7, 7), t(16), [2, 2], [3, 3], [1, 1], 1, "gelu")),
+        (ops.conv2d.default, (t(2, 3, 32, 32), t(16, 3, 8, 8, cl=True), t(16), [8, 8], [0, 0], [1, 1], 1, "none")),
+        (ops.conv2d.default, (t(2, 8, 11, 9, cl=True), t(16, 1, 3, 3), t(16), [2, 1], [1, 1], [1, 1], 8, "silu")),
+        (ops.conv2d.default, (t(1, 16, 9, 7, cl=True)[0], t(8, 16, 3, 3), None, [1, 1], [1, 1], [1, 1], 1, "none")),
+        (ops._conv2d_backward.default, (t(2, 16, 5, 4, cl=True), t(2, 8, 9, 7, cl=True), t(16, 8, 3, 3, cl=True),
+                                        [2, 2], [1, 1], [1, 1], 1, [True, True, True])),
+        (ops._conv2d_backward.default, (t(2, 16, 4, 3), t(2, 8, 11, 9), t(16, 8, 2, 2), [3, 3], [0, 0], [1, 1], 1,
+                                        [True, False, False])),
+        (ops._conv2d_backward.default, (t(2, 16, 9, 7, cl=True), t(2, 8, 9, 7, cl=True), t(16, 8, 1, 1), [1, 1], [0, 0],
+                                        [1, 1], 1, [False, True, True])),
+    ]
+    for op, args in cases:
+        if op is not ops._conv2d_backward.default:
+            for a in args:
+                if isinstance(a, torch.Tensor):
+                    a.requires_grad_()
+        torch.library.opcheck(op, args, test_utils=OPCHECK_TESTS[:-1])

@@ -1,4 +1,19 @@
-"""conv2d forward and backward against float64 references over parameters, layouts, dtypes."""
+"""conv2d forward and backward against float64 references over kernel paths, layouts and dtypes.
+
+The cases are data, in three tables:
+  CASES       tiny problems that run on every device and dtype (the CPU included): each parameter
+              edge once, at a size the CPU checks in milliseconds.
+  CUDA_CASES  the same edges and more at sizes that span several tiles, CUDA only. On an sm_90 GPU the
+              fp16/bf16 groups == 1 rows run the Hopper paths (explicit im2col + wgmma with a fused
+              epilogue, the direct 1x1 read of channels_last x, the GEMM + col2im grad_input and the
+              split-K grad_weight); the depthwise rows run the direct depthwise kernel in every dtype;
+              grouped rows the generic path.
+  BWD_CASES   the CUDA_CASES rows whose backward is checked op by op (_conv2d_backward).
+Tests that take a case by name (layouts, views, activations, masks) use the CPU size on the CPU and
+the CUDA size on CUDA (`sized`), so each runs the same edge on both devices.
+"""
+from typing import NamedTuple, Tuple, Union
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -6,95 +21,372 @@ from torch._prims_common import suggest_memory_format
 
 import tileops
 from conftest import DEVICE_KINDS, DEVICES
-from utils import DTYPES, check, fresh_generator, randn, run_poisoned, tf32
+from utils import ATOL, DTYPES, TOL, check, fresh_generator, randn, tf32
 
-# (N, C, H, W, K, R, S, stride, padding, dilation, groups)
+_Pair = Union[int, Tuple[int, int]]
+
+
+class Conv(NamedTuple):
+    """x (N, C, H, W) * weight (K, C // groups, R, S)."""
+
+    N: int
+    C: int
+    H: int
+    W: int
+    K: int
+    R: int
+    S: int
+    stride: _Pair = 1
+    padding: _Pair = 0
+    dilation: _Pair = 1
+    groups: int = 1
+
+    @property
+    def params(self):
+        return self.stride, self.padding, self.dilation, self.groups
+
+    @property
+    def x_shape(self):
+        return (self.N, self.C, self.H, self.W)
+
+    @property
+    def w_shape(self):
+        return (self.K, self.C // self.groups, self.R, self.S)
+
+    @property
+    def out_shape(self):
+        def pair(v):
+            return (v, v) if isinstance(v, int) else tuple(v)
+
+        st, pd, dl = pair(self.stride), pair(self.padding), pair(self.dilation)
+        p, q = ((n + 2 * pd[i] - dl[i] * (k - 1) - 1) // st[i] + 1
+                for i, (n, k) in enumerate(((self.H, self.R), (self.W, self.S))))
+        return (self.N, self.K, p, q)
+
+
 CASES = {
-    "3x3": (2, 3, 7, 7, 5, 3, 3, 1, 1, 1, 1),
-    "odd_kernel_stride2": (1, 4, 9, 11, 6, 3, 2, 2, (1, 0), 1, 1),
-    "dilated": (2, 8, 8, 8, 8, 3, 3, 1, 2, 2, 1),
-    "aniso": (1, 5, 13, 6, 7, 2, 3, (2, 1), (0, 2), (2, 1), 1),
-    "groups3": (2, 6, 10, 9, 9, 3, 3, 2, 1, 1, 3),
-    "depthwise": (2, 8, 12, 12, 8, 3, 3, 1, 1, 1, 8),
-    "depthwise_x2": (1, 8, 9, 9, 16, 3, 3, 2, 1, 1, 8),
-    "1x1": (3, 16, 5, 5, 32, 1, 1, 1, 0, 1, 1),
-    "1x1_stride2": (2, 16, 9, 9, 8, 1, 1, 2, 0, 1, 1),
-    "patch_embed": (2, 3, 32, 32, 16, 8, 8, 8, 0, 1, 1),
-    "stem7x7": (1, 3, 31, 31, 8, 7, 7, 2, 3, 1, 1),
-    "kernel_is_input": (1, 2, 5, 5, 3, 5, 5, 1, 0, 1, 1),
-    "one_pixel": (1, 7, 1, 1, 127, 1, 1, 1, 0, 1, 1),
-    "empty_batch": (0, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1),
+    "3x3": Conv(2, 3, 7, 7, 5, 3, 3, 1, 1),
+    "3x3_s2": Conv(2, 8, 9, 9, 16, 3, 3, 2, 1),
+    "3x3_c64": Conv(1, 64, 4, 5, 8, 3, 3, 1, 1),
+    "odd_kernel_stride2": Conv(1, 4, 9, 11, 6, 3, 2, 2, (1, 0)),
+    "kernel_3x5_stride_2x1": Conv(1, 6, 11, 10, 9, 3, 5, (2, 1), (1, 2)),
+    "dilated": Conv(2, 8, 8, 8, 8, 3, 3, 1, 2, 2),
+    "aniso": Conv(1, 5, 13, 6, 7, 2, 3, (2, 1), (0, 2), (2, 1)),
+    "1x1": Conv(3, 16, 5, 5, 32, 1, 1),
+    "1x1_c5_k7": Conv(2, 5, 7, 9, 7, 1, 1),
+    "1x1_stride2": Conv(2, 16, 9, 9, 8, 1, 1, 2),  # odd rows and columns get no gradient
+    "1x1_pad1": Conv(1, 8, 5, 6, 8, 1, 1, 1, 1),
+    "2x2_stride3": Conv(1, 4, 10, 11, 6, 2, 2, 3),  # stride > kernel: gaps without gradient
+    "stem7x7": Conv(1, 3, 31, 31, 8, 7, 7, 2, 3),  # R*S*C = 147, not a multiple of 8
+    "patch16": Conv(1, 3, 32, 32, 16, 16, 16, 16),
+    "patch14": Conv(1, 3, 28, 28, 8, 14, 14, 14),
+    "kernel_is_input": Conv(1, 2, 5, 5, 3, 5, 5),
+    "one_pixel": Conv(1, 7, 1, 1, 127, 1, 1),
+    "single_channel": Conv(2, 1, 6, 7, 3, 3, 3, 1, 1),  # groups == 1 == C: both depthwise and dense
+    "empty_batch": Conv(0, 4, 6, 6, 4, 3, 3, 1, 1),
+    "groups2": Conv(2, 8, 6, 7, 8, 1, 1, groups=2),
+    "groups3": Conv(2, 6, 10, 9, 9, 3, 3, 2, 1, groups=3),
+    "groups4": Conv(1, 8, 7, 7, 12, 3, 3, 1, 1, groups=4),
+    "depthwise": Conv(2, 8, 12, 12, 8, 3, 3, 1, 1, groups=8),
+    "depthwise_x2": Conv(1, 8, 9, 9, 16, 3, 3, 2, 1, groups=8),
+    "depthwise_5x5_p2": Conv(1, 6, 11, 9, 6, 5, 5, 1, 2, groups=6),
+    "depthwise_x2_dil2_p0": Conv(2, 5, 10, 11, 10, 3, 3, 1, 0, 2, groups=5),
 }
+
+CUDA_CASES = {
+    # dense (groups == 1): the sm_90 fp16/bf16 paths; 1x1 s1 p0 on channels_last x reads x directly
+    "1x1": Conv(4, 64, 14, 14, 96, 1, 1),
+    "1x1_c5_k7": Conv(2, 5, 13, 17, 7, 1, 1),  # rows of 5 channels: no 16-byte alignment
+    "1x1_stride2": Conv(2, 64, 15, 15, 128, 1, 1, 2),
+    "1x1_pad1": Conv(2, 16, 7, 9, 24, 1, 1, 1, 1),
+    "1x1_m_tail": Conv(3, 256, 13, 15, 64, 1, 1),  # M = 585
+    "1x1_big_k65": Conv(8, 128, 28, 28, 65, 1, 1),
+    "resnet_1x1_256to64@56": Conv(2, 256, 56, 56, 64, 1, 1),
+    "3x3": Conv(2, 32, 20, 20, 64, 3, 3, 1, 1),
+    "3x3_s2": Conv(2, 32, 21, 19, 48, 3, 3, 2, 1),
+    "3x3_big": Conv(8, 64, 28, 28, 128, 3, 3, 1, 1),  # many tiles both ways; N*P*Q = 6272
+    "3x3_m_tail": Conv(3, 64, 27, 29, 130, 3, 3, 1, 1),  # M = 2349, 130 output channels
+    "3x3_k264": Conv(2, 32, 15, 15, 264, 3, 3, 1, 1),  # more output channels than one 256-wide tile
+    "3x3_c256": Conv(2, 256, 9, 9, 64, 3, 3, 1, 1),  # reduction of 2304
+    # C % 64 == 0: sm_90 implicit GEMM (x gathered inside the kernel), every geometry
+    "3x3_c64": Conv(2, 64, 13, 11, 7, 3, 3, 1, 1),
+    "3x3_c64_s2": Conv(2, 64, 15, 13, 72, 3, 3, 2, 1),
+    "3x3_c64_dilated": Conv(2, 64, 11, 12, 40, 3, 3, 1, 2, 2),
+    "3x5_c64_stride_2x1": Conv(1, 64, 13, 17, 24, 3, 5, (2, 1), (1, 2)),
+    "7x7_c64_k7": Conv(1, 64, 9, 10, 7, 7, 7, 1, 3),
+    "5x5_c128_p0": Conv(2, 128, 9, 9, 200, 5, 5),
+    "resnet_3x3_64@56": Conv(4, 64, 56, 56, 64, 3, 3, 1, 1),
+    "batch1": Conv(1, 16, 9, 9, 8, 3, 3, 1, 1),
+    "batch1_56": Conv(1, 32, 56, 56, 32, 3, 3, 1, 1),
+    "long_reduction": Conv(32, 16, 28, 28, 16, 3, 3, 1, 1),  # grad_weight reduces over 25088
+    "2x2_stride3": Conv(2, 16, 14, 13, 32, 2, 2, 3),
+    "dilated": Conv(2, 16, 17, 17, 24, 3, 3, 1, 2, 2),
+    "kernel_3x5_stride_2x1": Conv(2, 12, 19, 23, 20, 3, 5, (2, 1), (1, 2)),
+    "aniso": Conv(2, 5, 13, 17, 7, 3, 5, (2, 1), (1, 2), (1, 2)),
+    "odd_13x17_c5_k65": Conv(3, 5, 13, 17, 65, 3, 3, 1, 1),
+    "c3_k7": Conv(2, 3, 13, 17, 7, 3, 3, 1, 1),
+    "stem7x7": Conv(2, 3, 61, 61, 64, 7, 7, 2, 3),
+    "stem7x7_224": Conv(1, 3, 224, 224, 64, 7, 7, 2, 3),
+    "patch16": Conv(2, 3, 64, 64, 96, 16, 16, 16),
+    "patch16_224": Conv(2, 3, 224, 224, 768, 16, 16, 16),
+    "patch14": Conv(2, 3, 56, 56, 80, 14, 14, 14),
+    "single_channel": Conv(2, 1, 30, 31, 8, 3, 3, 1, 1),
+    # more than 2^28 column elements (N*P*Q*R*S*C): the column buffer runs in chunks of images
+    "chunked_cols": Conv(52, 136, 28, 28, 8, 7, 7, 1, 3),
+    # depthwise (groups == C, K = multiplier * C): the direct kernel, every dtype
+    "depthwise": Conv(2, 32, 28, 28, 32, 3, 3, 1, 1, groups=32),
+    "depthwise_s2": Conv(2, 32, 29, 27, 32, 3, 3, 2, 1, groups=32),
+    "depthwise_p0": Conv(2, 24, 15, 17, 24, 3, 3, 1, 0, groups=24),
+    "depthwise_5x5_p2": Conv(2, 24, 19, 21, 24, 5, 5, 1, 2, groups=24),
+    "depthwise_5x5_s2": Conv(1, 40, 23, 23, 40, 5, 5, 2, 2, groups=40),
+    "depthwise_7x7": Conv(1, 16, 20, 20, 16, 7, 7, 1, 3, groups=16),
+    "depthwise_x2": Conv(2, 16, 20, 20, 32, 3, 3, 1, 1, groups=16),
+    "depthwise_x2_s2": Conv(1, 12, 17, 13, 24, 3, 3, 2, 1, groups=12),
+    "depthwise_dil2": Conv(2, 16, 20, 20, 16, 3, 3, 1, 2, 2, groups=16),
+    "depthwise_c67": Conv(2, 67, 13, 11, 67, 3, 3, 1, 1, groups=67),
+    "depthwise_1x1": Conv(2, 16, 9, 9, 16, 1, 1, groups=16),
+    "depthwise_3x5_aniso": Conv(1, 8, 12, 14, 8, 3, 5, (1, 2), (1, 2), groups=8),
+    "depthwise_96@56": Conv(2, 96, 56, 56, 96, 3, 3, 1, 1, groups=96),
+    "depthwise_32@112_b1": Conv(1, 32, 112, 112, 32, 3, 3, 1, 1, groups=32),
+    # grouped with more than one channel per group: the generic path
+    "groups2": Conv(2, 32, 14, 14, 64, 3, 3, 1, 1, groups=2),
+    "groups4": Conv(2, 32, 15, 13, 32, 3, 3, 2, 1, groups=4),
+    "groups4_1x1": Conv(2, 64, 14, 14, 64, 1, 1, groups=4),
+}
+
+BWD_CASES = ["1x1", "1x1_stride2", "1x1_pad1", "1x1_big_k65", "3x3", "3x3_s2", "3x3_big", "3x3_m_tail",
+             "batch1", "batch1_56", "long_reduction", "2x2_stride3", "dilated", "kernel_3x5_stride_2x1", "aniso",
+             "odd_13x17_c5_k65", "c3_k7", "stem7x7", "patch16", "patch14", "chunked_cols", "groups2", "depthwise",
+             "depthwise_x2"]
+
 ACTS = ["none", "relu", "gelu", "silu"]
+ACT_FN = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+LAYOUTS = ["contiguous", "channels_last"]
+# x views that no fast path may take for contiguous (each needs its strides honoured or a copy)
+VIEWS = ["strided", "slice_c", "slice_hw", "permuted", "misaligned"]
+CUDA_KINDS = ["float64", "float32", "tf32", "float16", "bfloat16"]
+# (device, kind) for the layout / view / activation tests: the CPU once, CUDA in every GEMM family
+SOME_KINDS = [("cpu", "float32"), ("cpu", "bfloat16")] + [
+    pytest.param("cuda", k, marks=pytest.mark.cuda) for k in ("float32", "tf32", "float16", "bfloat16")]
+
+
+def sized(name, device):
+    """Case `name` at the CPU size on the CPU, at the multi-tile size on CUDA."""
+    return (CUDA_CASES if device == "cuda" else CASES)[name]
+
+
+def pick_act(*keys):
+    """Every activation over a test matrix without taking every pair: a fixed pick per row."""
+    return ACTS[sum(len(str(k)) for k in keys) % len(ACTS)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Inputs: fresh random values in every layout a caller can hand over.
+
+
+def _misaligned(t):
+    """A copy of t (dense: contiguous or channels_last) whose data starts one element past its
+    allocation: 2-byte (fp16) aligned only, which TMA and vector loads cannot take as is."""
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    out = buf.as_strided(t.shape, t.stride(), 1)
+    out.copy_(t)
+    return out
 
 
 def make_x(shape, layout, dtype, device, gen):
+    n, c, h, w = shape
+
+    def rnd(s):
+        return randn(s, dtype, device, gen)
+
+    cl = torch.channels_last
+    if layout == "contiguous":
+        return rnd(shape)
     if layout == "channels_last":
-        return randn(shape, dtype, device, gen).to(memory_format=torch.channels_last)
+        return rnd(shape).to(memory_format=cl)
     if layout == "strided":  # every other column of a wider tensor: no memory format fits
-        n, c, h, w = shape
-        return randn((n, c, h, 2 * w), dtype, device, gen)[..., ::2]
-    return randn(shape, dtype, device, gen)
+        return rnd((n, c, h, 2 * w))[..., ::2]
+    if layout == "slice_c":  # channels_last rows longer than C
+        return rnd((n, c + 3, h, w)).to(memory_format=cl)[:, 2:2 + c]
+    if layout == "slice_hw":  # a crop of a channels_last image
+        return rnd((n, c, h + 3, w + 2)).to(memory_format=cl)[:, :, 1:1 + h, 2:2 + w]
+    if layout == "permuted":  # stored (N, H, C, W)
+        return rnd((n, h, c, w)).permute(0, 2, 1, 3)
+    if layout == "misaligned":
+        return _misaligned(rnd(shape).to(memory_format=cl))
+    raise ValueError(layout)
 
 
-def conv_ref(x, w, b, p):
-    st, pd, dl, g = p
-    x64, w64 = x.detach().double().cpu(), w.detach().double().cpu()
-    b64 = None if b is None else b.detach().double().cpu()
-    ref = F.conv2d(x64, w64, b64, st, pd, dl, g)
-    mag = F.conv2d(x64.abs(), w64.abs(), None if b64 is None else b64.abs(), st, pd, dl, g)
+def make_w(shape, layout, dtype, device, gen):
+    k, c, r, s = shape
+    if layout == "sliced":  # input channels of a larger weight
+        return randn((k, c + 2, r, s), dtype, device, gen)[:, 1:1 + c]
+    return make_x(shape, layout, dtype, device, gen)  # misaligned: channels_last, (K, R, S, C) rows in place
+
+
+def like_x(layout):
+    """The weight layout a model in x's memory format has."""
+    return "channels_last" if layout == "channels_last" else "contiguous"
+
+
+def make_grad_out(shape, gy_layout, x_layout, dtype, device, gen):
+    if gy_layout == "like_x":
+        return make_x(shape, like_x(x_layout), dtype, device, gen)
+    if gy_layout == "other_format":
+        return make_x(shape, "contiguous" if x_layout == "channels_last" else "channels_last", dtype, device, gen)
+    if gy_layout == "expanded":  # what y.sum() hands back: stride 0 everywhere but the channels
+        return randn((1, shape[1], 1, 1), dtype, device, gen).expand(shape)
+    return make_x(shape, gy_layout, dtype, device, gen)
+
+
+def poisoned(fn, device):
+    """fn() with the CUDA caching allocator's free memory set to 0xFF bytes, NaN in every float dtype
+    (a float32 NaN would read as 0.0 in the low half of each bf16 pair): an output element, padding
+    column or workspace byte that is read before it is written turns the result into NaN."""
+    if device == "cuda":
+        torch.cuda.empty_cache()
+        # one large-pool block every larger allocation splits, and eight 2 MiB small-pool segments
+        blocks = [torch.full((n // 4,), -1, dtype=torch.int32, device=device) for n in [128 << 20] + [512 << 10] * 32]
+        del blocks
+    return fn()
+
+
+# ----------------------------------------------------------------------------------------------
+# References and tolerances.
+
+
+def conv_ref(x, w, b, params):
+    """float64 F.conv2d of the same values, and the bound |x| * |w| + |b|, on x's device."""
+    x64, w64 = x.detach().double(), w.detach().double()
+    b64 = None if b is None else b.detach().double()
+    ref = F.conv2d(x64, w64, b64, *params)
+    mag = F.conv2d(x64.abs(), w64.abs(), None if b64 is None else b64.abs(), *params)
     return ref, mag
 
 
-ACT_FN = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+def grad_ref(x, w, gy, params):
+    """float64 grad_input and grad_weight of the same values, with their bounds (|.| operands)."""
+    x64, w64, g64 = x.detach().double(), w.detach().double(), gy.detach().double()
+    gx = torch.nn.grad.conv2d_input(x.shape, w64, g64, *params)
+    gw = torch.nn.grad.conv2d_weight(x64, w.shape, g64, *params)
+    mag_x = torch.nn.grad.conv2d_input(x.shape, w64.abs(), g64.abs(), *params)
+    mag_w = torch.nn.grad.conv2d_weight(x64.abs(), w.shape, g64.abs(), *params)
+    return gx, gw, mag_x, mag_w
+
+
+def check_conv(out, ref, mag, kind, L, what):
+    """check() plus, for fp16/bf16, a per-element bound that stays tight for long reductions.
+
+    check()'s TOL * mag grows like the reduction length L while the values grow like sqrt(L), so on
+    grad_weight (L = N*P*Q) it alone would let a dropped split-K chunk through element by element
+    (its norm test still catches it). In fp16/bf16 the inputs are exact, their products are exact
+    in fp32, so the error is one output rounding (<= TOL |ref|) plus fp32 accumulation (<= L u mag,
+    taken here as L * 2^-21 * mag: 8 fp32 units, for tensor-core adders that truncate). Activations
+    stretch errors by at most 1.13 (gelu); 1e-6 mag covers their fp32 evaluation.
+    Not for grad_input: its column buffer may be rounded to the dtype once (<= u mag, check()'s)."""
+    check(out, ref, mag, kind, what)
+    if kind not in ("float16", "bfloat16") or out.numel() == 0:
+        return
+    o, r, m = (t.detach().double().cpu() for t in (out, ref, mag))
+    err = (o - r).abs()
+    bound = TOL[kind] * r.abs() + (1.2 * L * 2.0 ** -21 + 1e-6) * m + ATOL.get(kind, 0.0)
+    bad = err > bound
+    assert not bad.any(), "%s: %d of %d elements beyond rounding + fp32 accumulation (L=%d); worst err %.3g at bound %.3g" % (
+        what, int(bad.sum()), o.numel(), L, float(err[bad].max()), float(bound[bad][err[bad].argmax()]))
+
+
+def check_format(t, like, what):
+    """t keeps like's memory format (torch's rule for conv outputs; unbatched: as if batched)."""
+    t4, like4 = (v.unsqueeze(0) if v.dim() == 3 else v for v in (t, like))
+    fmt = suggest_memory_format(like4)
+    assert t4.is_contiguous(memory_format=fmt), "%s: strides %s, expected %s like %s" % (
+        what, t.stride(), fmt, like.stride())
+
+
+def run_forward(c, name, device, kind, layout, w_layout=None, act=None, bias=True, unbatched=False, bias_view=False):
+    """tileops.conv2d on fresh inputs into poisoned memory, checked against float64."""
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    act = act or pick_act(name, layout, kind)
+    w_layout = w_layout or like_x(layout)
+    x = make_x(c.x_shape, layout, dt, device, gen)
+    w = make_w(c.w_shape, w_layout, dt, device, gen)
+    b = None
+    if bias:
+        b = randn((2 * c.K,), dt, device, gen)[::2] if bias_view else randn((c.K,), dt, device, gen)
+    xin = x[0] if unbatched else x
+    with tf32(kind == "tf32"):
+        y = poisoned(lambda: tileops.conv2d(xin, w, b, *c.params, act), device)
+    what = "conv %s x=%s w=%s %s %s bias=%s seed=%d" % (name, layout, w_layout, kind, act, bias, seed)
+    assert y.dtype == dt and y.device == x.device and y.dim() == xin.dim(), what
+    ref, mag = conv_ref(x, w, b, c.params)
+    check_conv(y.unsqueeze(0) if unbatched else y, ACT_FN[act](ref), mag, kind, c.w_shape[1] * c.R * c.S, what)
+    check_format(y, xin, what)
+    if layout in LAYOUTS and not unbatched and y.numel() > 0:  # the named formats spelled out: NCHW in, NCHW out
+        fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+        assert y.is_contiguous(memory_format=fmt), "%s: output not %s" % (what, fmt)
+
+
+# ----------------------------------------------------------------------------------------------
+# Forward
 
 
 @pytest.mark.parametrize("device,kind", DEVICE_KINDS)
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+@pytest.mark.parametrize("layout", LAYOUTS + ["strided"])
 def test_conv2d_forward(device, kind, case, layout):
-    N, C, H, W, K, R, S, st, pd, dl, g = CASES[case]
-    gen, seed = fresh_generator()
-    dt = DTYPES[kind]
-    x = make_x((N, C, H, W), layout, dt, device, gen)
-    w = randn((K, C // g, R, S), dt, device, gen)
-    b = randn((K,), dt, device, gen)
-    act = ACTS[(len(case) + len(layout)) % 4]  # every activation over the matrix, not every pair
-    with tf32(kind == "tf32"):
-        y = run_poisoned(lambda: tileops.conv2d(x, w, b, st, pd, dl, g, act), N * K * H * W, dt, device)
-    ref, mag = conv_ref(x, w, b, (st, pd, dl, g))
-    check(y, ACT_FN[act](ref), mag, kind, "conv %s %s %s seed=%d" % (case, layout, act, seed))
-    fmt = suggest_memory_format(x)  # torch's rule: the output keeps the input's memory format
-    assert y.is_contiguous(memory_format=fmt), "output not in %s" % fmt
+    run_forward(CASES[case], case, device, kind, layout)
 
 
-@pytest.mark.parametrize("device,kind", DEVICE_KINDS)
-@pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
-def test_conv2d_backward(device, kind, case, layout):
-    """grad_input, grad_weight, grad_bias of activation(conv + bias) against float64 autograd."""
-    N, C, H, W, K, R, S, st, pd, dl, g = CASES[case]
-    gen, seed = fresh_generator()
-    dt = DTYPES[kind]
-    x = make_x((N, C, H, W), layout, dt, device, gen).requires_grad_()
-    w = randn((K, C // g, R, S), dt, device, gen).requires_grad_()
-    b = randn((K,), dt, device, gen).requires_grad_()
-    act = ACTS[(len(case) + len(layout)) % 4]
-    with tf32(kind == "tf32"):
-        y = tileops.conv2d(x, w, b, st, pd, dl, g, act)
-        gy = randn(y.shape, dt, device, gen)
-        y.backward(gy)
-    x64, w64, b64 = (t.detach().double().cpu().requires_grad_() for t in (x, w, b))
-    gy64 = gy.double().cpu()
-    ACT_FN[act](F.conv2d(x64, w64, b64, st, pd, dl, g)).backward(gy64)
-    # magnitude bounds for each gradient: the same products on absolute values
-    xa, wa, ga = x64.detach().abs(), w64.detach().abs(), gy64.abs() * 1.2  # |act'| <= 1.13
-    mag_x = torch.nn.grad.conv2d_input(xa.shape, wa, ga, st, pd, dl, g)
-    mag_w = torch.nn.grad.conv2d_weight(xa, wa.shape, ga, st, pd, dl, g)
-    what = "conv bwd %s %s %s seed=%d" % (case, layout, act, seed)
-    check(x.grad, x64.grad, mag_x, kind, what + " grad_input")
-    check(w.grad, w64.grad, mag_w, kind, what + " grad_weight")
-    check(b.grad, b64.grad, ga.sum((0, 2, 3)), kind, what + " grad_bias")
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", CUDA_KINDS)
+@pytest.mark.parametrize("case", list(CUDA_CASES))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_conv2d_forward_cuda(kind, case, layout):
+    run_forward(CUDA_CASES[case], case, "cuda", kind, layout)
+
+
+@pytest.mark.parametrize("device,kind", SOME_KINDS)
+@pytest.mark.parametrize("case,layout", [("1x1", "channels_last"), ("1x1", "contiguous"), ("3x3_s2", "channels_last"),
+                                         ("3x3_c64", "channels_last"), ("stem7x7", "contiguous"),
+                                         ("depthwise", "channels_last")])
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_conv2d_bias_activation(device, kind, case, layout, act, bias):
+    """Every epilogue (bias or not, each activation) on each forward path: the direct 1x1 read,
+    1x1 on NCHW, im2col (3x3/2, the stem), sm_90 implicit GEMM (C % 64 == 0), depthwise."""
+    run_forward(sized(case, device), case, device, kind, layout, act=act, bias=bias)
+
+
+@pytest.mark.parametrize("device,kind", SOME_KINDS)
+@pytest.mark.parametrize("case", ["1x1", "1x1_stride2", "3x3_s2", "3x3_c64", "stem7x7", "patch16", "depthwise"])
+@pytest.mark.parametrize("layout", VIEWS)
+def test_conv2d_input_views(device, kind, case, layout):
+    """x as a strided view: channel or spatial slices, a permutation, a data pointer off alignment."""
+    run_forward(sized(case, device), case, device, kind, layout)
+
+
+@pytest.mark.parametrize("device,kind", SOME_KINDS)
+@pytest.mark.parametrize("case", ["1x1", "3x3", "3x3_c64", "stem7x7", "depthwise_x2"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("w_layout", ["contiguous", "channels_last", "sliced", "misaligned"])
+def test_conv2d_weight_layouts(device, kind, case, layout, w_layout):
+    run_forward(sized(case, device), case, device, kind, layout, w_layout=w_layout)
+
+
+@pytest.mark.parametrize("device,kind", SOME_KINDS)
+@pytest.mark.parametrize("case", ["1x1", "3x3", "depthwise"])
+def test_conv2d_bias_view(device, kind, case):
+    """A bias that is a strided view (every other element of a longer tensor)."""
+    run_forward(sized(case, device), case, device, kind, "channels_last", bias_view=True)
+
+
+@pytest.mark.parametrize("device,kind", SOME_KINDS)
+@pytest.mark.parametrize("case", ["1x1", "3x3", "stem7x7", "depthwise"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_conv2d_unbatched(device, kind, case, layout):
+    """3-D (C, H, W) x: (C, H, W) contiguous, or (H, W, C) storage from a channels_last image."""
+    run_forward(sized(case, device)._replace(N=1), case, device, kind, layout, unbatched=True)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -110,15 +402,159 @@ def test_conv2d_unbatched_and_padding_modes(device):
     assert torch.allclose(y.cpu(), F.conv2d(x.cpu(), w.cpu(), None, 1, "same", 2, 1), atol=1e-10)
 
 
-@pytest.mark.cuda
-@pytest.mark.parametrize("kind", ["float32", "bfloat16"])
-def test_conv2d_resnet_layer_cuda(kind):
-    """A realistic layer size (3x3, 64 channels, 56x56) in both memory formats."""
+# ----------------------------------------------------------------------------------------------
+# Backward through autograd (activation, bias), and the backward op on its own.
+
+
+@pytest.mark.parametrize("device,kind", DEVICE_KINDS)
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_conv2d_backward(device, kind, case, layout):
+    """grad_input, grad_weight, grad_bias of activation(conv + bias) against float64 autograd."""
+    c = CASES[case]
     gen, seed = fresh_generator()
     dt = DTYPES[kind]
-    for layout in ["contiguous", "channels_last"]:
-        x = make_x((4, 64, 56, 56), layout, dt, "cuda", gen)
-        w = randn((64, 64, 3, 3), dt, "cuda", gen)
-        y = run_poisoned(lambda x=x, w=w: tileops.conv2d(x, w, None, 1, 1), x.numel(), dt, "cuda")
-        ref, mag = conv_ref(x, w, None, (1, 1, 1, 1))
-        check(y, ref, mag, kind, "resnet layer %s seed=%d" % (layout, seed))
+    x = make_x(c.x_shape, layout, dt, device, gen).requires_grad_()
+    w = make_w(c.w_shape, like_x(layout), dt, device, gen).requires_grad_()
+    b = randn((c.K,), dt, device, gen).requires_grad_()
+    act = pick_act(case, layout)
+    with tf32(kind == "tf32"):
+        y = tileops.conv2d(x, w, b, *c.params, act)
+        gy = randn(y.shape, dt, device, gen)
+        poisoned(lambda: y.backward(gy), device)
+    x64, w64, b64 = (t.detach().double().cpu().requires_grad_() for t in (x, w, b))
+    gy64 = gy.double().cpu()
+    ACT_FN[act](F.conv2d(x64, w64, b64, *c.params)).backward(gy64)
+    # bounds: the same products on absolute values; |act'| <= 1.13
+    _, _, mag_x, mag_w = grad_ref(x64, w64, gy64.abs() * 1.2, c.params)
+    what = "conv bwd %s %s %s seed=%d" % (case, layout, act, seed)
+    check(x.grad, x64.grad, mag_x, kind, what + " grad_input")
+    check(w.grad, w64.grad, mag_w, kind, what + " grad_weight")
+    check(b.grad, b64.grad, gy64.abs().sum((0, 2, 3)) * 1.2, kind, what + " grad_bias")
+    check_format(x.grad, x, what + " grad_input")
+    check_format(w.grad, w, what + " grad_weight")
+
+
+def run_backward_op(c, name, device, kind, layout, gy_layout="like_x", mask=(True, True, True)):
+    """torch.ops.tileops._conv2d_backward against float64; returns its outputs and inputs."""
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    x = make_x(c.x_shape, layout, dt, device, gen)
+    w = make_w(c.w_shape, like_x(layout), dt, device, gen)
+    gy = make_grad_out(c.out_shape, gy_layout, layout, dt, device, gen)
+    st, pd, dl, g = c.params
+    pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
+    with tf32(kind == "tf32"):
+        gx, gw, gb = poisoned(lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, list(mask)), device)
+    what = "conv bwd op %s x=%s gy=%s %s mask=%s seed=%d" % (name, layout, gy_layout, kind, mask, seed)
+    ref_x, ref_w, mag_x, mag_w = grad_ref(x, w, gy, c.params)
+    for out, on, name_ in zip((gx, gw, gb), mask, ("grad_input", "grad_weight", "grad_bias")):
+        assert on or out.numel() == 0, "%s: %s not asked for but has shape %s" % (what, name_, tuple(out.shape))
+        assert not on or out.dtype == dt, "%s: %s dtype %s" % (what, name_, out.dtype)
+    if mask[0]:
+        check(gx, ref_x, mag_x, kind, what + " grad_input")
+        check_format(gx, x, what + " grad_input")
+    if mask[1]:
+        assert gw.numel() >= 64, "grad_weight under 64 elements skips check()'s norm test: make the case larger"
+        check_conv(gw, ref_w, mag_w, kind, c.N * c.out_shape[2] * c.out_shape[3], what + " grad_weight")
+        check_format(gw, w, what + " grad_weight")
+    if mask[2]:
+        g64 = gy.double()
+        check(gb, g64.sum((0, 2, 3)), g64.abs().sum((0, 2, 3)), kind, what + " grad_bias")
+    return (gx, gw, gb), (x, w, gy)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("case", BWD_CASES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_conv2d_backward_op_cuda(kind, case, layout):
+    """dgrad (GEMM + col2im gather on sm_90 fp16/bf16) and wgrad (split-K) at multi-tile sizes,
+    including pixels that no output touches (1x1/2, 2x2/3) and long grad_weight reductions."""
+    run_backward_op(CUDA_CASES[case], case, "cuda", kind, layout)
+
+
+@pytest.mark.parametrize("device,kind", SOME_KINDS)
+@pytest.mark.parametrize("case", ["1x1", "3x3_s2", "2x2_stride3"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("gy_layout", ["other_format", "expanded", "strided", "slice_c", "misaligned"])
+def test_conv2d_backward_grad_out_layouts(device, kind, case, layout, gy_layout):
+    """grad_out in a format other than x's, expanded (stride 0, as y.sum() gives), a view."""
+    run_backward_op(sized(case, device), case, device, kind, layout, gy_layout)
+
+
+MASKS = [(True, False, False), (False, True, False), (False, False, True), (True, True, False), (False, True, True),
+         (True, True, True), (False, False, False)]
+
+
+@pytest.mark.parametrize("device,kind", SOME_KINDS)
+@pytest.mark.parametrize("mask", MASKS, ids=lambda m: "".join("xwb"[i] if on else "-" for i, on in enumerate(m)))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_conv2d_backward_output_mask(device, kind, mask, layout):
+    """Each output of _conv2d_backward alone and together; the others come back empty."""
+    run_backward_op(sized("3x3_s2", device), "3x3_s2", device, kind, layout, mask=mask)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", ["3x3_big", "long_reduction", "batch1_56", "1x1_stride2", "stem7x7"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_conv2d_backward_deterministic_cuda(kind, case, layout):
+    """Two runs on the same inputs (into differently poisoned memory) agree bit for bit: the split-K
+    reduction of grad_weight and the col2im gather have a fixed order."""
+    (gx, gw, gb), (x, w, gy) = run_backward_op(CUDA_CASES[case], case, "cuda", kind, layout)
+    st, pd, dl, g = CUDA_CASES[case].params
+    pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
+    again = poisoned(lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [True, True, True]), "cuda")
+    for a, b, name in zip((gx, gw, gb), again, ("grad_input", "grad_weight", "grad_bias")):
+        assert torch.equal(a, b), "%s %s %s: %s differs between two runs" % (case, layout, kind, name)
+
+
+@pytest.mark.parametrize("device,kind", SOME_KINDS)
+@pytest.mark.parametrize("case", ["1x1", "3x3_s2"])
+@pytest.mark.parametrize("needs", ["x", "weight", "weight+bias", "x+weight+bias"])
+def test_conv2d_autograd_partial(device, kind, case, needs):
+    """loss = y.sum() (an expanded grad) with only some inputs requiring grad, as for a first layer
+    (x without grad) or a frozen backbone (weight without grad)."""
+    c = sized(case, device)
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    x = make_x(c.x_shape, "channels_last", dt, device, gen).requires_grad_("x" in needs.split("+"))
+    w = make_w(c.w_shape, "channels_last", dt, device, gen).requires_grad_("weight" in needs)
+    b = randn((c.K,), dt, device, gen).requires_grad_("bias" in needs)
+    with tf32(kind == "tf32"):
+        poisoned(lambda: tileops.conv2d(x, w, b, *c.params).sum().backward(), device)
+    gy = torch.ones(c.out_shape, dtype=torch.float64, device=device)
+    ref_x, ref_w, mag_x, mag_w = grad_ref(x, w, gy, c.params)
+    what = "conv %s sum().backward() needs=%s %s seed=%d" % (case, needs, kind, seed)
+    for t, ref, mag, name in ((x, ref_x, mag_x, "grad_input"), (w, ref_w, mag_w, "grad_weight")):
+        if t.requires_grad:
+            check(t.grad, ref, mag, kind, what + " " + name)
+        else:
+            assert t.grad is None, what
+    if b.requires_grad:
+        n = float(c.N * c.out_shape[2] * c.out_shape[3])
+        check(b.grad, torch.full((c.K,), n, dtype=torch.float64), torch.full((c.K,), n, dtype=torch.float64), kind, what)
+
+
+# ----------------------------------------------------------------------------------------------
+# The tolerance itself
+
+
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+def test_grad_weight_check_catches_a_dropped_chunk(kind):
+    """check_conv stays meaningful for a long reduction (N*P*Q = 4096): the exact grad_weight rounded
+    to the dtype passes; one that misses 128 of the 4096 terms (a split-K chunk) fails."""
+    gen, seed = fresh_generator()
+    c = Conv(4, 8, 32, 32, 8, 3, 3, 1, 1)
+    x = randn(c.x_shape, DTYPES[kind], "cpu", gen).double()  # values exact in the dtype
+    gy = randn(c.out_shape, DTYPES[kind], "cpu", gen).double()
+    w = torch.zeros(c.w_shape, dtype=torch.float64)  # only its shape is used
+    _, ref, _, mag = grad_ref(x, w, gy, c.params)
+    L = c.N * c.H * c.W
+    check_conv(ref.to(DTYPES[kind]), ref, mag, kind, L, "exact seed=%d" % seed)
+    gy_dropped = gy.clone()
+    gy_dropped[-1, :, -4:, :] = 0  # the last 4 rows of the last image: 128 terms of every sum
+    dropped = torch.nn.grad.conv2d_weight(x, c.w_shape, gy_dropped, *c.params).to(DTYPES[kind])
+    with pytest.raises(AssertionError):
+        check_conv(dropped, ref, mag, kind, L, "dropped chunk seed=%d" % seed)
