@@ -2,7 +2,7 @@
 # On a GPU machine where torch is installed and nothing can be downloaded: build tileops against
 # that torch for this GPU, run the whole suite with CUDA tests required (none may skip), and
 # time every op against torch. Everything lands in OUTDIR:
-#   build.log, junit.xml, pytest.log, summary.json, doctor.json, ops.json, matmul.json
+#   build.log, junit.xml, pytest.log, summary.json, doctor.json, ops.json, matmul.json, conv.json
 # Usage: scripts/gpu_run.sh OUTDIR [pytest args...]
 set -uo pipefail
 OUTDIR=${1:?usage: scripts/gpu_run.sh OUTDIR [pytest args]}
@@ -39,5 +39,6 @@ $PY scripts/junit_summary.py "$OUTDIR/junit.xml" "$OUTDIR/summary.json" || rc=1
 if [ -z "${SKIP_BENCH:-}" ]; then
   $PY benchmarks/bench_ops.py --out "$OUTDIR/ops.json" || rc=1
   $PY benchmarks/bench_matmul.py --out "$OUTDIR/matmul.json" || rc=1
+  $PY benchmarks/bench_conv.py --out "$OUTDIR/conv.json" || rc=1
 fi
 exit $rc
