@@ -5,7 +5,8 @@
 #   OUTDIR/multigpu.log, multigpu_junit.xml        pytest -m multigpu (none may skip)
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and friends): it can take a shared host's GPUs
 # down. Every step runs under a timeout, so a hung collective ends the script instead of the lease.
-# Usage: scripts/ddp_run.sh OUTDIR   (DDP_TIMEOUT, PYTEST_TIMEOUT: seconds, defaults 300 / 600)
+# Usage: scripts/ddp_run.sh OUTDIR   (DDP_TIMEOUT, PYTEST_TIMEOUT: seconds, defaults 300 / 600;
+#        DDP_CPU_DRY_RUN=1: the DDP check on 2 CPU processes with gloo, no GPU, no pytest)
 set -uo pipefail
 OUTDIR=${1:?usage: scripts/ddp_run.sh OUTDIR}
 cd "$(dirname "$0")/.."
@@ -15,9 +16,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export TORCH_NCCL_ASYNC_ERROR_HANDLING=${TORCH_NCCL_ASYNC_ERROR_HANDLING:-1}
 
+DRY=${DDP_CPU_DRY_RUN:-0}
 NGPU=$(timeout 120 $PY -c "import torch; print(torch.cuda.device_count())") || NGPU=0
 echo "== ddp_run: $NGPU GPU(s) visible; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
-if [ "$NGPU" -lt 2 ]; then
+if [ "$NGPU" -lt 2 ] && [ "$DRY" != 1 ]; then
   echo "ddp_run: needs 2 GPUs, found $NGPU" | tee "$OUTDIR/ddp.log"
   exit 1
 fi
@@ -27,11 +29,13 @@ rc=0
 echo "== DDP gradient check (torchrun, 2 processes, timeout ${DDP_TIMEOUT:-300}s)"
 rm -f "$OUTDIR/ddp.json"
 timeout -k 20 "${DDP_TIMEOUT:-300}" $PY -m torch.distributed.run --standalone --nproc_per_node 2 \
-  scripts/ddp_check.py --out "$OUTDIR/ddp.json" 2>&1 | tee "$OUTDIR/ddp.log"
+  scripts/ddp_check.py --out "$OUTDIR/ddp.json" $( [ "$DRY" = 1 ] && echo --device cpu ) 2>&1 | tee "$OUTDIR/ddp.log"
 ddp_rc=${PIPESTATUS[0]}
 [ "$ddp_rc" = 124 ] && echo "ddp_run: DDP check TIMED OUT" | tee -a "$OUTDIR/ddp.log"
 [ -f "$OUTDIR/ddp.json" ] || echo "ddp_run: no ddp.json written" | tee -a "$OUTDIR/ddp.log"
 [ "$ddp_rc" = 0 ] || rc=1
+
+if [ "$DRY" = 1 ]; then echo "== ddp_run (CPU dry run): DDP check rc=$ddp_rc"; exit $rc; fi
 
 echo "== pytest -m multigpu (timeout ${PYTEST_TIMEOUT:-600}s)"
 TILEOPS_REQUIRE_CUDA=1 timeout -k 20 "${PYTEST_TIMEOUT:-600}" $PY -m pytest tests -m multigpu -v -p no:cacheprovider \

@@ -19,10 +19,10 @@ class Make:
         self.device = device
 
     def f(self, *shape, dtype=torch.float32):
-        return torch.randn(*shape, device=self.device).to(dtype)
+        return torch.randn(shape, device=self.device).to(dtype)
 
     def i(self, *shape, dtype=torch.int64):
-        return torch.ones(*shape, dtype=dtype, device=self.device)
+        return torch.ones(shape, dtype=dtype, device=self.device)
 
 
 def conv_x(t):
@@ -83,7 +83,7 @@ CASES = [
      r"tileops.matmul: expected b to be a dense \(strided\) tensor, got layout Sparse"),
     ("mm-b-csr", lambda t: tileops.matmul(t.f(3, 4), t.f(4, 2).to_sparse_csr()),
      r"tileops.matmul: expected b to be a dense \(strided\) tensor, got layout SparseCsr"),
-    ("mm-none", lambda t: tileops.matmul(None, t.f(4, 2)), r"argument 'a'"),
+    ("mm-none", lambda t: tileops.matmul(None, t.f(4, 2)), r"tileops.matmul: expected a to be a tensor, got None"),
     # ---------------------------------------------------------------- linear
     ("lin-in-features", lambda t: tileops.linear(t.f(3, 5), t.f(6, 4)),
      r"tileops.linear: x has 5 features in its last dimension \(shape \[3, 5\]\) but weight expects in_features=4"),
@@ -241,6 +241,7 @@ def still_usable(device):
     torch.testing.assert_close(out, a @ a.t())
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_raises_named_error(device, case):
@@ -255,15 +256,6 @@ def test_cpu_only_arguments():
         tileops.matmul(torch.randn(3, 4), torch.randn(4, 2), algo="simt")
     with pytest.raises(RuntimeError, match=r"tileops.matmul: expected a to be a dense \(strided\) tensor, got layout Mkldnn"):
         tileops.matmul(torch.randn(3, 4).to_mkldnn(), torch.randn(4, 2))
-
-
-def test_bias_views_are_read_as_tensors():
-    """A strided or expanded bias is read through its view (the kernels index a dense copy)."""
-    x, w = torch.randn(3, 4, dtype=torch.float64), torch.randn(6, 4, dtype=torch.float64)
-    for b in [torch.randn(12, dtype=torch.float64)[::2], torch.randn(1, dtype=torch.float64).expand(6)]:
-        torch.testing.assert_close(tileops.linear(x, w, b), torch.nn.functional.linear(x, w, b))
-        xc, wc = torch.randn(1, 4, 5, 5, dtype=torch.float64), torch.randn(6, 4, 3, 3, dtype=torch.float64)
-        torch.testing.assert_close(tileops.conv2d(xc, wc, b), torch.nn.functional.conv2d(xc, wc, b))
 
 
 def _mixed_device_cases():
