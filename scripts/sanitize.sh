@@ -27,8 +27,9 @@
 # - No --leak-check: torch's caching allocator keeps its segments until the process ends, so
 #   every cached segment would be reported as a leak. Memory growth is checked by
 #   tests/test_execution.py::test_no_allocation_growth_cuda instead.
-# - initcheck: no --track-unused-memory (it reports allocations never fully used, which the
-#   caching allocator's rounded-up blocks always are: not an uninitialised read).
+# - initcheck: --track-unused-memory stays off (its default). It is not about reads of
+#   uninitialised memory: it reports allocations that were never fully used, which the
+#   caching allocator's segments, carved into blocks, always are.
 # - --report-api-errors no (where this compute-sanitizer has it): tileops checks every CUDA
 #   call it makes (C10_CUDA_CHECK, C10_CUDA_KERNEL_LAUNCH_CHECK) and a failure is an exception
 #   that fails the test; the sanitizer would add the return codes torch and the driver expect
@@ -64,8 +65,16 @@ echo "== compute-sanitizer: $CS ($("$CS" --version 2>&1 | tail -1))"
 HELP=$("$CS" --help 2>&1)
 has() { grep -q -- "$1" <<< "$HELP"; }
 
-# Can it run a CUDA program here at all? (on some virtualised GPUs it cannot: "Device not supported")
-timeout -k 10 180 "$CS" --tool memcheck --error-exitcode 99 $PY -c \
+COMMON=(--error-exitcode 99)
+has "--print-limit" && COMMON+=(--print-limit 100)
+has "--report-api-errors" && COMMON+=(--report-api-errors no)
+FILTER=${SANITIZE_KERNEL_FILTER-kns=gemm_}
+KFLAGS=()
+if [ -n "$FILTER" ] && has "--kernel-name"; then KFLAGS=(--kernel-name "$FILTER"); fi
+
+# Can it run a CUDA program here at all, with these flags? (on some virtualised GPUs it
+# cannot: "Device not supported"; an option this version lacks fails here too, not per tool)
+timeout -k 10 180 "$CS" --tool memcheck "${COMMON[@]}" ${KFLAGS[@]+"${KFLAGS[@]}"} $PY -c \
   "import torch, tileops; a = torch.randn(64, 64, device='cuda'); tileops.matmul(a, a); torch.cuda.synchronize(); print('probe ok')" \
   > "$OUTDIR/sanitize_probe.log" 2>&1
 probe_rc=$?
@@ -74,10 +83,6 @@ if [ $probe_rc != 0 ] || ! grep -q "probe ok" "$OUTDIR/sanitize_probe.log"; then
   fail_early "compute-sanitizer could not run a small CUDA program (rc=$probe_rc); see sanitize_probe.log"
 fi
 
-COMMON=(--error-exitcode 99)
-has "--print-limit" && COMMON+=(--print-limit 100)
-has "--report-api-errors" && COMMON+=(--report-api-errors no)
-FILTER=${SANITIZE_KERNEL_FILTER-kns=gemm_}
 # Which of tileops' kernels the filter leaves out (host stubs in _C.so carry the kernels'
 # mangled names): a kernel added later under another name would be missed silently otherwise.
 : > "$OUTDIR/sanitize_kernels.txt"
@@ -114,7 +119,7 @@ for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
   sel=${!svar:-$sel}
   eval "args=($sel)"
   flags=(--tool "$tool" "${COMMON[@]}")
-  if [ "$tool" != initcheck ] && [ -n "$FILTER" ] && has "--kernel-name"; then flags+=(--kernel-name "$FILTER"); fi
+  [ "$tool" != initcheck ] && flags+=(${KFLAGS[@]+"${KFLAGS[@]}"})
   log="$OUTDIR/sanitize_$tool.log"
   echo "== $tool (timeout ${limit}s): ${flags[*]} -- pytest ${args[*]}"
   rm -f "$OUTDIR/sanitize_${tool}_junit.xml"
@@ -127,11 +132,11 @@ for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
   printf '%s\t%s\t%s\t%s\t%s\n' "$tool" "$rc" "$wall" "${flags[*]}" "$sel" >> "$OUTDIR/sanitize_runs.tsv"
 done
 
-$PY - "$OUTDIR" "$CS" <<'EOF'
+$PY - "$OUTDIR" "$CS" "$FILTER" <<'EOF'
 import json, os, re, subprocess, sys
 import xml.etree.ElementTree as ET
 
-outdir, cs = sys.argv[1], sys.argv[2]
+outdir, cs, kfilter = sys.argv[1], sys.argv[2], sys.argv[3]
 tools, ok = [], True
 for line in open(os.path.join(outdir, "sanitize_runs.tsv")):
     tool, rc, wall, flags, sel = line.rstrip("\n").split("\t")
@@ -173,7 +178,13 @@ try:
     gpu = torch.cuda.get_device_name(0)
 except Exception:  # noqa: BLE001
     gpu = "unknown"
-report = {"compute_sanitizer": cs, "version": version, "gpu": gpu, "tools": tools, "pass": ok and bool(tools)}
+kernels = [k for k in open(os.path.join(outdir, "sanitize_kernels.txt")).read().split() if k]
+sub = kfilter[4:] if kfilter.startswith("kns=") else None
+report = {"compute_sanitizer": cs, "version": version, "gpu": gpu,
+          "kernel_filter": kfilter or None, "kernel_filter_applies_to": "memcheck, racecheck, synccheck",
+          "tileops_kernels": len(kernels) or None,
+          "tileops_kernels_not_matched": [k for k in kernels if sub and sub not in k] if kernels else None,
+          "tools": tools, "pass": ok and bool(tools)}
 json.dump(report, open(os.path.join(outdir, "sanitize.json"), "w"), indent=1)
 for t in tools:
     print("%-10s errors=%-4s tests=%-5d failed=%-3d %4ds rc=%-3d %s" % (

@@ -125,7 +125,7 @@ CASES = [
     matmul_case("matmul-f32", "float32", (130, 70), (70, 90), a_transposed=True),
     matmul_case("matmul-tf32", "tf32", (129, 70), (70, 91)),
     matmul_case("matmul-f16-small", "float16", (65, 130), (130, 70)),
-    matmul_case("matmul-bf16-tma-wide", "bfloat16", (257, 72), (72, 264)),
+    matmul_case("matmul-bf16-tma-bn256", "bfloat16", (257, 72), (72, 264)),
     matmul_case("matmul-bf16-tma-padded", "bfloat16", (257, 72), (72, 264), a_transposed=True),
     matmul_case("matmul-f16-tma-batched", "float16", (3, 129, 64), (64, 128)),
     matmul_case("matmul-f16-tma-interleaved", "float16", (3, 129, 64), (64, 136), a_interleaved=True),
