@@ -1,5 +1,7 @@
 """Shared fixtures. CUDA tests carry the `cuda` mark and skip, with a reason, only where no
-GPU is visible; with TILEOPS_REQUIRE_CUDA=1 (the GPU script) a missing GPU is an error."""
+GPU is visible; with TILEOPS_REQUIRE_CUDA=1 (the GPU script) a missing GPU is an error.
+Tests that need two GPUs also carry the `multigpu` mark: they skip where fewer than two are
+visible, and that one skip stays a skip under TILEOPS_REQUIRE_CUDA=1 (a one-GPU machine)."""
 import os
 
 import pytest
@@ -7,6 +9,9 @@ import torch
 
 HAS_CUDA = torch.cuda.is_available()
 REQUIRE_CUDA = os.environ.get("TILEOPS_REQUIRE_CUDA", "0") == "1"
+N_GPUS = torch.cuda.device_count() if HAS_CUDA else 0
+# scripts/junit_summary.py recognises this skip by its reason's first words
+MULTIGPU_SKIP = "needs 2 CUDA GPUs (torch.cuda.device_count() is %d)" % N_GPUS
 
 # Device parameters: use as @pytest.mark.parametrize("device", DEVICES).
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
@@ -24,20 +29,25 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if HAS_CUDA:
-        return
-    skip = pytest.mark.skip(reason="no CUDA GPU visible (torch.cuda.is_available() is False)")
+    no_gpu = pytest.mark.skip(reason="no CUDA GPU visible (torch.cuda.is_available() is False)")
+    few_gpus = pytest.mark.skip(reason=MULTIGPU_SKIP)
     for item in items:
-        if "cuda" in item.keywords:
-            item.add_marker(skip)
+        if "cuda" in item.keywords and not HAS_CUDA:
+            item.add_marker(no_gpu)
+        elif "multigpu" in item.keywords and N_GPUS < 2:
+            item.add_marker(few_gpus)
+            item._tileops_few_gpus = True
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    # Under TILEOPS_REQUIRE_CUDA=1 a CUDA test may not skip for any reason.
+    # Under TILEOPS_REQUIRE_CUDA=1 a CUDA test may not skip for any reason but one: a
+    # `multigpu` test on a machine with one GPU, skipped by the mark added above.
     outcome = yield
     rep = outcome.get_result()
-    if REQUIRE_CUDA and rep.skipped and "cuda" in item.keywords:
+    if REQUIRE_CUDA and rep.skipped and ("cuda" in item.keywords or "multigpu" in item.keywords):
+        if getattr(item, "_tileops_few_gpus", False) and MULTIGPU_SKIP in str(rep.longrepr):
+            return
         rep.outcome = "failed"
         rep.longrepr = "CUDA test skipped under TILEOPS_REQUIRE_CUDA=1: %s" % (rep.longrepr,)
 

@@ -31,6 +31,19 @@ inline void check_same(const char* op, const at::Tensor& ref, const char* ref_na
               ref_name, " (", ref.device(), "), got ", t.device());
 }
 
+// An optional bias for `n` output channels/features: a 1-D tensor with x's dtype and device.
+// Returned contiguous: the epilogue indexes it densely (a strided or expanded view would be
+// read at the wrong places, or past its storage). Empty when there is no bias.
+inline c10::optional<at::Tensor> checked_bias(const char* op, const c10::optional<at::Tensor>& bias,
+                                              const at::Tensor& x, int64_t n) {
+  if (!bias.has_value() || !bias->defined()) return c10::nullopt;
+  check_float_tensor(op, *bias, "bias");
+  check_same(op, x, "x", *bias, "bias");
+  TORCH_CHECK(bias->dim() == 1 && bias->size(0) == n, "tileops.", op, ": expected bias of shape (", n, "), got ",
+              bias->sizes());
+  return bias->contiguous();
+}
+
 // One of a fixed set of string choices -> its enum value; the error lists the choices.
 template <typename E, size_t N>
 E parse_choice(const char* op, const char* arg, c10::string_view s, const std::pair<const char*, E> (&choices)[N]) {

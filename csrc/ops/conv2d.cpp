@@ -22,6 +22,13 @@ ConvOperands conv_geometry(const char* op, const at::Tensor& x, const at::Tensor
   TORCH_CHECK(pd[0] >= 0 && pd[1] >= 0, "tileops.", op, ": expected padding to be non-negative, got ", padding);
   TORCH_CHECK(dl[0] > 0 && dl[1] > 0, "tileops.", op, ": expected dilation to be positive, got ", dilation);
   TORCH_CHECK(groups > 0, "tileops.", op, ": expected groups to be positive, got ", groups);
+  // Bounded so that no size computed from them (padded extent, dilated kernel) overflows int64.
+  constexpr int64_t kMax = int64_t(1) << 31;
+  TORCH_CHECK(st[0] < kMax && st[1] < kMax, "tileops.", op, ": expected stride below 2^31, got ", stride);
+  TORCH_CHECK(pd[0] < kMax && pd[1] < kMax, "tileops.", op, ": expected padding below 2^31, got ", padding);
+  TORCH_CHECK(dl[0] < kMax && dl[1] < kMax, "tileops.", op, ": expected dilation below 2^31, got ", dilation);
+  TORCH_CHECK(weight.size(2) > 0 && weight.size(3) > 0, "tileops.", op,
+              ": expected weight to have a positive kernel size (shape[2:]), got shape ", weight.sizes());
   ConvOperands c{};
   c.N = x.size(0);
   c.C = x.size(1);
@@ -100,14 +107,8 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& weight, const c10::o
   const bool unbatched = x_in.dim() == 3;
   const at::Tensor x = unbatched ? x_in.unsqueeze(0) : x_in;
   ConvOperands c = conv_geometry("conv2d", x, weight, stride, padding, dilation, groups);
-  const at::Tensor* b = nullptr;
-  if (bias.has_value() && bias->defined()) {
-    check_float_tensor("conv2d", *bias, "bias");
-    check_same("conv2d", x, "x", *bias, "bias");
-    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == c.K, "tileops.conv2d: expected bias of shape (", c.K,
-                "), got ", bias->sizes());
-    b = &*bias;
-  }
+  const auto bias_c = checked_bias("conv2d", bias, x, c.K);
+  const at::Tensor* b = bias_c.has_value() ? &*bias_c : nullptr;
   auto y = empty_in_format_of({c.N, c.K, c.P, c.Q}, x);
   if (y.numel() > 0) {
     set_tensors(c, x, weight, y);

@@ -100,14 +100,8 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::opti
   const int64_t in = weight.size(1), outf = weight.size(0);
   TORCH_CHECK(x.size(-1) == in, "tileops.linear: x has ", x.size(-1), " features in its last dimension (shape ",
               x.sizes(), ") but weight expects in_features=", in);
-  const at::Tensor* b = nullptr;
-  if (bias.has_value() && bias->defined()) {
-    check_float_tensor("linear", *bias, "bias");
-    check_same("linear", x, "x", *bias, "bias");
-    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == outf, "tileops.linear: expected bias of shape (", outf,
-                "), got ", bias->sizes());
-    b = &*bias;
-  }
+  const auto bias_c = checked_bias("linear", bias, x, outf);
+  const at::Tensor* b = bias_c.has_value() ? &*bias_c : nullptr;
   auto out_shape = x.sizes().vec();
   out_shape.back() = outf;
   auto out = at::empty(out_shape, x.options());

@@ -65,6 +65,13 @@ void impl_autocast(torch::Library& m) {
 // how to rebuild rather than the dispatcher's "could not run" message.
 TORCH_LIBRARY_IMPL(tileops, CPU, m) { impl_all(m); }
 TORCH_LIBRARY_IMPL(tileops, CUDA, m) { impl_all(m); }
+// Sparse and MKL-DNN tensors reach the same checks, which name the argument and the layout
+// expected, instead of the dispatcher's "could not run ... with arguments from the SparseCPU backend".
+TORCH_LIBRARY_IMPL(tileops, SparseCPU, m) { impl_all(m); }
+TORCH_LIBRARY_IMPL(tileops, SparseCUDA, m) { impl_all(m); }
+TORCH_LIBRARY_IMPL(tileops, SparseCsrCPU, m) { impl_all(m); }
+TORCH_LIBRARY_IMPL(tileops, SparseCsrCUDA, m) { impl_all(m); }
+TORCH_LIBRARY_IMPL(tileops, MkldnnCPU, m) { impl_all(m); }
 TORCH_LIBRARY_IMPL(tileops, AutocastCPU, m) { impl_autocast<c10::DeviceType::CPU>(m); }
 TORCH_LIBRARY_IMPL(tileops, AutocastCUDA, m) { impl_autocast<c10::DeviceType::CUDA>(m); }
 

@@ -4,6 +4,7 @@ The ops themselves are defined in C++ (csrc/tileops.cpp: one schema file) and im
 for CPU and CUDA there; autocast rules are C++ too. This module adds what torch.compile,
 torch.export and autograd need: a fake kernel per op and a backward made of tileops ops.
 """
+import operator
 from typing import Optional, Sequence, Tuple, Union
 
 import torch
@@ -15,14 +16,14 @@ _IntPair = Union[int, Sequence[int]]
 
 
 def _pair(v, name) -> Tuple[int, int]:
-    if isinstance(v, int):
-        return (v, v)
-    v = tuple(v)
-    if len(v) == 1:
-        return (v[0], v[0])
-    if len(v) != 2:
+    items = tuple(v) if isinstance(v, (tuple, list, torch.Size)) else (v,)
+    try:
+        items = tuple(operator.index(e) for e in items)  # ints (numpy and Sym ints too), never floats
+    except TypeError:
+        items = ()
+    if len(items) not in (1, 2):
         raise ValueError("tileops.conv2d: expected %s to be an int or a pair of ints, got %r" % (name, v))
-    return v
+    return (items[0], items[-1])
 
 
 ALGOS = ("auto", "simt", "wmma", "wgmma")

@@ -1,0 +1,150 @@
+"""One small call per op x dtype x kernel path, shared by the execution-context tests (streams,
+graphs, allocations, determinism), the multi-GPU tests and scripts/sanitize.sh.
+
+On CUDA the shapes are picked to reach each kernel family: SIMT (fp64, strict fp32, algo=simt),
+WMMA (tf32, small or unaligned fp16/bf16, conv), Hopper wgmma + TMA (aligned bf16/fp16 matmul
+and linear, both B layouts and tile widths, with the bias epilogue) and its zero-padded copies
+(a transposed a), plus every conv problem (forward, dgrad, wgrad) in both memory formats. Sizes
+are odd so tile tails are exercised, and small so a sanitizer can run them all.
+"""
+import torch
+import torch.nn.functional as F
+
+import tileops
+from utils import DTYPES, check, randn, tf32
+
+ops = torch.ops.tileops
+ACT = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+
+
+class Case:
+    """make(dtype, device, gen) -> inputs; run(inputs) -> tensor or tuple; ref(inputs64) -> (refs, mags)."""
+
+    def __init__(self, name, kind, make, run, ref, cuda_only=False):
+        self.name, self.kind, self.make, self.run, self.ref, self.cuda_only = name, kind, make, run, ref, cuda_only
+
+    def __repr__(self):
+        return self.name
+
+    def inputs(self, device, gen):
+        return self.make(DTYPES[self.kind], device, gen)
+
+    def __call__(self, inputs):
+        """The outputs as a tuple; float32 runs as TF32 exactly when the kind is "tf32"."""
+        with tf32(self.kind == "tf32"):
+            out = self.run(inputs)
+        return out if isinstance(out, tuple) else (out,)
+
+    def check(self, outs, inputs, what=""):
+        """Every output against the float64 reference computed on the CPU."""
+        x64 = [t.detach().double().cpu() if isinstance(t, torch.Tensor) else t for t in inputs]
+        refs, mags = self.ref(x64)
+        for i, (o, r, m) in enumerate(zip(outs, refs, mags)):
+            check(o, r, m, self.kind, "%s output %d %s" % (self.name, i, what))
+
+
+def _mm(algo):
+    return lambda i: tileops.matmul(i[0], i[1], algo=algo)
+
+
+def _mm_ref(i):
+    return [i[0] @ i[1]], [i[0].abs() @ i[1].abs()]
+
+
+def matmul_case(name, kind, a_shape, b_shape, a_transposed=False, algo="auto", a_interleaved=False):
+    """a_transposed: a is a column-major view; a_interleaved: a (B, M, K) is a view of a (M, B, K)
+    tensor, so its batch stride is smaller than its row stride (heads split off a sequence)."""
+
+    def make(dt, device, gen):
+        if a_transposed:
+            a = randn(a_shape[:-2] + a_shape[-2:][::-1], dt, device, gen).mT
+        elif a_interleaved:
+            a = randn((a_shape[1], a_shape[0], a_shape[2]), dt, device, gen).transpose(0, 1)
+        else:
+            a = randn(a_shape, dt, device, gen)
+        return [a, randn(b_shape, dt, device, gen)]
+
+    return Case(name, kind, make, _mm(algo), _mm_ref, cuda_only=algo != "auto")
+
+
+def linear_case(name, kind, x_shape, out_features, act):
+    def make(dt, device, gen):
+        return [randn(x_shape, dt, device, gen), randn((out_features, x_shape[-1]), dt, device, gen),
+                randn((out_features,), dt, device, gen)]
+
+    def ref(i):
+        return [ACT[act](F.linear(*i))], [F.linear(*(t.abs() for t in i))]
+
+    return Case(name, kind, make, lambda i: tileops.linear(i[0], i[1], i[2], act), ref)
+
+
+def _x(shape, dt, device, gen, channels_last):
+    x = randn(shape, dt, device, gen)
+    return x.to(memory_format=torch.channels_last) if channels_last else x
+
+
+def conv_case(name, kind, x_shape, w_shape, stride, padding, dilation, groups, act, channels_last=False):
+    p = (stride, padding, dilation, groups)
+
+    def make(dt, device, gen):
+        return [_x(x_shape, dt, device, gen, channels_last), randn(w_shape, dt, device, gen),
+                randn((w_shape[0],), dt, device, gen)]
+
+    def ref(i):
+        return [ACT[act](F.conv2d(*i, *p))], [F.conv2d(*(t.abs() for t in i), *p)]
+
+    return Case(name, kind, make, lambda i: tileops.conv2d(i[0], i[1], i[2], *p, act), ref)
+
+
+def conv_bwd_case(name, kind, x_shape, w_shape, stride, padding, dilation, groups, mask, channels_last=False):
+    p = (stride, padding, dilation, groups)
+
+    def make(dt, device, gen):
+        x, w = _x(x_shape, dt, device, gen, channels_last), randn(w_shape, dt, device, gen)
+        y_shape = F.conv2d(torch.empty(x_shape, device="meta"), torch.empty(w_shape, device="meta"), None, *p).shape
+        return [randn(y_shape, dt, device, gen), x, w]
+
+    def run(i):
+        gx, gw, gb = ops._conv2d_backward(i[0], i[1], i[2], list(stride), list(padding), list(dilation), groups, mask)
+        return tuple(t for t, m in zip((gx, gw, gb), mask) if m)
+
+    def ref(i):
+        gy, x, w = i
+        ga, xa, wa = gy.abs(), x.abs(), w.abs()
+        refs = [torch.nn.grad.conv2d_input(x.shape, w, gy, *p), torch.nn.grad.conv2d_weight(x, w.shape, gy, *p),
+                gy.sum((0, 2, 3))]
+        mags = [torch.nn.grad.conv2d_input(x.shape, wa, ga, *p), torch.nn.grad.conv2d_weight(xa, w.shape, ga, *p),
+                ga.sum((0, 2, 3))]
+        return [r for r, m in zip(refs, mask) if m], [m_ for m_, m in zip(mags, mask) if m]
+
+    return Case(name, kind, make, run, ref)
+
+
+CASES = [
+    matmul_case("matmul-f64", "float64", (67, 45), (45, 33)),
+    matmul_case("matmul-f32", "float32", (130, 70), (70, 90), a_transposed=True),
+    matmul_case("matmul-tf32", "tf32", (129, 70), (70, 91)),
+    matmul_case("matmul-f16-small", "float16", (65, 130), (130, 70)),
+    matmul_case("matmul-bf16-tma-bn256", "bfloat16", (257, 72), (72, 264)),
+    matmul_case("matmul-bf16-tma-padded", "bfloat16", (257, 72), (72, 264), a_transposed=True),
+    matmul_case("matmul-f16-tma-batched", "float16", (3, 129, 64), (64, 128)),
+    matmul_case("matmul-f16-tma-interleaved", "float16", (3, 129, 64), (64, 136), a_interleaved=True),
+    matmul_case("matmul-bf16-simt", "bfloat16", (2, 65, 33), (2, 33, 70), algo="simt"),
+    matmul_case("matmul-f16-wmma", "float16", (129, 72), (72, 136), algo="wmma"),
+    matmul_case("matmul-bf16-wgmma-padded", "bfloat16", (70, 33), (33, 45), a_transposed=True, algo="wgmma"),
+    linear_case("linear-bf16-tma-bias-gelu", "bfloat16", (2, 129, 72), 120, "gelu"),
+    linear_case("linear-f32-relu", "float32", (70, 33), 45, "relu"),
+    linear_case("linear-f16-silu", "float16", (70, 33), 45, "silu"),
+    conv_case("conv-f32", "float32", (2, 5, 11, 9), (7, 5, 3, 3), (2, 2), (1, 1), (1, 1), 1, "relu"),
+    conv_case("conv-tf32-groups-cl", "tf32", (2, 6, 10, 9), (9, 2, 3, 3), (1, 1), (2, 2), (2, 2), 3, "none",
+              channels_last=True),
+    conv_case("conv-bf16-cl", "bfloat16", (2, 16, 12, 12), (24, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1, "silu",
+              channels_last=True),
+    conv_case("conv-f64-depthwise", "float64", (1, 8, 9, 9), (8, 1, 3, 3), (1, 1), (1, 1), (1, 1), 8, "gelu"),
+    conv_bwd_case("conv-bwd-f32", "float32", (2, 4, 9, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 1), 2, [True, True, True]),
+    conv_bwd_case("conv-bwd-bf16-cl", "bfloat16", (2, 8, 10, 10), (8, 8, 3, 3), (1, 1), (1, 1), (1, 1), 1,
+                  [True, True, False], channels_last=True),
+    conv_bwd_case("conv-bwd-f16-dilated", "float16", (1, 3, 12, 11), (5, 3, 3, 3), (1, 2), (2, 1), (2, 1), 1,
+                  [True, True, True]),
+]
+CPU_CASES = [c for c in CASES if not c.cuda_only]
