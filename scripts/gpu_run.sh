@@ -36,6 +36,9 @@ TILEOPS_REQUIRE_CUDA=1 $PY -m pytest tests -q -p no:cacheprovider --junitxml="$O
 rc=$?
 tail -5 "$OUTDIR/pytest.log"
 $PY scripts/junit_summary.py "$OUTDIR/junit.xml" "$OUTDIR/summary.json" || rc=1
+if [ -n "${SANITIZE:-}" ]; then  # compute-sanitizer's four tools over a reduced CUDA suite
+  bash scripts/sanitize.sh "$OUTDIR" || rc=1
+fi
 if [ -z "${SKIP_BENCH:-}" ]; then
   $PY benchmarks/bench_ops.py --out "$OUTDIR/ops.json" || rc=1
   $PY benchmarks/bench_matmul.py --out "$OUTDIR/matmul.json" || rc=1
