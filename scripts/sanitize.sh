@@ -9,7 +9,7 @@
 # Usage: scripts/sanitize.sh OUTDIR
 # Knobs: COMPUTE_SANITIZER (path), SANITIZE_TOOLS ("memcheck racecheck initcheck synccheck"),
 #   SANITIZE_<TOOL>_TIMEOUT (seconds), SANITIZE_<TOOL>_TESTS (pytest arguments),
-#   SANITIZE_KERNEL_FILTER (default kns=gemm_; empty checks every kernel).
+#   SANITIZE_KERNEL_FILTER (default kns=tileops; empty checks every kernel).
 #
 # Choices, and why:
 # - The selection is small for time (about 5 minutes in all on an H200): memcheck runs the
@@ -17,11 +17,10 @@
 #   multi-GB ones; the slower racecheck, initcheck and synccheck run test_deterministic
 #   (tests/op_cases.py: one call per op x dtype x kernel family, SIMT, WMMA, Hopper TMA+wgmma
 #   and its padded copies, conv forward/dgrad/wgrad) with TILEOPS_SANITIZE=1 (no repeats).
-# - memcheck, racecheck and synccheck instrument only the GEMM kernels (--kernel-name
-#   kns=gemm_: tileops' kernels are gemm_simt_kernel, gemm_tc_kernel and gemm_sm90_kernel, so
-#   the substring is in their base, demangled and mangled names alike; the odd cuBLAS kernel
-#   a test's reference launches matches too): torch's own kernels run natively, which is
-#   faster and keeps their reports out of ours.
+# - memcheck, racecheck and synccheck instrument only tileops' kernels (--kernel-name
+#   kns=tileops: every kernel lives in namespace tileops, so the substring is in its mangled
+#   and demangled names alike: the GEMM families, split-K reduce, conv gathers, depthwise):
+#   torch's own kernels run natively, which is faster and keeps their reports out of ours.
 #   initcheck instruments every kernel, because it must see torch's kernels write the inputs
 #   (randn, copies, the zero padding) to know that what tileops reads was initialised.
 # - No --leak-check: torch's caching allocator keeps its segments until the process ends, so
@@ -68,7 +67,7 @@ has() { grep -q -- "$1" <<< "$HELP"; }
 COMMON=(--error-exitcode 99)
 has "--print-limit" && COMMON+=(--print-limit 100)
 has "--report-api-errors" && COMMON+=(--report-api-errors no)
-FILTER=${SANITIZE_KERNEL_FILTER-kns=gemm_}
+FILTER=${SANITIZE_KERNEL_FILTER-kns=tileops}
 KFLAGS=()
 if [ -n "$FILTER" ] && has "--kernel-name"; then KFLAGS=(--kernel-name "$FILTER"); fi
 
