@@ -355,15 +355,15 @@ def test_cuda_timing_and_capture():
     autotune.enable()
     dev = _C._autotune_device_key(torch.cuda.current_device())
     assert dev.startswith(torch.cuda.get_device_name()) and tileops.__version__ in dev
-    # candidate i is a float32 mm of size sizes[i]: the 32x32 one is far faster than 1024x1024
-    assert _C._autotune_cuda_choose_for_test("selftest|mm", [1024, 32], 0) == (1, "measured")
+    # candidate i is a float32 mm of size sizes[i]: the 32x32 one is far faster than 2048x2048
+    assert _C._autotune_cuda_choose_for_test("selftest|mm", [2048, 32], 0) == (1, "measured")
     assert autotune.entries() == {full("selftest|mm", dev): "mm32"}
-    assert _C._autotune_cuda_choose_for_test("selftest|mm", [1024, 32], 0) == (1, "cached")
+    assert _C._autotune_cuda_choose_for_test("selftest|mm", [2048, 32], 0) == (1, "cached")
     # while a graph is captured: the cache serves, a miss takes the heuristic and times nothing
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        hit = _C._autotune_cuda_choose_for_test("selftest|mm", [1024, 32], 0)
-        miss = _C._autotune_cuda_choose_for_test("selftest|capture", [1024, 32], 0)
+        hit = _C._autotune_cuda_choose_for_test("selftest|mm", [2048, 32], 0)
+        miss = _C._autotune_cuda_choose_for_test("selftest|capture", [2048, 32], 0)
     g.replay()
     torch.cuda.synchronize()
     assert hit == (1, "cached") and miss == (0, "heuristic")
@@ -382,11 +382,12 @@ def test_matmul_autotuned_cuda():
     b = randn((K, N), torch.bfloat16, "cuda", gen)
     before = autotune.entries()
     with autotune.enabled():
-        out = tileops.matmul(a, b)
-        again = tileops.matmul(a, b)  # the cached choice: the same kernel, the same bits
+        out = tileops.matmul(a, b)  # a miss: every candidate runs, then the chosen one
+        again = tileops.matmul(a, b)  # the cached choice
     a64, b64 = a.double(), b.double()
-    check(out, a64 @ b64, a64.abs() @ b64.abs(), "bfloat16", "autotuned matmul seed=%d" % seed)
-    assert torch.equal(out, again)
+    ref, mag = a64 @ b64, a64.abs() @ b64.abs()
+    check(out, ref, mag, "bfloat16", "autotuned matmul seed=%d" % seed)
+    check(again, ref, mag, "bfloat16", "autotuned matmul, cached, seed=%d" % seed)
     new = {k: v for k, v in autotune.entries().items() if k not in before}
     if new:  # wired: every new entry is for this GPU and build
         dev = _C._autotune_device_key(torch.cuda.current_device())
