@@ -1,7 +1,10 @@
 // Every tileops schema, in one place, and the Python module (build facts, device query).
 #include <torch/extension.h>
 
+#include "autotune.h"
+
 #ifdef TILEOPS_WITH_CUDA
+#include "cuda/autotune.h"
 #include "cuda/device_query.h"
 #endif
 
@@ -54,5 +57,50 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     d["runtime_version"] = q.runtime_version;
     return d;
   }, py::arg("index") = 0, "Properties of CUDA device `index` as the CUDA runtime reports them.");
+#endif
+
+  // Autotuning (python/tileops/autotune.py is the user API; csrc/autotune.h the policy).
+  namespace at_ = tileops::autotune;
+  m.def("_autotune_set_enabled", torch::wrap_pybind_function([](bool on) { at_::set_enabled(on); }));
+  m.def("_autotune_enabled", torch::wrap_pybind_function([] { return at_::enabled(); }));
+  m.def("_autotune_pin", torch::wrap_pybind_function(
+      [](const std::string& pattern, const std::string& candidate) { at_::pin(pattern, candidate); }));
+  m.def("_autotune_unpin", torch::wrap_pybind_function([](const std::optional<std::string>& pattern) {
+    if (pattern) at_::unpin(*pattern);
+    else at_::unpin_all();
+  }), py::arg("pattern") = py::none());
+  m.def("_autotune_pins", torch::wrap_pybind_function([] { return at_::pins(); }));
+  m.def("_autotune_clear", torch::wrap_pybind_function([](bool memory, bool disk) { at_::clear(memory, disk); }),
+        py::arg("memory") = true, py::arg("disk") = true);
+  m.def("_autotune_reload", torch::wrap_pybind_function([] { at_::reload(); }));
+  m.def("_autotune_cache_path", torch::wrap_pybind_function([] { return at_::cache_path(); }));
+  m.def("_autotune_entries", torch::wrap_pybind_function([] { return at_::entries(); }));
+  m.def("_autotune_reset_from_env_for_test", torch::wrap_pybind_function([] { at_::reset_from_env(); }));
+  m.def("_autotune_shape_class", torch::wrap_pybind_function([](int64_t M, int64_t N, int64_t K, int64_t batch) {
+    return at_::shape_class(M, N, K, batch);
+  }), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("batch") = 1);
+  // The policy with fake timings: returns (index, source, how many candidates were measured).
+  // Without the GIL, so that tests can call it from several threads at once.
+  m.def("_autotune_choose_for_test", torch::wrap_pybind_function_no_gil(
+      [](const std::string& key, const std::vector<std::string>& names, int heuristic,
+         const std::vector<double>& fake_ms, const std::string& device, bool can_measure) {
+        TORCH_CHECK(fake_ms.size() == names.size(), "_autotune_choose_for_test: one fake time per candidate");
+        int calls = 0;
+        const auto c = at_::choose_with(device, key, names, heuristic, [&](int i) {
+          ++calls;
+          return fake_ms.at(size_t(i));
+        }, can_measure);
+        return std::make_tuple(c.index, std::string(at_::source_name(c.source)), calls);
+      }), py::arg("key"), py::arg("names"), py::arg("heuristic"), py::arg("fake_ms"),
+      py::arg("device") = "test-device", py::arg("can_measure") = true);
+#ifdef TILEOPS_WITH_CUDA
+  m.def("_autotune_device_key", torch::wrap_pybind_function([](int index) { return at_::device_key(index); }),
+        py::arg("index") = 0);
+  // Real CUDA-event timing of float32 mm candidates of the given sizes: returns (index, source).
+  m.def("_autotune_cuda_choose_for_test", torch::wrap_pybind_function(
+      [](const std::string& key, const std::vector<int64_t>& sizes, int heuristic) {
+        const auto c = at_::choose_mm_for_test(key, sizes, heuristic);
+        return py::make_tuple(c.index, at_::source_name(c.source));
+      }));
 #endif
 }

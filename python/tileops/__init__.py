@@ -6,6 +6,7 @@
     y = tileops.conv2d(x, w, bias, stride=1, padding=1, activation="relu")
     model = tileops.convert(model)          # nn.Linear / nn.Conv2d -> tileops.nn.*
     torch.ops.tileops.matmul(a, b)          # the registered ops themselves
+    tileops.autotune.enable()               # time kernel configs once per problem class, cache them
 """
 import os
 
@@ -20,7 +21,7 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
         "`python %s` to see what does not fit." % (e, torch.__version__, os.path.join(os.path.dirname(__file__), "doctor.py"))
     ) from e
 
-from . import nn  # noqa: E402
+from . import autotune, nn  # noqa: E402
 from .nn import convert  # noqa: E402
 from .ops import ACTIVATIONS, ALGOS, conv2d, linear, matmul  # noqa: E402
 
@@ -32,4 +33,4 @@ def build_info():
     return dict(_C.build_info())
 
 
-__all__ = ["ACTIVATIONS", "ALGOS", "build_info", "conv2d", "convert", "linear", "matmul", "nn"]
+__all__ = ["ACTIVATIONS", "ALGOS", "autotune", "build_info", "conv2d", "convert", "linear", "matmul", "nn"]

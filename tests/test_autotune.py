@@ -1,0 +1,394 @@
+"""Autotuning: the policy (off / pins / cache / measure), the disk cache and the Python API.
+
+The policy and cache are checked on any machine through tileops._C._autotune_choose_for_test,
+which runs the real C++ policy with fake timings. Every test uses a cache directory under
+tmp_path (TILEOPS_CACHE_DIR), so the user's ~/.cache is never read or written."""
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+
+import tileops
+from tileops import _C, autotune
+from utils import check, fresh_generator, randn
+
+NAMES = ["a", "b", "c"]
+DEV = "test-device"
+
+
+def choose(key, times, heuristic=0, names=NAMES, **kw):
+    """(index, source, number of candidates measured) for `key` with fake times in ms."""
+    index, source, calls = _C._autotune_choose_for_test(key, names, heuristic, [float(t) for t in times], **kw)
+    return index, source, calls
+
+
+def full(key, device=DEV):
+    return "%s :: %s" % (device, key)
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    """A private cache directory, autotuning off, no pins, nothing in memory; restored afterwards."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv("TILEOPS_CACHE_DIR", str(d))
+    old_on, old_pins = autotune.is_enabled(), autotune.pins()
+    autotune.disable()
+    autotune.unpin()
+    autotune.clear(memory=True, disk=False)
+    yield d
+    autotune.unpin()
+    for pattern, cand in old_pins.items():
+        autotune.pin(pattern, cand)
+    _C._autotune_set_enabled(old_on)
+    autotune.clear(memory=True, disk=False)
+
+
+def test_off_is_the_heuristic(cache_dir):
+    assert not autotune.is_enabled()
+    assert choose("fam|x", [3, 1, 2], heuristic=2) == (2, "heuristic", 0)
+    assert autotune.entries() == {}
+    assert not os.path.exists(autotune.cache_path())
+
+
+def test_miss_measures_picks_fastest_and_stores(cache_dir):
+    autotune.enable()
+    assert choose("fam|x", [3, 1, 2]) == (1, "measured", 3)
+    assert autotune.entries() == {full("fam|x"): "b"}
+    assert autotune.cache_path() == str(cache_dir / "autotune.json")
+    assert read_json(autotune.cache_path()) == {"version": 1, "entries": {full("fam|x"): "b"}}
+    # a hit: nothing measured, whatever the timings would say now
+    assert choose("fam|x", [1, 9, 9]) == (1, "cached", 0)
+    # another class of the same call site is tuned on its own
+    assert choose("fam|y", [9, 9, 1]) == (2, "measured", 3)
+
+
+def test_heuristic_kept_within_margin():
+    autotune.enable()
+    assert choose("fam|near", [1.01, 1.0, 5.0])[:2] == (0, "measured")  # 1% faster: noise, keep heuristic
+    assert choose("fam|far", [1.05, 1.0, 5.0])[:2] == (1, "measured")
+
+
+def test_failing_candidates_are_skipped():
+    autotune.enable()
+    nan, inf = float("nan"), float("inf")
+    assert choose("fam|some", [nan, inf, 2.0]) == (2, "measured", 3)
+    # none can run: the heuristic (whose real launch will report why), and nothing stored
+    assert choose("fam|none", [nan, nan, inf], heuristic=1) == (1, "heuristic", 3)
+    assert full("fam|none") not in autotune.entries()
+
+
+def test_no_measuring_while_capturing():
+    autotune.enable()
+    assert choose("fam|x", [3, 1, 2], can_measure=False) == (0, "heuristic", 0)
+    assert autotune.entries() == {}
+    choose("fam|x", [3, 1, 2])
+    assert choose("fam|x", [3, 1, 2], can_measure=False) == (1, "cached", 0)  # the cache still serves
+
+
+def test_disk_round_trip(cache_dir):
+    autotune.enable()
+    odd = 'fam|"quoted"\\back|\u00e9\u6f22|\U0001f600|tab\there'
+    choose("fam|x", [3, 1, 2])
+    choose(odd, [1, 2, 0.5])
+    before = autotune.entries()
+    autotune.reload()  # what a new process sees
+    assert autotune.entries() == before == {full("fam|x"): "b", full(odd): "c"}
+    assert choose("fam|x", [1, 9, 9]) == (1, "cached", 0)
+    assert choose(odd, [1, 9, 9]) == (2, "cached", 0)
+    # clear(memory) re-measures, and the new choice replaces the old one on disk
+    autotune.clear(memory=True, disk=False)
+    assert choose("fam|x", [1, 9, 9]) == (0, "measured", 3)
+    assert read_json(autotune.cache_path())["entries"] == {full("fam|x"): "a", full(odd): "c"}
+
+
+def test_new_entries_merge_with_other_writers(cache_dir):
+    """Another process's entries written since this one loaded the file are kept."""
+    autotune.enable()
+    choose("fam|x", [3, 1, 2])
+    doc = read_json(autotune.cache_path())
+    doc["entries"]["other :: fam|z"] = "c"
+    with open(autotune.cache_path(), "w") as f:
+        json.dump(doc, f)
+    choose("fam|y", [1, 2, 3])
+    assert read_json(autotune.cache_path())["entries"] == {
+        full("fam|x"): "b", full("fam|y"): "a", "other :: fam|z": "c"}
+    assert not [p for p in os.listdir(cache_dir) if p != "autotune.json"]  # no temp files left
+
+
+@pytest.mark.parametrize("content", [
+    b"", b"{not json", bytes(range(256)), b"[1, 2]", b'{"version": 1}', b'{"version": 2, "entries": {}}',
+    b'{"version": 1, "entries": {"k": 3}}', b'{"version": 1, "entries": {"k": "v"}} trailing',
+    b'{"version": 1.5, "entries": {}}', b'{"version": 1, "entries": {"k": "\\ud800"}}',
+], ids=["empty", "truncated", "binary", "array", "no-entries", "version2", "non-string", "trailing", "float-version",
+        "bad-surrogate"])
+def test_corrupt_or_foreign_file_is_ignored(cache_dir, content):
+    cache_dir.mkdir()
+    path = cache_dir / "autotune.json"
+    path.write_bytes(content)
+    with pytest.warns(UserWarning, match="ignoring the cache file"):
+        autotune.reload()
+    assert autotune.entries() == {}
+    autotune.enable()
+    assert choose("fam|x", [3, 1, 2]) == (1, "measured", 3)
+    assert read_json(path) == {"version": 1, "entries": {full("fam|x"): "b"}}  # replaced by a valid file
+
+
+def test_unknown_fields_are_tolerated(cache_dir):
+    cache_dir.mkdir()
+    (cache_dir / "autotune.json").write_text(json.dumps({
+        "note": {"written by": ["a", 1, 2.5e3, True, False, None]},
+        "version": 1,
+        "entries": {full("fam|x"): "c", "unknown :: thing": "zz"},
+    }, indent=3))
+    autotune.reload()
+    autotune.enable()
+    assert choose("fam|x", [1, 2, 3]) == (2, "cached", 0)
+
+
+def test_stale_candidate_is_measured_again(cache_dir):
+    """A cached name the call site no longer offers is a miss (the candidate list changed)."""
+    cache_dir.mkdir()
+    (cache_dir / "autotune.json").write_text(json.dumps({"version": 1, "entries": {full("fam|x"): "gone"}}))
+    autotune.reload()
+    autotune.enable()
+    assert choose("fam|x", [3, 1, 2]) == (1, "measured", 3)
+
+
+def test_other_device_key_is_not_reused():
+    autotune.enable()
+    assert choose("fam|x", [3, 1, 2], device="GPU-A sm_90 132SM tileops-0.1.0-aaa") == (1, "measured", 3)
+    assert choose("fam|x", [1, 3, 2], device="GPU-B sm_80 108SM tileops-0.1.0-aaa") == (0, "measured", 3)
+    assert choose("fam|x", [1, 3, 2], device="GPU-A sm_90 132SM tileops-0.2.0-bbb") == (0, "measured", 3)
+    assert choose("fam|x", [9, 9, 9], device="GPU-A sm_90 132SM tileops-0.1.0-aaa") == (1, "cached", 0)
+    assert len(autotune.entries()) == 3
+
+
+def test_pins_override(cache_dir):
+    autotune.pin("fam", "c")  # by family, with autotuning off
+    assert choose("fam|x", [1, 2, 3]) == (2, "pinned", 0)
+    assert choose("famous|x", [1, 2, 3]) == (0, "heuristic", 0)  # a family is matched whole
+    autotune.enable()
+    assert choose("fam|x", [1, 2, 3]) == (2, "pinned", 0)  # and with autotuning on
+    autotune.pin("fam|*|m64_*", "b")  # a glob; the most recent matching pin wins
+    assert choose("fam|bf16|m64_n64_k64|tn", [1, 2, 3]) == (1, "pinned", 0)
+    assert choose("fam|bf16|m128_n64_k64|tn", [1, 2, 3]) == (2, "pinned", 0)
+    assert autotune.pins() == {"fam": "c", "fam|*|m64_*": "b"}
+    autotune.pin("fam", "a")  # re-pinning a pattern replaces it and makes it the most recent
+    assert choose("fam|bf16|m64_n64_k64|tn", [1, 2, 3]) == (0, "pinned", 0)
+    autotune.unpin("fam")
+    autotune.unpin("not pinned")  # no error
+    assert autotune.pins() == {"fam|*|m64_*": "b"}
+    autotune.unpin()
+    assert choose("fam|x", [3, 1, 2]) == (1, "measured", 3)
+    assert not any("pinned" in v for v in autotune.entries().values())
+
+
+def test_pin_of_unknown_candidate_names_the_valid_ones():
+    autotune.pin("fam", "bn512")
+    with pytest.raises(RuntimeError, match=r"pin 'fam' -> 'bn512' matches fam\|x, whose candidates are 'a', 'b', 'c'"):
+        choose("fam|x", [1, 2, 3])
+    with pytest.raises(ValueError, match="non-empty strings"):
+        autotune.pin("", "a")
+
+
+def test_pinned_context_manager():
+    autotune.pin("fam", "b")
+    with autotune.pinned("fam", "c"):
+        assert choose("fam|x", [1, 2, 3])[:2] == (2, "pinned")
+    assert autotune.pins() == {"fam": "b"}
+    with autotune.pinned("other", "a"):
+        assert autotune.pins() == {"fam": "b", "other": "a"}
+    assert autotune.pins() == {"fam": "b"}
+
+
+def test_enabled_context_manager():
+    with autotune.enabled():
+        assert autotune.is_enabled()
+        with autotune.enabled(False):
+            assert not autotune.is_enabled()
+        assert autotune.is_enabled()
+    assert not autotune.is_enabled()
+    with pytest.raises(KeyError), autotune.enabled(True):
+        raise KeyError("restored on errors too")
+    assert not autotune.is_enabled()
+
+
+def test_clear(cache_dir):
+    autotune.enable()
+    choose("fam|x", [3, 1, 2])
+    path = autotune.cache_path()
+    autotune.clear(memory=False, disk=True)
+    assert not os.path.exists(path) and autotune.entries() == {full("fam|x"): "b"}
+    assert choose("fam|x", [1, 2, 3]) == (1, "cached", 0)
+    choose("fam|y", [1, 2, 3])
+    assert read_json(path)["entries"] == {full("fam|y"): "a"}
+    autotune.clear()
+    assert autotune.entries() == {} and not os.path.exists(path)
+    autotune.clear()  # nothing left to clear: no error
+    assert choose("fam|x", [1, 2, 3]) == (0, "measured", 3)
+
+
+def test_cache_dir_follows_the_environment(tmp_path, monkeypatch):
+    autotune.enable()
+    choose("fam|x", [3, 1, 2])
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "autotune.json").write_text(json.dumps({"version": 1, "entries": {full("fam|x"): "c"}}))
+    monkeypatch.setenv("TILEOPS_CACHE_DIR", str(other))
+    assert autotune.cache_path() == str(other / "autotune.json")
+    assert choose("fam|x", [3, 1, 2]) == (2, "cached", 0)  # the memory cache reloaded from the new file
+    monkeypatch.delenv("TILEOPS_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert autotune.cache_path() == str(tmp_path / "xdg" / "tileops" / "autotune.json")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert autotune.cache_path() == str(tmp_path / "home" / ".cache" / "tileops" / "autotune.json")
+    monkeypatch.delenv("HOME")
+    assert autotune.cache_path() is None
+    assert choose("fam|x", [3, 1, 2]) == (1, "measured", 3)  # memory only, no file to write
+    assert autotune.entries() == {full("fam|x"): "b"}
+
+
+def test_unwritable_cache_dir_warns_and_keeps_the_choice(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("TILEOPS_CACHE_DIR", str(blocker / "sub"))
+    autotune.enable()
+    with pytest.warns(UserWarning, match="could not write the cache file"):
+        assert choose("fam|x", [3, 1, 2]) == (1, "measured", 3)
+    assert choose("fam|x", [3, 1, 2]) == (1, "cached", 0)
+
+
+def test_concurrent_choices(cache_dir):
+    autotune.enable()
+    errors = []
+
+    def work(t):
+        try:
+            for i in range(25):
+                choose("fam|t%d|%d" % (t, i), [3, 1, 2])
+                choose("fam|shared|%d" % i, [3, 1, 2])
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    want = {full("fam|t%d|%d" % (t, i)): "b" for t in range(4) for i in range(25)}
+    want.update({full("fam|shared|%d" % i): "b" for i in range(25)})
+    assert autotune.entries() == want
+    assert read_json(autotune.cache_path())["entries"] == want
+
+
+def test_bad_call_site_arguments():
+    with pytest.raises(RuntimeError, match="heuristic index 3 is not in"):
+        choose("fam|x", [1, 2, 3], heuristic=3)
+    with pytest.raises(RuntimeError, match="has no candidates"):
+        choose("fam|x", [], names=[])
+    autotune.enable()
+    with pytest.raises(RuntimeError, match="unique and non-empty"):
+        choose("fam|x", [1, 2], names=["a", "a"])
+
+
+def test_shape_class():
+    assert autotune.shape_class(4096, 4096, 4096) == "m4096_n4096_k4096"
+    assert autotune.shape_class(4095, 4097, 4093) == "m4096_n8192_k4096"
+    assert autotune.shape_class(1, 0, 3, batch=1) == "m1_n0_k4"
+    assert autotune.shape_class(512, 512, 64, batch=48) == "m512_n512_k64_b64"
+
+
+def test_environment_read_at_start_up(monkeypatch):
+    monkeypatch.delenv("TILEOPS_AUTOTUNE", raising=False)
+    monkeypatch.delenv("TILEOPS_AUTOTUNE_PIN", raising=False)
+    _C._autotune_reset_from_env_for_test()  # what a new process does
+    assert not autotune.is_enabled() and autotune.pins() == {}  # off by default
+    for value, on in [("1", True), ("on", True), ("TRUE", True), ("0", False), ("off", False), ("", False)]:
+        monkeypatch.setenv("TILEOPS_AUTOTUNE", value)
+        _C._autotune_reset_from_env_for_test()
+        assert autotune.is_enabled() == on, value
+    monkeypatch.setenv("TILEOPS_AUTOTUNE", "maybe")
+    with pytest.warns(UserWarning, match="TILEOPS_AUTOTUNE='maybe' is not one of"):
+        _C._autotune_reset_from_env_for_test()
+    assert not autotune.is_enabled()
+    monkeypatch.delenv("TILEOPS_AUTOTUNE")
+    monkeypatch.setenv("TILEOPS_AUTOTUNE_PIN", "fam=c,bad,,fam|*|m64*=b")
+    with pytest.warns(UserWarning, match="ignoring 'bad' in TILEOPS_AUTOTUNE_PIN"):
+        _C._autotune_reset_from_env_for_test()
+    assert autotune.pins() == {"fam": "c", "fam|*|m64*": "b"}
+    assert choose("fam|bf16|m64_n64_k64|tn", [1, 2, 3]) == (1, "pinned", 0)
+
+
+def test_fresh_process_reuses_the_disk_cache(cache_dir):
+    autotune.enable()
+    choose("fam|x", [3, 1, 2])
+    code = (
+        "from tileops import _C\n"
+        "print(_C._autotune_choose_for_test('fam|x', ['a', 'b', 'c'], 0, [1.0, 9.0, 9.0]))\n"
+        "print(_C._autotune_choose_for_test('fam|y', ['a', 'b', 'c'], 0, [9.0, 9.0, 1.0]))\n"
+    )
+    env = dict(os.environ, TILEOPS_AUTOTUNE="1", TILEOPS_AUTOTUNE_VERBOSE="1")
+    env.pop("TILEOPS_AUTOTUNE_PIN", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["(1, 'cached', 0)", "(2, 'measured', 3)"]
+    assert "tileops autotune: %s: a (heuristic) 9 ms b 9 ms c 1 ms -> c" % full("fam|y") in out.stderr
+    autotune.reload()
+    assert autotune.entries() == {full("fam|x"): "b", full("fam|y"): "c"}
+
+
+# ---- CUDA: real timing (CUDA events), graph capture, device keys; and a tuned matmul ----
+
+@pytest.mark.cuda
+def test_cuda_timing_and_capture():
+    autotune.enable()
+    dev = _C._autotune_device_key(torch.cuda.current_device())
+    assert dev.startswith(torch.cuda.get_device_name()) and tileops.__version__ in dev
+    # candidate i is a float32 mm of size sizes[i]: the 32x32 one is far faster than 2048x2048
+    assert _C._autotune_cuda_choose_for_test("selftest|mm", [2048, 32], 0) == (1, "measured")
+    assert autotune.entries() == {full("selftest|mm", dev): "mm32"}
+    assert _C._autotune_cuda_choose_for_test("selftest|mm", [2048, 32], 0) == (1, "cached")
+    # while a graph is captured: the cache serves, a miss takes the heuristic and times nothing
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        hit = _C._autotune_cuda_choose_for_test("selftest|mm", [2048, 32], 0)
+        miss = _C._autotune_cuda_choose_for_test("selftest|capture", [2048, 32], 0)
+    g.replay()
+    torch.cuda.synchronize()
+    assert hit == (1, "cached") and miss == (0, "heuristic")
+    assert list(autotune.entries()) == [full("selftest|mm", dev)]
+
+
+@pytest.mark.cuda
+def test_matmul_autotuned_cuda():
+    """bf16 matmul with autotuning on: correct, and stable once tuned.
+
+    Until the kernel call sites are wired to the autotuner no entry appears; once they are, an
+    entry for this GPU must appear (the lead makes that assertion strict then)."""
+    gen, seed = fresh_generator()
+    M, N, K = 4096, 2048, 1024
+    a = randn((M, K), torch.bfloat16, "cuda", gen)
+    b = randn((K, N), torch.bfloat16, "cuda", gen)
+    before = autotune.entries()
+    with autotune.enabled():
+        out = tileops.matmul(a, b)  # a miss: every candidate runs, then the chosen one
+        again = tileops.matmul(a, b)  # the cached choice
+    a64, b64 = a.double(), b.double()
+    ref, mag = a64 @ b64, a64.abs() @ b64.abs()
+    check(out, ref, mag, "bfloat16", "autotuned matmul seed=%d" % seed)
+    check(again, ref, mag, "bfloat16", "autotuned matmul, cached, seed=%d" % seed)
+    new = {k: v for k, v in autotune.entries().items() if k not in before}
+    if new:  # wired: every new entry is for this GPU and build
+        dev = _C._autotune_device_key(torch.cuda.current_device())
+        assert all(k.startswith(dev + " :: ") for k in new), new
