@@ -71,12 +71,15 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t 
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // The CONV producer (see gemm_sm90_kernel). Each thread copies its row of stage kt, then
-// publishes stage kt-1 once its own copies landed: wait, proxy fence (cp.async writes are
-// generic-proxy; wgmma reads through the async proxy), mbarrier arrive.
+// publishes an older stage once its own copies of it landed: wait, proxy fence (cp.async
+// writes are generic-proxy; wgmma reads through the async proxy), mbarrier arrive.
 template <typename T, int BN, int STAGES>
 __device__ __forceinline__ void conv_gather_producer(const ConvOperands& cv, const CUtensorMap& tm_b, T* As, T* Bs,
                                                      uint64_t* full, uint64_t* empty, int64_t M, int m0, int n0,
                                                      int kt0, int ktiles, int t) {
+  // Stage kt is published LAG iterations after its copies were issued, so LAG stages of
+  // copies are in flight; the wait on empty[] needs stage kt - STAGES published: LAG < STAGES.
+  constexpr int LAG = STAGES - 2;
   const int64_t m = m0 + t;
   const bool row_ok = m < M;
   const int64_t n = row_ok ? m / (cv.P * cv.Q) : 0, pq = row_ok ? m % (cv.P * cv.Q) : 0;
@@ -101,10 +104,10 @@ __device__ __forceinline__ void conv_gather_producer(const ConvOperands& cv, con
                    "l"(src + j * 8), "r"(ok ? 16 : 0)
                    : "memory");
     asm volatile("cp.async.commit_group;" ::: "memory");
-    if (kt > 0) {
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    if (kt >= LAG) {  // keep LAG stages of copies in flight; publish the oldest
+      asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      mbar_arrive(&full[(kt - 1) % STAGES]);
+      mbar_arrive(&full[(kt - LAG) % STAGES]);
     }
     if ((c0 += BK) == cv.C) {
       c0 = 0;
@@ -113,7 +116,7 @@ __device__ __forceinline__ void conv_gather_producer(const ConvOperands& cv, con
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  mbar_arrive(&full[(ktiles - 1) % STAGES]);
+  for (int kt = max(0, ktiles - LAG); kt < ktiles; ++kt) mbar_arrive(&full[kt % STAGES]);
 }
 #endif
 

@@ -5,6 +5,10 @@
 #include <c10/cuda/CUDAException.h>
 #include <cuda.h>
 
+#include <string>
+#include <vector>
+
+#include "autotune.h"
 #include "gemm_sm90.cuh"
 #include "launch.cuh"
 
@@ -111,7 +115,7 @@ int splitk_factor(const GemmArgs& a, int bn) {
 
 template <typename T, int BN, int STAGES, bool MN, bool CONV = false>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb, uint32_t lbo,
-                 uint32_t sbo) {
+                 uint32_t sbo, bool allow_split = true) {
   const auto& o = a.mm;  // 16-byte stores along output rows when rows and base are aligned
   const bool vec = o.sc[2] == 1 && o.sc[1] % 8 == 0 && o.sc[0] % 8 == 0 && reinterpret_cast<uintptr_t>(o.c) % 16 == 0;
   auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, CONV>;
@@ -122,7 +126,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   const MatmulProblem<T> p(a.mm);
   const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
   sm90::SplitK sk;
-  sk.splits = splitk_factor(a, BN);
+  sk.splits = allow_split ? splitk_factor(a, BN) : 1;
   at::Tensor work;  // split-K partials, through the caching allocator
   if (sk.splits > 1) {
     const int64_t ktiles = (a.K + sm90::BK - 1) / sm90::BK;
@@ -145,43 +149,60 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   }
 }
 
+// Hopper configs as data: tile width x split-K allowed. The heuristic: width by N (256 for
+// wide outputs, 64 where a wider tile is mostly padding), split-K where splitk_factor says.
+struct Sm90Config {
+  int bn;
+  bool split;
+};
+const std::vector<std::string> kSm90Names = {"bn64", "bn128", "bn256", "bn64-nosplit", "bn128-nosplit", "bn256-nosplit"};
+const Sm90Config kSm90Configs[] = {{64, true}, {128, true}, {256, true}, {64, false}, {128, false}, {256, false}};
+
 template <typename T>
-void run_sm90(const GemmArgs& a, BLayout bl) {
+void run_sm90(const GemmArgs& a, BLayout bl, bool padded) {
   const auto& o = a.mm;
   const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
   auto bstride = [](int64_t s, int64_t fallback) { return uint64_t(s == 0 ? fallback : s) * 2; };
   const uint64_t da[3] = {uint64_t(a.K), uint64_t(a.M), uint64_t(ba)};
   const uint64_t sa[2] = {uint64_t(o.sa[1]) * 2, bstride(o.sa[0], o.sa[1] * a.M)};
-  // tile width by N: 256 for wide outputs, 64 where a wider tile would be mostly padding
-  const int bn = a.N > 128 ? 256 : a.N > 64 ? 128 : 64;
   const CUtensorMap ma = tensor_map(o.a, a.dtype, da, sa, sm90::BK, sm90::BM);
-  if (bl == BLayout::KMajor) {
-    const uint64_t db[3] = {uint64_t(a.K), uint64_t(a.N), uint64_t(bb)};
-    const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, bstride(o.sb[0], o.sb[2] * a.N)};
-    const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, sm90::BK, bn);
-    if (bn == 256) launch_sm90<T, 256, 4, false>(a, ma, mb, ba, bb, 16, 1024);
-    else if (bn == 128) launch_sm90<T, 128, 6, false>(a, ma, mb, ba, bb, 16, 1024);
-    else launch_sm90<T, 64, 8, false>(a, ma, mb, ba, bb, 16, 1024);
-  } else {
-    const uint64_t db[3] = {uint64_t(a.N), uint64_t(a.K), uint64_t(bb)};
-    const uint64_t sb[2] = {uint64_t(o.sb[1]) * 2, bstride(o.sb[0], o.sb[1] * a.K)};
-    const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, 64, sm90::BK);
-    // MN-major SW128: 64-column atoms are 64 k-rows x 128 B = 8 KiB apart (leading byte
-    // offset); groups of 8 k-rows are 1 KiB apart (stride byte offset). Checked on an H200
-    // against the swapped and equal alternatives, which give wrong results.
-    if (bn == 256) launch_sm90<T, 256, 4, true>(a, ma, mb, ba, bb, 8192, 1024);
-    else if (bn == 128) launch_sm90<T, 128, 6, true>(a, ma, mb, ba, bb, 8192, 1024);
-    else launch_sm90<T, 64, 8, true>(a, ma, mb, ba, bb, 8192, 1024);
-  }
+  const bool kmajor = bl == BLayout::KMajor;
+  auto launch = [&](int i) {
+    const Sm90Config cfg = kSm90Configs[i];
+    if (kmajor) {
+      const uint64_t db[3] = {uint64_t(a.K), uint64_t(a.N), uint64_t(bb)};
+      const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, bstride(o.sb[0], o.sb[2] * a.N)};
+      const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, sm90::BK, cfg.bn);
+      if (cfg.bn == 256) launch_sm90<T, 256, 4, false>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
+      else if (cfg.bn == 128) launch_sm90<T, 128, 6, false>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
+      else launch_sm90<T, 64, 8, false>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
+    } else {
+      const uint64_t db[3] = {uint64_t(a.N), uint64_t(a.K), uint64_t(bb)};
+      const uint64_t sb[2] = {uint64_t(o.sb[1]) * 2, bstride(o.sb[0], o.sb[1] * a.K)};
+      const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, 64, sm90::BK);
+      // MN-major SW128: 64-column atoms are 64 k-rows x 128 B = 8 KiB apart (leading byte
+      // offset); groups of 8 k-rows are 1 KiB apart (stride byte offset). Checked on an H200
+      // against the swapped and equal alternatives, which give wrong results.
+      if (cfg.bn == 256) launch_sm90<T, 256, 4, true>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
+      else if (cfg.bn == 128) launch_sm90<T, 128, 6, true>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
+      else launch_sm90<T, 64, 8, true>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
+    }
+  };
+  const int heuristic = a.N > 128 ? 2 : a.N > 64 ? 1 : 0;
+  autotune::run(
+      [&] {
+        return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
+                                 std::string(kmajor ? "bk" : "bmn") + (padded ? "+pad" : "")});
+      },
+      kSm90Names, heuristic, launch);
 }
 
-// `in_place`: TMA reads the operands as they are (bl says how B is laid out).
 template <typename T>
 void run_sm90_any_layout(const GemmArgs& a, bool in_place, BLayout bl) {
-  if (in_place) return run_sm90<T>(a, bl);
+  if (in_place) return run_sm90<T>(a, bl, false);
   const Padded p = pad_operands(a);
   TORCH_INTERNAL_ASSERT(sm90_layout_reject(p.args, bl) == nullptr, "tileops: padded operands not TMA-readable");
-  run_sm90<T>(p.args, bl);
+  run_sm90<T>(p.args, bl, true);
 }
 
 }  // namespace
