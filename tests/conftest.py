@@ -3,9 +3,13 @@ GPU is visible; with TILEOPS_REQUIRE_CUDA=1 (the GPU script) a missing GPU is an
 Tests that need two GPUs also carry the `multigpu` mark: they skip where fewer than two are
 visible, and that one skip stays a skip under TILEOPS_REQUIRE_CUDA=1 (a one-GPU machine)."""
 import os
+import tempfile
 
 import pytest
 import torch
+
+# autotune choices made by tests (TILEOPS_AUTOTUNE=1) never land in the user's cache
+os.environ.setdefault("TILEOPS_CACHE_DIR", tempfile.mkdtemp(prefix="tileops-test-cache-"))
 
 HAS_CUDA = torch.cuda.is_available()
 REQUIRE_CUDA = os.environ.get("TILEOPS_REQUIRE_CUDA", "0") == "1"
