@@ -1,5 +1,6 @@
 """tileops matmul / linear against torch (cuBLAS) on the issue's shapes, same run, same inputs,
-TF32 flags set per row; plus the kernel ladder (each `algo` on one shape).
+TF32 flags set per row; plus the kernel ladder: each `algo` rung at 4096^3 with TFLOP/s, % of
+cuBLAS (timed in the same row, same inputs) and % of the GPU's dense peak.
 
     python benchmarks/bench_matmul.py [--out benchmarks/results/<gpu>/matmul.json] [--quick]
 """
@@ -10,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from common import gpu_dir_name, print_table, progress, set_precision, time_ms, write_json
+from common import gpu_dir_name, gpu_name, print_table, progress, set_precision, time_ms, write_json
 
 KINDS = ["float32", "tf32", "float16", "bfloat16"]
 SHAPES = [  # label, batch, M, N, K
@@ -22,9 +23,29 @@ SHAPES = [  # label, batch, M, N, K
     ("odd 127x255x511", 1, 127, 255, 511), ("odd 1000^3", 1, 1000, 1000, 1000), ("odd 4095x4097x4093", 1, 4095, 4097, 4093),
     ("batched QK^T 64x512x512x64", 64, 512, 512, 64), ("batched AV 64x512x64x512", 64, 512, 64, 512),
 ]
-LADDER = [("simt", k) for k in ("float32", "bfloat16")] + [("wmma", "tf32"), ("wmma", "bfloat16"),
-                                                           ("wgmma", "bfloat16"), ("auto", "bfloat16")]
+# The ladder at 4096^3: SIMT rungs in exact fp32 (TF32 off), tensor-core rungs in bf16 (mma also
+# as TF32), 'auto', cuBLAS itself, and fp64 on the two fast SIMT rungs. ~5-10 s on an H100/H200,
+# most of it the naive and tiled rungs.
+LADDER_SIZE = 4096
+LADDER = [(algo, "float32") for algo in ("naive", "tiled", "tiled_padded", "register", "vectorized", "auto", "cublas")]
+LADDER += [("mma", "tf32"), ("mma", "bfloat16"), ("wgmma", "bfloat16"), ("auto", "bfloat16"), ("cublas", "bfloat16")]
+LADDER += [("register", "float64"), ("vectorized", "float64"), ("cublas", "float64")]
+# Dense peaks in TFLOP/s (NVIDIA datasheets, boost clock), matched in order by GPU-name substring:
+# fp32 is the SIMT peak (no tensor cores), fp64 the tensor-core one (SIMT fp64 is half of it).
+PEAKS = [
+    ("H100 PCIe", {"float32": 51.2, "tf32": 378.0, "bfloat16": 756.0, "float16": 756.0, "float64": 51.2}),
+    ("H100 NVL", {"float32": 60.0, "tf32": 417.5, "bfloat16": 835.5, "float16": 835.5, "float64": 60.0}),
+    ("H100", {"float32": 67.0, "tf32": 494.5, "bfloat16": 989.5, "float16": 989.5, "float64": 67.0}),  # SXM
+    ("H200", {"float32": 67.0, "tf32": 494.5, "bfloat16": 989.5, "float16": 989.5, "float64": 67.0}),
+]
 
+
+def peak_tflops(kind):
+    name = gpu_name()
+    for key, peaks in PEAKS:
+        if key in name:
+            return peaks.get(kind)
+    return None
 
 def dtype_of(kind):
     return torch.float32 if kind == "tf32" else getattr(torch, kind)
@@ -58,6 +79,18 @@ def run_row(op, shape, kind, algo="auto", reps=30):
                   lambda: torch.matmul(a, b), reps, algo=algo)
 
 
+def run_ladder(algo, kind, reps=30):
+    """One rung at LADDER_SIZE^3 against cuBLAS on the same inputs ('cublas' times cuBLAS twice)."""
+    n = LADDER_SIZE
+    a, b = operands(kind, 1, n, n, n)
+    mine = (lambda: torch.matmul(a, b)) if algo == "cublas" else (lambda: tileops.matmul(a, b, algo=algo))
+    rec = record("ladder", "ladder %d" % n, kind, 1, n, n, n, mine, lambda: torch.matmul(a, b), reps, algo=algo)
+    peak = peak_tflops(kind)
+    rec.update(pct_of_cublas=100.0 * rec["ratio"], peak_tflops=peak,
+               pct_of_peak=None if peak is None else 100.0 * rec["tileops_tflops"] / peak)
+    return rec
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
@@ -69,16 +102,23 @@ def main():
     shapes = [s for s in SHAPES if not (args.quick and s[2] * s[3] * s[4] > 4096 ** 3)]
     todo = [("matmul", s, k) for k in KINDS for s in shapes]
     todo += [("linear+gelu", s, "bfloat16") for s in SHAPES if s[0].startswith("ViT")]
-    todo += [("ladder", ("square 4096", 1, 4096, 4096, 4096), k, algo) for algo, k in LADDER]
+    todo += [("ladder", algo, k) for algo, k in LADDER]
     records = []
     for i, item in enumerate(todo):
-        progress(i, len(todo), " ".join(str(x) for x in (item[0], item[1][0]) + item[2:]))
-        records.append(run_row(*item, reps=args.reps))
+        progress(i, len(todo), " ".join(str(x) if isinstance(x, str) else x[0] for x in item))
+        if item[0] == "ladder":
+            records.append(run_ladder(item[1], item[2], reps=args.reps))
+        else:
+            records.append(run_row(*item, reps=args.reps))
         torch.cuda.empty_cache()
     progress(len(todo), len(todo), "done")
     torch.cuda.empty_cache()
     write_json(out, records)
-    print_table(records, ["label", "dtype", "algo", "tileops_ms", "torch_ms", "ratio", "tileops_tflops"])
+    print_table([r for r in records if r["op"] != "ladder"],
+                ["label", "dtype", "algo", "tileops_ms", "torch_ms", "ratio", "tileops_tflops"])
+    print("\nkernel ladder, %d^3 on %s (peak: dense TFLOP/s of the dtype, see PEAKS)" % (LADDER_SIZE, gpu_name()))
+    print_table([r for r in records if r["op"] == "ladder"],
+                ["algo", "dtype", "tileops_ms", "tileops_tflops", "pct_of_cublas", "pct_of_peak"])
     print("wrote", out)
 
 

@@ -5,6 +5,7 @@ import torch.nn.functional as F
 
 import tileops
 from conftest import DEVICE_KINDS, DEVICES
+from tileops.ops import ALGO_ALIASES
 from utils import DTYPES, check, fresh_generator, randn, run_poisoned, tf32
 
 KINDS = ["float64", "float32", "tf32", "float16", "bfloat16"]
@@ -63,7 +64,8 @@ def test_matmul_batched(device, kind, shapes):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("size", [(1000, 1000, 1000), (4095, 257, 2049), (64, 4097, 300)], ids=str)
+@pytest.mark.parametrize("size", [(1000, 1000, 1000), (4095, 257, 2049), (64, 4097, 300), (2048, 2048, 512),
+                                  (2049, 1537, 1000)], ids=str)
 def test_matmul_large_cuda(kind, size):
     M, N, K = size
     gen, seed = fresh_generator()
@@ -75,42 +77,147 @@ def test_matmul_large_cuda(kind, size):
     check(out, ref, mag, kind, "large %s seed=%d" % (size, seed))
 
 
-ALGO_KINDS = [("simt", k) for k in ["float64", "float32", "float16", "bfloat16"]] + [
-    ("wmma", k) for k in ["tf32", "float16", "bfloat16"]] + [("wgmma", k) for k in ["float16", "bfloat16"]]
+# Every rung of the kernel ladder with every dtype it takes (see tileops.matmul), plus 'auto'
+# and the two aliases. 'mma' runs float32 as TF32 whatever the flag says.
+SIMT_RUNGS = ["naive", "tiled", "tiled_padded", "register", "vectorized"]
+RUNG_KINDS = ([(r, k) for r in SIMT_RUNGS for k in ["float64", "float32", "float16", "bfloat16"]]
+              + [("mma", k) for k in ["tf32", "float16", "bfloat16"]] + [("wgmma", k) for k in ["float16", "bfloat16"]]
+              + [("auto", k) for k in KINDS] + [("simt", "float32"), ("wmma", "bfloat16")])
+
+
+def rung_operands(case, dt, gen):
+    """(a, b) for one layout case on CUDA: odd sizes, every 2-D layout, batches, broadcasts,
+    misaligned and zero strides, views with aligned rows but a ragged K."""
+    def r(*shape):
+        return randn(shape, dt, "cuda", gen)
+
+    size = {"1x1x1": (1, 1, 1), "127x255x511": (127, 255, 511), "65x129x33": (65, 129, 33), "k_zero": (7, 9, 0),
+            "square_1024": (1024, 1024, 1024), "aligned_rows_ragged_k": (130, 136, 203)}.get(case, (129, 264, 72))
+    if case.startswith("edges"):  # K a multiple of 16, 16-byte rows: interior blocks take 16-byte loads
+        size, case = (320, 264, 128), case[-2:]
+    M, N, K = size
+    if case in ("TC", "TT"):
+        a = r(K, M).t()
+    elif case == "SS":
+        a = r(M, 2 * K + 1)[:, 1::2]
+    elif case in ("batched", "broadcast_b"):
+        a = r(3, K, M).transpose(1, 2) if case == "batched" else r(3, M, K)  # batched column-major slices
+    elif case == "batch_4d":
+        a = r(2, 1, M, K)
+    elif case == "misaligned":
+        a = r(M * K + 1)[1:].view(M, K)  # 4 (fp32) bytes off a 16-byte boundary
+    elif case == "aligned_rows_ragged_k":
+        a = r(M, 208)[:, :K]  # row stride a multiple of 16 elements, K not
+    else:
+        a = r(M, K)
+    if case in ("CT", "TT", "65x129x33"):
+        b = r(N, K).t()  # K-major b, as a linear weight
+    elif case == "SS":
+        b = r(K, 3 * N)[:, ::3]
+    elif case in ("batched", "broadcast_a"):
+        b = r(3, K, N)
+    elif case == "batch_4d":
+        b = r(3, K, N)
+    elif case == "zero_stride":
+        b = r(K, 1).expand(K, N)  # every column the same memory
+    elif case == "misaligned":
+        b = r(K * N + 1)[1:].view(K, N)
+    elif case == "aligned_rows_ragged_k":
+        b = r(K, 144)[:, :N]
+    else:
+        b = r(K, N)
+    return a, b
+
+
+RUNG_CASES = ["CC", "CT", "TC", "TT", "SS", "1x1x1", "127x255x511", "65x129x33", "k_zero", "batched", "broadcast_a",
+              "broadcast_b", "batch_4d", "misaligned", "zero_stride", "aligned_rows_ragged_k", "edges_CC", "edges_CT",
+              "edges_TC", "edges_TT", "square_1024"]
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("algo,kind", ALGO_KINDS)
-@pytest.mark.parametrize("case", ["CC", "CT", "TT", "batched", "broadcast_b", "odd_tails", "odd_unaligned",
-                                  "square_1024"])
-def test_matmul_algos_cuda(algo, kind, case):
-    """Each kernel family pinned through `algo`, on layouts every family (wgmma too) accepts."""
+@pytest.mark.parametrize("algo,kind", RUNG_KINDS, ids=lambda v: str(v))
+@pytest.mark.parametrize("case", RUNG_CASES)
+def test_matmul_rungs_cuda(algo, kind, case):
+    """Each rung pinned through `algo` on every layout case, against a float64 reference."""
     gen, seed = fresh_generator()
     dt = DTYPES[kind]
-    M, N, K = {"square_1024": (1024, 1024, 1024), "odd_tails": (1000, 264, 200),
-               "odd_unaligned": (1001, 263, 203)}.get(case, (129, 264, 72))
-    a = randn((3, M, K) if case in ("batched", "broadcast_b") else (M, K), dt, "cuda", gen)
-    if case == "TT":  # both column-major: wgmma reads padded row-major copies
-        a, b = randn((K, M), dt, "cuda", gen).t(), randn((K, N), dt, "cuda", gen).t().contiguous().t()
-    elif case == "CT":
-        b = randn((N, K), dt, "cuda", gen).t()  # K-major b (a linear weight)
-    elif case == "batched":
-        b = randn((3, K, N), dt, "cuda", gen)
-    else:
-        b = randn((K, N), dt, "cuda", gen)
+    a, b = rung_operands(case, dt, gen)
+    n_out = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]).numel() * a.shape[-2] * b.shape[-1]
     with tf32(kind == "tf32"):
-        out = run_poisoned(lambda: tileops.matmul(a, b, algo=algo), out_numel=a.numel() // K * N, dtype=dt, device="cuda")
+        if algo == "wgmma" and case == "k_zero":  # TMA cannot describe an empty K: a clear error instead
+            with pytest.raises(RuntimeError, match="algo='wgmma' cannot run this problem: K is zero"):
+                tileops.matmul(a, b, algo=algo)
+            return
+        out = run_poisoned(lambda: tileops.matmul(a, b, algo=algo), out_numel=n_out, dtype=dt, device="cuda")
+    assert out.dtype == dt
     ref, mag = ref_mm(a, b)
     check(out, ref, mag, kind, "algo=%s %s seed=%d" % (algo, case, seed))
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("algo", ["naive", "register", "vectorized", "mma"])
+def test_matmul_rungs_many_batches_cuda(algo):
+    """More batch entries than a grid's z dimension holds (65535): the launchers split them."""
+    gen, seed = fresh_generator()
+    kind = "tf32" if algo == "mma" else "float32"
+    a, b = randn((70000, 3, 5), torch.float32, "cuda", gen), randn((70000, 5, 4), torch.float32, "cuda", gen)
+    with tf32(kind == "tf32"):
+        out = run_poisoned(lambda: tileops.matmul(a, b, algo=algo), 70000 * 12, torch.float32, "cuda")
+    ref, mag = ref_mm(a, b)
+    check(out, ref, mag, kind, "algo=%s batch=70000 seed=%d" % (algo, seed))
+
+
+@pytest.mark.cuda
 def test_matmul_algo_errors_cuda():
+    """A rung pinned on a problem it cannot run says which and why; everything else runs."""
     a = torch.randn(64, 72, device="cuda", dtype=torch.float16)
-    with pytest.raises(RuntimeError, match="algo='wgmma' cannot run this problem: it takes float16 and bfloat16"):
-        tileops.matmul(a.float(), a.float().t(), algo="wgmma")
-    with pytest.raises(RuntimeError, match="algo='wmma' takes float32, float16 and bfloat16"):
-        tileops.matmul(a.double(), a.double().t(), algo="wmma")
+    for dt in (torch.float32, torch.float64):
+        with pytest.raises(RuntimeError, match="algo='wgmma' cannot run this problem: it takes float16 and bfloat16"):
+            tileops.matmul(a.to(dt), a.to(dt).t(), algo="wgmma")
+    for name in ("mma", "wmma"):
+        with pytest.raises(RuntimeError, match=r"algo='mma' \(tensor cores, alias 'wmma'\) takes float32 .*got float64"):
+            tileops.matmul(a.double(), a.double().t(), algo=name)
+
+
+@pytest.mark.parametrize("algo", [n for n in tileops.ALGOS + tuple(ALGO_ALIASES) if n != "auto"])
+def test_algo_names_cpu(algo):
+    """Every rung name and alias parses; on the CPU only 'auto' runs, and the error says so."""
+    with pytest.raises(RuntimeError, match="algo='%s' names a CUDA kernel family; on cpu only 'auto'" % algo):
+        tileops.matmul(torch.randn(3, 4), torch.randn(4, 2), algo=algo)
+
+
+def test_algo_unknown_lists_choices():
+    with pytest.raises(RuntimeError, match="expected algo to be one of 'auto', 'naive', 'tiled', 'tiled_padded', "
+                                           "'register', 'vectorized', 'mma', 'wgmma', 'simt', 'wmma', got 'fastest'"):
+        tileops.matmul(torch.randn(3, 4), torch.randn(4, 2), algo="fastest")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("shape", [(300, 200, 257), (2, 150, 256, 256), (2304, 256, 1024), (2333, 200, 1100)],
+                         ids=str)
+@pytest.mark.parametrize("weight_layout", ["contiguous", "transposed"])
+def test_linear_epilogue_cuda(kind, activation, with_bias, shape, weight_layout):
+    """Bias + each activation on the kernels linear reaches ('auto': vectorized or register for
+    float32, register for float64, mma for TF32, wgmma/mma for float16/bfloat16), with tile
+    tails, an nn.Linear weight (K-major) or a transposed one, and grids big enough for
+    'vectorized' (2304 x 1024: 144 tiles of 128 x 128, all interior; 2333 x 1100: 171 with
+    tails and K = 200, not a multiple of its 16)."""
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    *lead, fin, fout = shape
+    x = randn((*lead, fin), dt, "cuda", gen)
+    w = randn((fout, fin), dt, "cuda", gen) if weight_layout == "contiguous" else randn((fin, fout), dt, "cuda", gen).t()
+    bias = randn((fout,), dt, "cuda", gen) if with_bias else None
+    with tf32(kind == "tf32"):
+        out = run_poisoned(lambda: tileops.linear(x, w, bias, activation), x.numel() // fin * fout, dt, "cuda")
+    x64, w64 = x.double().cpu(), w.double().cpu()
+    b64 = bias.double().cpu() if with_bias else None
+    act = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}[activation]
+    mag = F.linear(x64.abs(), w64.abs(), b64.abs() if with_bias else None)
+    check(out, act(F.linear(x64, w64, b64)), mag, kind, "linear %s %s %s seed=%d" % (shape, activation, weight_layout, seed))
 
 
 @pytest.mark.parametrize("device,kind", DEVICE_KINDS)

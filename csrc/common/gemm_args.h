@@ -8,8 +8,9 @@ namespace tileops {
 
 enum class Kind { Matmul, ConvFwd, ConvDgrad, ConvWgrad };
 
-// Kernel family a caller may pin (matmul's `algo`); Auto picks by dtype, device and layout.
-enum class Algo { Auto, Simt, Wmma, Wgmma };
+// Kernel a caller may pin (matmul's `algo`), the rungs of the kernel ladder from the slowest
+// up; Auto picks by dtype, device and layout. Names and aliases: parse_algo in ops/common.h.
+enum class Algo { Auto, Naive, Tiled, TiledPadded, Register, Vectorized, Mma, Wgmma };
 
 struct GemmArgs {
   Kind kind = Kind::Matmul;

@@ -1,12 +1,19 @@
-// SIMT family (fp64, and fp32 when TF32 is off): shared-memory tiles with 2-D register
-// blocking. Each thread computes TM x TN outputs spread across the tile (stride BM/TM,
-// BN/TN) so a warp's shared-memory reads and global stores are consecutive.
+// SIMT family, the 'register' rung (fp64, and fp32 convolutions when TF32 is off):
+// shared-memory tiles with 2-D register blocking, operands read through any problem's index
+// map. Each thread computes TM x TN outputs spread across the tile (stride BM/TM, BN/TN) so a
+// warp's shared-memory reads and global stores are consecutive.
 #pragma once
+#include <type_traits>
+
 #include "../common/epilogue.h"
 #include "tile_loader.cuh"
 
 namespace tileops {
 namespace cuda {
+
+// Accumulator type of the SIMT kernels: double for fp64, float for everything else.
+template <typename T>
+using acc_t = std::conditional_t<std::is_same<T, double>::value, double, float>;
 
 template <int BM_, int BN_, int BK_, int TM_, int TN_>
 struct SimtConfig {
@@ -14,9 +21,10 @@ struct SimtConfig {
   static constexpr int THREADS = (BM / TM) * (BN / TN);
 };
 
-template <typename T, typename Acc, class P, class Cfg>
+template <typename T, class P, class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS)
     gemm_simt_kernel(P p, int64_t batch, int64_t M, int64_t N, int64_t K, Epilogue<T> epi) {
+  using Acc = acc_t<T>;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
   constexpr int PAD = 1;  // odd row pitch: the loaders' column writes spread over banks
   __shared__ Acc As[BK][BM + PAD];
@@ -62,18 +70,27 @@ __global__ void __launch_bounds__(Cfg::THREADS)
       __syncthreads();
     }
 
+    with_act(epi.act, [&](auto act) {  // the activation is a template argument from here on
+      constexpr Act A = decltype(act)::value;
 #pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const int64_t m = m0 + ty + i * (BM / TM);
-      if (m >= M) continue;
-      const auto row = p.row_c(g, m);
+      for (int i = 0; i < TM; ++i) {
+        const int64_t m = m0 + ty + i * (BM / TM);
+        if (m >= M) continue;
+        const auto row = p.row_c(g, m);
 #pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        const int64_t n = n0 + tx + j * (BN / TN);
-        if (n < N) *p.c(row, n) = epi(acc[i][j], p.bias_index(g, n));
+        for (int j = 0; j < TN; ++j) {
+          const int64_t n = n0 + tx + j * (BN / TN);
+          if (n < N) *p.c(row, n) = epi.template apply<A>(acc[i][j], p.bias_index(g, n));
+        }
       }
-    }
+    });
   }
+}
+
+// The kernel of a config (the launcher in launch.cuh calls this for every family).
+template <typename T, class P, int... V>
+auto kernel_of(SimtConfig<V...>*) {
+  return &gemm_simt_kernel<T, P, SimtConfig<V...>>;
 }
 
 }  // namespace cuda

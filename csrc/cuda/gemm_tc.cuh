@@ -1,7 +1,9 @@
-// Tensor-core family (fp16, bf16, and fp32 as TF32 when allowed) through WMMA fragments
-// fed from shared memory; fp32 accumulation. Warps tile the block WARPS_M x WARPS_N,
-// each warp owns (BM/WARPS_M) x (BN/WARPS_N) outputs as 16x16 fragments. The epilogue
-// goes through a 16x16 per-warp scratch so tails and any output strides are predicated.
+// Tensor-core family, the 'mma' rung (fp16, bf16, and fp32 as TF32 when allowed): WMMA
+// fragments fed from shared memory, fp32 accumulation. WMMA lowers to the warp-level mma.sync
+// instructions (HMMA in the SASS), so this is the ladder's mma.sync rung. Warps tile the
+// block WARPS_M x WARPS_N, each warp owns (BM/WARPS_M) x (BN/WARPS_N) outputs as 16x16
+// fragments. The epilogue goes through a 16x16 per-warp scratch so tails and any output
+// strides are predicated.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -109,28 +111,38 @@ __global__ void __launch_bounds__(Cfg::THREADS)
       __syncthreads();
     }
 
-    // Epilogue: each lane writes 8 consecutive columns of one fragment row.
+    // Epilogue: each lane writes 8 consecutive columns of one fragment row; the activation is
+    // a template argument from here on.
     float* sc = scratch[warp];
     const int er = lane / 2, ec = (lane % 2) * 8;
+    with_act(epi.act, [&](auto act) {
+      constexpr Act A = decltype(act)::value;
 #pragma unroll
-    for (int i = 0; i < Cfg::FM; ++i) {
+      for (int i = 0; i < Cfg::FM; ++i) {
 #pragma unroll
-      for (int j = 0; j < Cfg::FN; ++j) {
-        wmma::store_matrix_sync(sc, acc[i][j], 16, wmma::mem_row_major);
-        __syncwarp();
-        const int64_t m = m0 + wm * Cfg::FM * 16 + i * 16 + er;
-        const int64_t nb = n0 + wn * Cfg::FN * 16 + j * 16 + ec;
-        if (m < M) {
-          const auto row = p.row_c(g, m);
+        for (int j = 0; j < Cfg::FN; ++j) {
+          wmma::store_matrix_sync(sc, acc[i][j], 16, wmma::mem_row_major);
+          __syncwarp();
+          const int64_t m = m0 + wm * Cfg::FM * 16 + i * 16 + er;
+          const int64_t nb = n0 + wn * Cfg::FN * 16 + j * 16 + ec;
+          if (m < M) {
+            const auto row = p.row_c(g, m);
 #pragma unroll
-          for (int e = 0; e < 8; ++e)
-            if (nb + e < N) *p.c(row, nb + e) = epi(sc[er * 16 + ec + e], p.bias_index(g, nb + e));
+            for (int e = 0; e < 8; ++e)
+              if (nb + e < N) *p.c(row, nb + e) = epi.template apply<A>(sc[er * 16 + ec + e], p.bias_index(g, nb + e));
+          }
+          __syncwarp();
         }
-        __syncwarp();
       }
-    }
+    });
   }
 #endif
+}
+
+// The kernel of a config (see launch.cuh).
+template <typename T, class P, int... V>
+auto kernel_of(TcConfig<V...>*) {
+  return &gemm_tc_kernel<T, P, TcConfig<V...>>;
 }
 
 }  // namespace cuda

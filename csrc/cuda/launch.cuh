@@ -1,21 +1,35 @@
-// Picks a kernel family and config for a problem and launches it on the current stream.
-// Configs are data: one line per family here.
+// Picks a kernel (a rung of the ladder) and its config for a problem and launches it on the
+// current stream. Configs are data: one line each here.
 #pragma once
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <type_traits>
+
 #include "../common/gemm_args.h"
-#include "kinds.h"
+#include "gemm_ladder.cuh"
 #include "gemm_simt.cuh"
 #include "gemm_tc.cuh"
+#include "kinds.h"
 
 namespace tileops {
 namespace cuda {
 
-using SimtF32 = SimtConfig<64, 64, 16, 4, 4>;
-using SimtF64 = SimtConfig<64, 64, 16, 4, 4>;
-using Tc16 = TcConfig<128, 128, 32, 2, 4>;   // fp16 / bf16
-using TcTf32 = TcConfig<128, 128, 16, 2, 4>;  // fp32 as tf32
+using Naive = NaiveConfig<8, 32>;  // 8 rows x 32 columns of threads
+using Tiled = TiledConfig<32, 0>;
+using TiledPadded = TiledConfig<32, 1>;
+using Simt = SimtConfig<64, 64, 16, 4, 4>;  // 'register', every dtype
+// 'vectorized':            BM   BN  BK  warps  TM TN  blocks/SM (registers <= 65536 / (256 * it))
+using VecF32 = VecConfig<128, 128, 16, 4, 2, 8, 8, 2>;  // 128 registers, no spills
+using VecF16 = VecConfig<128, 128, 16, 4, 2, 8, 8, 1>;  // 8-element vectors: 150 registers, 1 block/SM
+using VecF64 = VecConfig<64, 64, 8, 4, 2, 4, 4, 2>;     // double accumulators: a quarter of the tile
+using Tc16 = TcConfig<128, 128, 32, 2, 4>;              // 'mma', fp16 / bf16
+using TcTf32 = TcConfig<128, 128, 16, 2, 4>;            // 'mma', fp32 as tf32
+
+template <typename T>
+using VecFor = std::conditional_t<sizeof(T) == 8, VecF64, std::conditional_t<sizeof(T) == 4, VecF32, VecF16>>;
+template <typename T>
+using TcFor = std::conditional_t<std::is_same<T, float>::value, TcTf32, Tc16>;
 
 template <class Cfg>
 dim3 gemm_grid(const GemmArgs& a) {
@@ -25,47 +39,92 @@ dim3 gemm_grid(const GemmArgs& a) {
   return dim3(unsigned(gm), unsigned(gn), unsigned(std::min<int64_t>(a.batch, 65535)));
 }
 
-template <typename T, typename Acc, class Cfg, class P>
-void launch_simt(const P& p, const GemmArgs& a) {
-  gemm_simt_kernel<T, Acc, P, Cfg><<<gemm_grid<Cfg>(a), Cfg::THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
-      p, a.batch, a.M, a.N, a.K, Epilogue<T>{static_cast<const T*>(a.bias), a.act});
+// One launcher for every family: grid (M tiles, N tiles, batch), the config's kernel, any
+// extra kernel arguments after the epilogue.
+template <class Cfg, typename T, class P, typename... Extra>
+void launch_gemm(const P& p, const GemmArgs& a, Extra... extra) {
+  const auto kernel = kernel_of<T, P>(static_cast<Cfg*>(nullptr));
+  kernel<<<gemm_grid<Cfg>(a), Cfg::THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
+      p, a.batch, a.M, a.N, a.K, Epilogue<T>{static_cast<const T*>(a.bias), a.act}, extra...);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <typename T, class Cfg, class P>
-void launch_tc(const P& p, const GemmArgs& a) {
-  gemm_tc_kernel<T, P, Cfg><<<gemm_grid<Cfg>(a), Cfg::THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
-      p, a.batch, a.M, a.N, a.K, Epilogue<T>{static_cast<const T*>(a.bias), a.act});
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+// The vectorized kernel takes one batch entry per grid z: batches past the z limit go in
+// chunks, each with its operands' pointers moved to its first entry.
+template <typename T>
+void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a) {
+  using Cfg = VecFor<T>;
+  const VecLayout lay = vec_layout(a, int(sizeof(T)), Cfg::BK);
+  constexpr int64_t kMaxZ = 65535;
+  for (int64_t g0 = 0; g0 < a.batch; g0 += kMaxZ) {
+    GemmArgs chunk = a;
+    chunk.batch = std::min(a.batch - g0, kMaxZ);
+    MatmulProblem<T> q = p;
+    q.A += g0 * p.sa[0];
+    q.B += g0 * p.sb[0];
+    q.C += g0 * p.sc[0];
+    launch_gemm<Cfg, T>(q, chunk, lay);
+  }
 }
 
-// dtype -> family: fp64 and strict fp32 on SIMT; fp16, bf16 and TF32 on tensor cores.
+// Calls fn(T{}) for the storage type of a dtype.
+template <typename Fn>
+void with_dtype(c10::ScalarType st, Fn&& fn) {
+  switch (st) {
+    case at::kDouble: return fn(double{});
+    case at::kFloat: return fn(float{});
+    case at::kHalf: return fn(c10::Half{});
+    case at::kBFloat16: return fn(c10::BFloat16{});
+    default: TORCH_CHECK(false, "tileops: unsupported dtype ", st);
+  }
+}
+
+// What 'auto' runs off the Hopper path (matmul.cu takes fp16/bf16 matmul to wgmma first):
+// tensor cores for fp16, bf16 and TF32; for fp64 and strict fp32 'register', except fp32
+// matmul, which gets 'vectorized' unless its 128x128 tiles would leave SMs idle where the
+// 64x64 tiles of 'register' would not (skinny and small problems).
+inline Algo auto_algo(const GemmArgs& a) {
+  if (a.dtype == at::kHalf || a.dtype == at::kBFloat16 || (a.dtype == at::kFloat && a.allow_tf32)) return Algo::Mma;
+  if (a.kind != Kind::Matmul || a.dtype != at::kFloat) return Algo::Register;
+  auto tiles = [&](int64_t bm, int64_t bn) { return a.batch * ((a.M + bm - 1) / bm) * ((a.N + bn - 1) / bn); };
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  return tiles(VecF32::BM, VecF32::BN) < sms && tiles(Simt::BM, Simt::BN) > tiles(VecF32::BM, VecF32::BN)
+             ? Algo::Register
+             : Algo::Vectorized;
+}
+
+// Runs a problem with the rung it names (a.algo; 'wgmma' is handled in matmul.cu). 'register'
+// and 'mma' take every problem kind; the other SIMT rungs are matmul-only.
 template <template <typename> class Problem, class Operands>
 void launch_problem(const GemmArgs& a, const Operands& ops) {
-  if (a.algo == Algo::Simt) {  // the SIMT family takes every dtype (fp32 accumulation below fp64)
-    switch (a.dtype) {
-      case at::kDouble: return launch_simt<double, double, SimtF64>(Problem<double>(ops), a);
-      case at::kFloat: return launch_simt<float, float, SimtF32>(Problem<float>(ops), a);
-      case at::kHalf: return launch_simt<c10::Half, float, SimtF32>(Problem<c10::Half>(ops), a);
-      case at::kBFloat16: return launch_simt<c10::BFloat16, float, SimtF32>(Problem<c10::BFloat16>(ops), a);
-      default: TORCH_CHECK(false, "tileops: unsupported dtype ", a.dtype);
+  constexpr bool matmul = std::is_same<Operands, MatmulOperands>::value;
+  const Algo algo = a.algo == Algo::Auto ? auto_algo(a) : a.algo;
+  TORCH_CHECK(algo != Algo::Mma || a.dtype != at::kDouble,
+              "tileops.matmul: algo='mma' (tensor cores, alias 'wmma') takes float32 (run as TF32), float16 and "
+              "bfloat16, got float64");
+  with_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const Problem<T> p(ops);
+    if (algo == Algo::Register) return launch_gemm<Simt, T>(p, a);
+    if constexpr (!std::is_same<T, double>::value) {  // fp32 runs as TF32 whatever the flags say
+      if (algo == Algo::Mma) return launch_gemm<TcFor<T>, T>(p, a);
     }
-  }
-  if (a.algo == Algo::Wmma) {  // tensor cores: fp32 runs as TF32 whatever the flags say
-    TORCH_CHECK(a.dtype != at::kDouble, "tileops.matmul: algo='wmma' takes float32, float16 and bfloat16, got float64");
-    if (a.dtype == at::kFloat) return launch_tc<float, TcTf32>(Problem<float>(ops), a);
-  }
-  switch (a.dtype) {
-    case at::kDouble: launch_simt<double, double, SimtF64>(Problem<double>(ops), a); break;
-    case at::kFloat:
-      if (a.allow_tf32) launch_tc<float, TcTf32>(Problem<float>(ops), a);
-      else launch_simt<float, float, SimtF32>(Problem<float>(ops), a);
-      break;
-    case at::kHalf: launch_tc<c10::Half, Tc16>(Problem<c10::Half>(ops), a); break;
-    case at::kBFloat16: launch_tc<c10::BFloat16, Tc16>(Problem<c10::BFloat16>(ops), a); break;
-    default: TORCH_CHECK(false, "tileops: unsupported dtype ", a.dtype);
-  }
+    if constexpr (matmul) {
+      switch (algo) {
+        case Algo::Naive: return launch_gemm<Naive, T>(p, a);
+        case Algo::Tiled: return launch_gemm<Tiled, T>(p, a);
+        case Algo::TiledPadded: return launch_gemm<TiledPadded, T>(p, a);
+        case Algo::Vectorized: return launch_vectorized<T>(p, a);
+        default: break;
+      }
+    }
+    TORCH_CHECK(false, "tileops: internal error: no kernel for algo ", int(algo), " on this problem kind");
+  });
 }
+
+// Matmul on every rung but 'wgmma' (matmul_ladder.cu, its own translation unit so that the
+// ladder's kernels compile beside the Hopper ones).
+void launch_matmul(const GemmArgs& a);
 
 }  // namespace cuda
 }  // namespace tileops

@@ -243,7 +243,7 @@ void gemm_cuda_matmul(const GemmArgs& a) {
     return;
   }
   TORCH_CHECK(a.algo != Algo::Wgmma, "tileops.matmul: algo='wgmma' cannot run this problem: ", why);
-  launch_problem<MatmulProblem>(a, a.mm);
+  launch_matmul(a);
 }
 
 }  // namespace tileops::cuda

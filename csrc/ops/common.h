@@ -62,8 +62,19 @@ inline Act parse_activation(const char* op, c10::string_view s) {
 }
 
 inline Algo parse_algo(const char* op, c10::string_view s, const at::Device& device) {
+  // The kernel ladder, slowest first; 'simt' and 'wmma' are the earlier names of 'register'
+  // and 'mma', kept as aliases.
   static const std::pair<const char*, Algo> choices[] = {
-      {"auto", Algo::Auto}, {"simt", Algo::Simt}, {"wmma", Algo::Wmma}, {"wgmma", Algo::Wgmma}};
+      {"auto", Algo::Auto},
+      {"naive", Algo::Naive},
+      {"tiled", Algo::Tiled},
+      {"tiled_padded", Algo::TiledPadded},
+      {"register", Algo::Register},
+      {"vectorized", Algo::Vectorized},
+      {"mma", Algo::Mma},
+      {"wgmma", Algo::Wgmma},
+      {"simt", Algo::Register},
+      {"wmma", Algo::Mma}};
   const Algo a = parse_choice(op, "algo", s, choices);
   TORCH_CHECK(a == Algo::Auto || device.is_cuda(), "tileops.", op, ": algo='", std::string(s),
               "' names a CUDA kernel family; on ", device, " only 'auto' is available");

@@ -26,15 +26,32 @@ def _pair(v, name) -> Tuple[int, int]:
     return (items[0], items[-1])
 
 
-ALGOS = ("auto", "simt", "wmma", "wgmma")
+# The kernel ladder, slowest first (`algo=` of matmul); ALGO_ALIASES: earlier names, still accepted.
+ALGOS = ("auto", "naive", "tiled", "tiled_padded", "register", "vectorized", "mma", "wgmma")
+ALGO_ALIASES = {"simt": "register", "wmma": "mma"}
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, algo: str = "auto") -> torch.Tensor:
     """a @ b for 2-D or batched operands (batch dims broadcast as torch.matmul); any strides.
 
-    algo pins a CUDA kernel family: 'simt' (shared-memory tiles, register blocking; every
-    dtype), 'wmma' (tensor cores; float32 runs as TF32), 'wgmma' (Hopper: TMA + wgmma, fp16/bf16,
-    row-major a). 'auto' picks by dtype, GPU and layout; it is the only choice on the CPU."""
+    algo pins a CUDA kernel, one rung of the ladder (benchmarks/bench_matmul.py times each):
+
+    - 'naive': one thread per output, operands read straight from global memory.
+    - 'tiled': 32x32 shared-memory tiles, one output per thread.
+    - 'tiled_padded': the same with +1 padding on the shared-memory rows.
+    - 'register' (alias 'simt'): 64x64x16 tiles, 4x4 outputs per thread.
+    - 'vectorized': 128x128x16 tiles, 8x8 outputs per thread in a warp tiling, 16-byte
+      loads into double-buffered shared memory; the fast exact-fp32 kernel.
+    - 'mma' (alias 'wmma'): tensor cores through WMMA, which lowers to mma.sync; float32
+      runs as TF32 whatever the TF32 flag says; no float64.
+    - 'wgmma': Hopper (sm_90a) TMA + wgmma; float16 and bfloat16 only.
+
+    The SIMT rungs (naive ... vectorized) take every dtype (float64 accumulates in float64,
+    the others in float32) and any layout. 'auto' picks by dtype, GPU and layout: wgmma for
+    float16/bfloat16 on Hopper, mma for TF32 and elsewhere for float16/bfloat16, vectorized
+    for float32 with TF32 off (register when fewer 128x128 tiles than SMs), register for
+    float64. It is the only choice on the CPU. A rung that cannot run a problem raises an
+    error saying why."""
     return torch.ops.tileops.matmul.default(a, b, algo)
 
 
