@@ -95,8 +95,8 @@ def test_graph_replay_cuda(case):
 
 @pytest.mark.cuda
 def test_graphed_training_step_cuda():
-    """A tileops model's forward and backward captured with make_graphed_callables: replays
-    with new data give the gradients of an eager copy of the model."""
+    """A tileops model's whole forward and backward captured in one CUDA graph (PyTorch's
+    whole-network capture recipe): replays with new data give the gradients of an eager copy."""
     torch.manual_seed(0)
 
     def model():
@@ -106,14 +106,27 @@ def test_graphed_training_step_cuda():
 
     graphed, eager = model(), model()
     eager.load_state_dict(graphed.state_dict())
-    x = torch.randn(4, 3, 8, 8, device="cuda")
-    graphed = torch.cuda.make_graphed_callables(graphed, (x,))
+    static_x = torch.randn(4, 3, 8, 8, device="cuda")
+    static_t = torch.randint(0, 10, (4,), device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capturing stream
+        for _ in range(3):
+            graphed.zero_grad(set_to_none=True)
+            F.cross_entropy(graphed(static_x), static_t).backward()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    graphed.zero_grad(set_to_none=True)  # the grads are allocated inside the graph's pool
+    with torch.cuda.graph(graph):
+        F.cross_entropy(graphed(static_x), static_t).backward()
     for _ in range(3):
-        x = torch.randn(4, 3, 8, 8, device="cuda")
-        target = torch.randint(0, 10, (4,), device="cuda")
-        for m in (graphed, eager):
-            m.zero_grad(set_to_none=False)
-            F.cross_entropy(m(x), target).backward()
+        x, target = torch.randn(4, 3, 8, 8, device="cuda"), torch.randint(0, 10, (4,), device="cuda")
+        static_x.copy_(x)
+        static_t.copy_(target)
+        graph.replay()
+        eager.zero_grad(set_to_none=True)
+        F.cross_entropy(eager(x), target).backward()
+        torch.cuda.synchronize()
         for (name, p), q in zip(graphed.named_parameters(), eager.parameters()):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=name)
 
