@@ -32,8 +32,10 @@ export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 if ldd python/tileops/_C*.so | grep -q "libstdc++"; then echo "libstdc++: shared (good)"; else
   echo "WARNING: _C.so does not link libstdc++ dynamically"; fi
 $PY -m tileops doctor --json > "$OUTDIR/doctor.json"
+timeout 120 $PY -m tileops demo > "$OUTDIR/demo.log" 2>&1 || { echo "demo failed"; tail -5 "$OUTDIR/demo.log"; rc_demo=1; }
 TILEOPS_REQUIRE_CUDA=1 $PY -m pytest tests -q -p no:cacheprovider --junitxml="$OUTDIR/junit.xml" "$@" > "$OUTDIR/pytest.log" 2>&1
 rc=$?
+[ -n "${rc_demo:-}" ] && rc=1
 tail -5 "$OUTDIR/pytest.log"
 $PY scripts/junit_summary.py "$OUTDIR/junit.xml" "$OUTDIR/summary.json" || rc=1
 if [ -n "${SANITIZE:-}" ]; then  # compute-sanitizer's four tools over a reduced CUDA suite
