@@ -2,7 +2,8 @@
 # On a GPU machine where torch is installed and nothing can be downloaded: build tileops against
 # that torch for this GPU, run the whole suite with CUDA tests required (none may skip), and
 # time every op against torch. Everything lands in OUTDIR:
-#   build.log, junit.xml, pytest.log, summary.json, doctor.json, ops.json, matmul.json, conv.json
+#   build.log, junit.xml, pytest.log, summary.json, doctor.json, demo.log, and per benchmark
+#   <name>.json (+ .png) and bench_<name>.log (ops, matmul, conv, models)
 # Usage: scripts/gpu_run.sh OUTDIR [pytest args...]
 set -uo pipefail
 OUTDIR=${1:?usage: scripts/gpu_run.sh OUTDIR [pytest args]}
@@ -41,9 +42,16 @@ $PY scripts/junit_summary.py "$OUTDIR/junit.xml" "$OUTDIR/summary.json" || rc=1
 if [ -n "${SANITIZE:-}" ]; then  # compute-sanitizer's four tools over a reduced CUDA suite
   bash scripts/sanitize.sh "$OUTDIR" || rc=1
 fi
+# BENCHES: which benchmarks (default all); BENCH_QUICK=1: their --quick subsets; each is capped
+# at BENCH_TIMEOUT seconds so one slow benchmark cannot take the others' results with it
 if [ -z "${SKIP_BENCH:-}" ]; then
-  $PY benchmarks/bench_ops.py --out "$OUTDIR/ops.json" || rc=1
-  $PY benchmarks/bench_matmul.py --out "$OUTDIR/matmul.json" || rc=1
-  $PY benchmarks/bench_conv.py --out "$OUTDIR/conv.json" || rc=1
+  Q=${BENCH_QUICK:+--quick}
+  for b in ${BENCHES:-ops matmul conv models}; do
+    case $b in ops|matmul) args=() ;; *) args=($Q) ;; esac
+    [ -f "benchmarks/bench_$b.py" ] || { echo "no benchmarks/bench_$b.py"; rc=1; continue; }
+    timeout "${BENCH_TIMEOUT:-400}" $PY "benchmarks/bench_$b.py" --out "$OUTDIR/$b.json" "${args[@]}" \
+      > "$OUTDIR/bench_$b.log" 2>&1 || { echo "bench_$b failed"; tail -5 "$OUTDIR/bench_$b.log"; rc=1; }
+    tail -3 "$OUTDIR/bench_$b.log"
+  done
 fi
 exit $rc
