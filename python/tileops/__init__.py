@@ -20,7 +20,7 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
         "`python %s` to see what does not fit." % (e, torch.__version__, os.path.join(os.path.dirname(__file__), "doctor.py"))
     ) from e
 
-from . import nn  # noqa: E402
+from . import models, nn  # noqa: E402
 from .nn import convert  # noqa: E402
 from .ops import ACTIVATIONS, ALGOS, conv2d, linear, matmul  # noqa: E402
 
@@ -32,4 +32,4 @@ def build_info():
     return dict(_C.build_info())
 
 
-__all__ = ["ACTIVATIONS", "ALGOS", "build_info", "conv2d", "convert", "linear", "matmul", "nn"]
+__all__ = ["ACTIVATIONS", "ALGOS", "build_info", "conv2d", "convert", "linear", "matmul", "models", "nn"]
