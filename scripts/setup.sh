@@ -12,7 +12,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q "$TORCH_PIN" setuptools wheel ninja pytest numpy pyyaml ruff
+# scikit-learn (its bundled digits data) and matplotlib (curves): examples/train.py and its test
+.venv/bin/python -m pip install -q "$TORCH_PIN" setuptools wheel ninja pytest numpy pyyaml ruff scikit-learn matplotlib
 
 if [ -z "${TORCH_CUDA_ARCH_LIST:-}" ]; then
   # build for the GPU that is here (Hopper: sm_90a); without one, for sm_90a, so all CUDA code compiles

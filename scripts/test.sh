@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/ruff check --target-version py39 python tests benchmarks scripts setup.py
+.venv/bin/ruff check --target-version py39 python tests benchmarks examples scripts setup.py
 .venv/bin/python -m pytest tests "$@"

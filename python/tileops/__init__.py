@@ -21,7 +21,7 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
         "`python %s` to see what does not fit." % (e, torch.__version__, os.path.join(os.path.dirname(__file__), "doctor.py"))
     ) from e
 
-from . import autotune, nn  # noqa: E402
+from . import autotune, models, nn  # noqa: E402
 from .nn import convert  # noqa: E402
 from .ops import ACTIVATIONS, ALGOS, conv2d, linear, matmul  # noqa: E402
 
@@ -33,4 +33,4 @@ def build_info():
     return dict(_C.build_info())
 
 
-__all__ = ["ACTIVATIONS", "ALGOS", "autotune", "build_info", "conv2d", "convert", "linear", "matmul", "nn"]
+__all__ = ["ACTIVATIONS", "ALGOS", "autotune", "build_info", "conv2d", "convert", "linear", "matmul", "models", "nn"]

@@ -1,0 +1,328 @@
+"""Whole models converted with tileops.convert against the same model unconverted (same weights,
+same inputs): fp32 and autocast parity of outputs and of every parameter's gradient, torch.compile
+(no graph breaks; default / max-autotune / reduce-overhead), torch.export, channels_last,
+no_grad / inference_mode, and profiler traces that name the tileops ops.
+
+CPU variants are tiny (CI: 2 cores, the CPU GEMM is a plain blocked loop); on CUDA the parity
+tests run the full ViT-S/16 and ResNet-50 at batch 2. Relative error is ||a - b|| / ||b|| over a
+whole output or gradient, in float64.
+
+Conditioning: a randomly initialised deep BatchNorm net in train mode is chaotic (batch statistics
+amplify perturbations with depth): measured on CPU, torch's own fp32 ResNet-50 at batch 2 in train
+mode is 1.5e-5 off float64 in the output and 3% in gradients. So the full-size ResNet-50 is compared
+in eval mode (running statistics; fp32 vs float64 there: 3e-7 output, 1e-6 gradients), the small
+models in train mode.
+"""
+import contextlib
+import copy
+import os
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._dynamo.utils import counters
+
+import tileops
+import tileops.nn as tnn
+from conftest import DEVICES
+from tileops import models
+from utils import fresh_generator
+
+FWD_TOL = 1e-5  # fp32 forward, TF32 off (the issue's number)
+GRAD_TOL = 1e-4  # fp32 parameter gradients: BN backward's mean subtraction costs a few more bits
+AUTOCAST_TOL = 2e-2  # autocast forward (the issue's number)
+
+
+def rel(a, b):
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    d, n = float((a - b).norm()), float(b.norm())
+    return d / n if n > 0 else d
+
+
+# name -> {device: (constructor, input shape, train mode)}
+SPECS = {
+    "vit": {
+        "cpu": (lambda: models.vit(img_size=32, patch=8, dim=32, depth=2, heads=2, num_classes=10), (4, 3, 32, 32), True),
+        "cuda": (models.vit_s16, (2, 3, 224, 224), True),
+    },
+    "resnet": {
+        "cpu": (lambda: models.resnet((1, 1), width=8, num_classes=10, small_input=True), (4, 3, 32, 32), True),
+        "cuda": (models.resnet50, (2, 3, 224, 224), False),
+    },
+    "resnet_train": {  # a shallower ResNet in train mode (batch statistics) on the GPU too
+        "cpu": (lambda: models.resnet((1, 1), width=8, num_classes=10, bottleneck=False, small_input=True), (4, 3, 16, 16), True),
+        "cuda": (lambda: models.resnet((1, 1, 1, 1), width=32, num_classes=100), (8, 3, 64, 64), True),
+    },
+    "cnn": {
+        "cpu": (lambda: models.cnn(10, 3, 8), (4, 3, 16, 16), True),
+        "cuda": (lambda: models.cnn(10, 3, 32), (16, 3, 32, 32), True),
+    },
+}
+# Shallow variants for torch.compile (compile time grows with the graph, not the tensors).
+COMPILE_SPECS = {
+    "vit": {
+        "cpu": SPECS["vit"]["cpu"],
+        "cuda": (lambda: models.vit(img_size=64, patch=16, dim=384, depth=2, heads=6, num_classes=100), (8, 3, 64, 64), True),
+    },
+    "resnet": {
+        "cpu": SPECS["resnet"]["cpu"],
+        "cuda": (lambda: models.resnet((1, 1), width=32, num_classes=100, small_input=True), (8, 3, 32, 32), True),
+    },
+}
+
+
+def build(spec, device, seed, memory_format=torch.contiguous_format, train=None):
+    """(reference, converted deep copy, input, labels); the same weights in both. train=None: the
+    spec's mode (BatchNorm batch statistics or running statistics)."""
+    make, shape, spec_train = spec[device]
+    train = spec_train if train is None else train
+    torch.manual_seed(seed)
+    ref = make().to(device=device, memory_format=memory_format).train(train)
+    tile = tileops.convert(copy.deepcopy(ref))
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=gen).to(device=device, memory_format=memory_format)
+    labels = torch.randint(0, ref_classes(ref), (shape[0],), generator=gen).to(device)
+    return ref, tile, x, labels
+
+
+def ref_classes(model):
+    return [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1].out_features
+
+
+def step(model, x, labels, autocast_dtype=None):
+    """Forward (under autocast if asked) and backward of cross-entropy; returns the output."""
+    ctx = torch.autocast(x.device.type, dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
+    with ctx:
+        out = model(x)
+    F.cross_entropy(out.float(), labels).backward()
+    return out
+
+
+def grads(model):
+    return {n: p.grad for n, p in model.named_parameters()}
+
+
+def autocast_dtypes(device):
+    """The autocast dtypes torch supports on `device` (fp16 on CPU depends on the torch version)."""
+    out = []
+    for dt in (torch.bfloat16, torch.float16):
+        try:
+            with torch.autocast(device, dtype=dt):
+                ok = F.linear(torch.ones(2, 2, device=device), torch.ones(2, 2, device=device)).dtype == dt
+        except (RuntimeError, AssertionError):
+            ok = False
+        if ok or device == "cuda":
+            out.append(dt)
+    return out
+
+
+def test_full_size_shapes_and_convert_swaps_everything():
+    with torch.device("meta"):
+        vit, rn = models.vit_s16(), models.resnet50()
+    assert sum(p.numel() for p in vit.parameters()) == 22_050_664  # timm vit_small_patch16_224
+    assert sum(p.numel() for p in rn.parameters()) == 25_557_032  # torchvision resnet50
+    for model, n_linear, n_conv in ((vit, 12 * 4 + 1, 1), (rn, 1, 53)):
+        tileops.convert(model)
+        kinds = [type(m) for m in model.modules()]
+        assert kinds.count(tnn.Linear) == n_linear and kinds.count(tnn.Conv2d) == n_conv
+        assert torch.nn.Linear not in kinds and torch.nn.Conv2d not in kinds
+    with pytest.raises(ValueError, match="multiple of patch"):
+        models.vit(img_size=30, patch=8)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", list(SPECS))
+def test_fp32_parity_forward_and_gradients(device, name):
+    _, seed = fresh_generator()
+    ref, tile, x, labels = build(SPECS[name], device, seed)
+    out_ref, out = step(ref, x, labels), step(tile, x, labels)
+    assert out.dtype == torch.float32
+    e = rel(out, out_ref)
+    assert e <= FWD_TOL, "%s seed %d: output relative error %.3g" % (name, seed, e)
+    g_ref = grads(ref)
+    for n, g in grads(tile).items():
+        assert g is not None and g_ref[n] is not None, "%s: no gradient for %s" % (name, n)
+        e = rel(g, g_ref[n])
+        assert e <= GRAD_TOL, "%s seed %d: gradient of %s relative error %.3g" % (name, seed, n, e)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", list(SPECS))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_autocast_parity(device, name, dtype):
+    if dtype not in autocast_dtypes(device):
+        pytest.skip("torch %s has no %s autocast on %s" % (torch.__version__, dtype, device))
+    _, seed = fresh_generator()
+    # eval mode: in train mode BatchNorm's chaos (see the top) turns half-precision rounding into
+    # gradients whose error against float64 swings several-fold from seed to seed
+    ref, tile, x, labels = build(SPECS[name], device, seed, train=False)
+    exact = copy.deepcopy(ref).double()
+    step(exact, x.double(), labels)
+    out_ref, out = step(ref, x, labels, dtype), step(tile, x, labels, dtype)
+    assert out.dtype == out_ref.dtype == dtype
+    e = rel(out, out_ref)
+    assert e <= AUTOCAST_TOL, "%s seed %d: output relative error %.3g" % (name, seed, e)
+    # Half-precision gradients of a random-init net are themselves noisy (torch's own bf16
+    # ResNet-50 gradients are ~5% off float64 in eval mode), so each gradient is held to the
+    # accuracy torch reaches on the same model: within 2x torch's error against float64.
+    g_ref, g_exact = grads(ref), grads(exact)
+    for n, g in grads(tile).items():
+        assert g is not None and torch.isfinite(g).all(), "%s: gradient of %s missing or not finite" % (name, n)
+        e_tile, e_torch = rel(g, g_exact[n]), rel(g_ref[n], g_exact[n])
+        assert e_tile <= 2 * e_torch + 1e-2, "%s seed %d: gradient of %s is %.3g off float64, torch's %.3g" % (
+            name, seed, n, e_tile, e_torch)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["resnet", "cnn"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_channels_last(device, name, dtype):
+    _, seed = fresh_generator()
+    ref, tile, x, labels = build(SPECS[name], device, seed, memory_format=torch.channels_last)
+    formats = []
+    for m in tile.modules():
+        if isinstance(m, tnn.Conv2d):
+            m.register_forward_hook(lambda mod, inp, out: formats.append(out.is_contiguous(memory_format=torch.channels_last)))
+    autocast_dtype = None if dtype == torch.float32 else dtype
+    out_ref, out = step(ref, x, labels, autocast_dtype), step(tile, x, labels, autocast_dtype)
+    assert formats and all(formats), "tileops conv outputs must stay channels_last"
+    e = rel(out, out_ref)
+    assert e <= (FWD_TOL if autocast_dtype is None else AUTOCAST_TOL), "%s seed %d: relative error %.3g" % (name, seed, e)
+    if autocast_dtype is None:
+        g_ref = grads(ref)
+        for n, g in grads(tile).items():
+            assert rel(g, g_ref[n]) <= GRAD_TOL, "%s seed %d: gradient of %s" % (name, seed, n)
+            if g.dim() == 4:  # weight gradients come back in the weight's format, as torch's do
+                assert g.is_contiguous(memory_format=torch.channels_last) == g_ref[n].is_contiguous(
+                    memory_format=torch.channels_last), n
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["vit", "resnet"])
+def test_no_grad_and_inference_mode(device, name):
+    _, seed = fresh_generator()
+    ref, tile, x, _ = build(SPECS[name], device, seed)
+    ref.eval(), tile.eval()
+    expected = ref(x)
+    with_grad = tile(x)
+    for ctx in (torch.no_grad, torch.inference_mode):
+        with ctx():
+            out = tile(x)
+        assert not out.requires_grad and out.grad_fn is None
+        assert rel(out, with_grad) <= 1e-6, ctx.__name__
+        assert rel(out, expected) <= FWD_TOL, "%s seed %d under %s" % (name, seed, ctx.__name__)
+
+
+def _explain_breaks(model, x):
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(model)(x)
+    return explanation.graph_break_count, explanation.break_reasons
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", list(COMPILE_SPECS))
+def test_compile_training_no_graph_breaks(device, name):
+    """dynamo + AOTAutograd (fake kernels, registered backward) over a whole training step;
+    backend aot_eager skips code generation, so this runs in seconds on the CPU."""
+    _, seed = fresh_generator()
+    _, tile, x, labels = build(COMPILE_SPECS[name], device, seed)
+    n, reasons = _explain_breaks(tile, x)
+    assert n == 0, reasons
+    eager = copy.deepcopy(tile)
+    out_eager = step(eager, x, labels)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(tile, fullgraph=True, backend="aot_eager")
+    out = step(compiled, x, labels)
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    assert rel(out, out_eager) <= FWD_TOL
+    g_eager = grads(eager)
+    for n, g in grads(tile).items():
+        assert rel(g, g_eager[n]) <= GRAD_TOL, "%s seed %d: gradient of %s" % (name, seed, n)
+
+
+# Inductor on the CPU compiles C++ per kernel (slow on 2 cores), and max-autotune / reduce-overhead
+# only change GPU code generation (GEMM templates, CUDA graphs): the CPU runs one mode on one model.
+COMPILE_MODES = [("cpu", "vit", "default")] + [
+    pytest.param("cuda", name, mode, marks=pytest.mark.cuda)
+    for name in COMPILE_SPECS for mode in ("default", "max-autotune", "reduce-overhead")
+]
+
+
+@pytest.mark.parametrize("device,name,mode", COMPILE_MODES)
+def test_compile_inductor_modes(device, name, mode):
+    _, seed = fresh_generator()
+    _, tile, x, labels = build(COMPILE_SPECS[name], device, seed)
+    train = device == "cuda"  # the CPU checks inference only (a backward graph doubles the C++ to build)
+    eager = copy.deepcopy(tile)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(tile, fullgraph=True, mode=None if mode == "default" else mode)
+    outs = []
+    for _ in range(2):  # CUDA graphs: the second call replays the recorded graph
+        if mode != "default":
+            torch.compiler.cudagraph_mark_step_begin()
+        if train:
+            tile.zero_grad(set_to_none=True)
+            outs.append(step(compiled, x, labels).detach().clone())
+        else:
+            with torch.no_grad():
+                outs.append(compiled(x).clone())
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    if device == "cuda" and mode != "default":  # both modes use CUDA graphs; tileops ops must be capturable
+        assert counters["inductor"]["cudagraph_skips"] == 0, "CUDA graphs skipped"
+    if train:
+        eager_outs = []
+        for _ in range(2):  # BN running stats move each step, in both copies alike
+            eager.zero_grad(set_to_none=True)
+            eager_outs.append(step(eager, x, labels).detach())
+    else:
+        with torch.no_grad():
+            eager_outs = [eager(x)] * 2
+    for o, e in zip(outs, eager_outs):
+        assert rel(o, e) <= FWD_TOL, "%s %s seed %d: compiled vs eager %.3g" % (name, mode, seed, rel(o, e))
+    if train:
+        g_eager = grads(eager)
+        for n, g in grads(tile).items():
+            assert rel(g, g_eager[n]) <= GRAD_TOL, "%s %s seed %d: gradient of %s" % (name, mode, seed, n)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["vit", "resnet"])
+def test_export(device, name):
+    _, seed = fresh_generator()
+    ref, tile, x, _ = build(SPECS[name], device, seed)
+    ref.eval(), tile.eval()
+    batch = torch.export.Dim("batch", min=2, max=64)
+    ep = torch.export.export(tile, (x,), dynamic_shapes={"x": {0: batch}})
+    for program in (ep, ep.run_decompositions()):  # custom ops survive lowering to core ATen
+        targets = {str(n.target) for n in program.graph.nodes}
+        assert {"tileops.linear.default", "tileops.conv2d.default"} <= targets, sorted(targets)
+    run = ep.module()
+    with torch.no_grad():
+        assert rel(run(x), ref(x)) <= FWD_TOL
+        x1 = torch.cat([x, x[:1]])  # another batch size through the same program
+        assert rel(run(x1), ref(x1)) <= FWD_TOL
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_profiler_names_tileops_ops(device, tmp_path):
+    _, seed = fresh_generator()
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    names = set()
+    for name in ("vit", "resnet"):
+        _, tile, x, labels = build(SPECS[name], device, seed)
+        with torch.profiler.profile(activities=activities) as prof:
+            step(tile, x, labels)
+        names |= {e.key for e in prof.key_averages()}
+        trace = os.path.join(str(tmp_path), name + ".json")
+        prof.export_chrome_trace(trace)
+        with open(trace) as f:
+            assert re.search(r'"name": "tileops::(linear|conv2d)"', f.read()), "no tileops op in " + trace
+    expected = {"tileops::linear", "tileops::conv2d", "tileops::matmul", "tileops::_conv2d_backward"}
+    assert expected <= names, sorted(n for n in names if "tileops" in n)
+    if device == "cuda":  # the kernels ran on the GPU, under the op's profiler range
+        assert any(e.key.startswith("tileops::") and e.device_time_total > 0 for e in prof.key_averages())
