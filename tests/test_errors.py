@@ -76,7 +76,8 @@ CASES = [
     ("mm-complex", lambda t: tileops.matmul(t.f(3, 4).to(torch.complex64), t.f(4, 2).to(torch.complex64)),
      r"tileops.matmul: expected a to have a floating dtype .*, got ComplexFloat"),
     ("mm-algo", lambda t: tileops.matmul(t.f(3, 4), t.f(4, 2), algo="fastest"),
-     r"tileops.matmul: expected algo to be one of 'auto', 'simt', 'wmma', 'wgmma', got 'fastest'"),
+     r"tileops.matmul: expected algo to be one of 'auto', 'naive', 'tiled', 'tiled_padded', 'register', "
+     r"'vectorized', 'mma', 'wgmma', 'simt', 'wmma', got 'fastest'"),
     ("mm-a-sparse", lambda t: tileops.matmul(t.f(3, 4).to_sparse(), t.f(4, 2)),
      r"tileops.matmul: expected a to be a dense \(strided\) tensor, got layout Sparse"),
     ("mm-b-sparse", lambda t: tileops.matmul(t.f(3, 4), t.f(4, 2).to_sparse()),
