@@ -34,7 +34,7 @@ if ldd python/tileops/_C*.so | grep -q "libstdc++"; then echo "libstdc++: shared
   echo "WARNING: _C.so does not link libstdc++ dynamically"; fi
 $PY -m tileops doctor --json > "$OUTDIR/doctor.json"
 timeout 120 $PY -m tileops demo > "$OUTDIR/demo.log" 2>&1 || { echo "demo failed"; tail -5 "$OUTDIR/demo.log"; rc_demo=1; }
-TILEOPS_REQUIRE_CUDA=1 $PY -m pytest tests -q -p no:cacheprovider --junitxml="$OUTDIR/junit.xml" "$@" > "$OUTDIR/pytest.log" 2>&1
+TILEOPS_REQUIRE_CUDA=1 timeout "${PYTEST_TIMEOUT:-3600}" $PY -m pytest tests -q -p no:cacheprovider --junitxml="$OUTDIR/junit.xml" "$@" > "$OUTDIR/pytest.log" 2>&1
 rc=$?
 [ -n "${rc_demo:-}" ] && rc=1
 tail -5 "$OUTDIR/pytest.log"
