@@ -103,6 +103,22 @@ def grads(model):
     return {n: p.grad for n, p in model.named_parameters()}
 
 
+def check_fp32_grads(name, seed, ref, tile, x, labels):
+    """Every parameter gradient of `tile` (after step) against a float64 copy of `ref`. Some are
+    ill-conditioned in fp32 (ResNet-50's stem weight: stock fp32 is ~2.6% off float64 on an
+    H200), so tileops may be at most 2x as far from float64 as stock fp32 is, or within GRAD_TOL."""
+    ref64 = copy.deepcopy(ref).double()
+    for p in ref64.parameters():
+        p.grad = None
+    step(ref64, x.double(), labels)
+    g_ref, g64 = grads(ref), grads(ref64)
+    for n, g in grads(tile).items():
+        assert g is not None and g_ref[n] is not None, "%s: no gradient for %s" % (name, n)
+        e, e_stock = rel(g, g64[n]), rel(g_ref[n], g64[n])
+        assert e <= max(GRAD_TOL, 2 * e_stock), "%s seed %d: gradient of %s: relative error %.3g to float64 (stock fp32 %.3g)" % (
+            name, seed, n, e, e_stock)
+
+
 def autocast_dtypes(device):
     """The autocast dtypes torch supports on `device` (fp16 on CPU depends on the torch version)."""
     out = []
@@ -140,11 +156,7 @@ def test_fp32_parity_forward_and_gradients(device, name):
     assert out.dtype == torch.float32
     e = rel(out, out_ref)
     assert e <= FWD_TOL, "%s seed %d: output relative error %.3g" % (name, seed, e)
-    g_ref = grads(ref)
-    for n, g in grads(tile).items():
-        assert g is not None and g_ref[n] is not None, "%s: no gradient for %s" % (name, n)
-        e = rel(g, g_ref[n])
-        assert e <= GRAD_TOL, "%s seed %d: gradient of %s relative error %.3g" % (name, seed, n, e)
+    check_fp32_grads(name, seed, ref, tile, x, labels)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -191,8 +203,8 @@ def test_channels_last(device, name, dtype):
     assert e <= (FWD_TOL if autocast_dtype is None else AUTOCAST_TOL), "%s seed %d: relative error %.3g" % (name, seed, e)
     if autocast_dtype is None:
         g_ref = grads(ref)
+        check_fp32_grads(name, seed, ref, tile, x, labels)
         for n, g in grads(tile).items():
-            assert rel(g, g_ref[n]) <= GRAD_TOL, "%s seed %d: gradient of %s" % (name, seed, n)
             if g.dim() == 4:  # weight gradients come back in the weight's format, as torch's do
                 assert g.is_contiguous(memory_format=torch.channels_last) == g_ref[n].is_contiguous(
                     memory_format=torch.channels_last), n
