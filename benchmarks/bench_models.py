@@ -1,0 +1,264 @@
+"""Whole models: tileops-converted against stock torch, same weights, same inputs, same run.
+
+    python benchmarks/bench_models.py [--out benchmarks/results/<gpu>/models.json] [--quick] [--profile]
+
+ViT-S/16 at batch 128 under bf16 autocast; ResNet-50 channels_last under bf16 autocast at batch
+64. For each: a training step (forward, backward, AdamW step), eager and torch.compile'd (default
+mode), and inference (eval, no_grad) at batch 1 and 64, eager (and compiled with --compile-inference).
+Each row records both times, ratio = torch_ms / tileops_ms (below 1: tileops is slower) and the
+peak memory of each run (torch.cuda.max_memory_allocated after a reset; it includes the weights
+and, for training, AdamW's state). A row whose compile or run fails keeps its error and the
+benchmark goes on. Writes models.json, models.png beside it, and with --profile models_profile.txt
+(profiler table of one tileops training step per model). --quick: eager only, fewer repetitions.
+"""
+import argparse
+import gc
+import os
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+import tileops
+from common import gpu_dir_name, gpu_name, print_table, progress, set_precision, time_ms, write_json
+from tileops import models
+
+# name, constructor, training batch, memory format; inputs are 224x224 RGB, 1000 classes
+MODELS = [
+    ("vit_s16", models.vit_s16, 128, torch.contiguous_format),
+    ("resnet50", models.resnet50, 64, torch.channels_last),
+]
+TINY = [  # --tiny: a smoke test of this script (runs on the CPU too)
+    ("vit_tiny", lambda: models.vit(img_size=32, patch=8, dim=32, depth=2, heads=2, num_classes=10), 8, torch.contiguous_format),
+    ("resnet_tiny", lambda: models.resnet((1, 1), width=8, num_classes=10, small_input=True), 8, torch.channels_last),
+]
+
+
+def autocast(device):
+    return torch.autocast(device, dtype=torch.bfloat16)
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def make(spec, impl, device, train):
+    """A fresh model (seed 0: both impls get the same weights) and its optimizer."""
+    name, ctor, _, fmt = spec
+    torch.manual_seed(0)
+    model = ctor().to(device=device, memory_format=fmt).train(train)
+    if impl == "tileops":
+        tileops.convert(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4) if train else None
+    return model, opt
+
+
+def inputs(spec, batch, device, img):
+    _, _, _, fmt = spec
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(batch, 3, img, img, generator=gen).to(device=device, memory_format=fmt)
+    y = torch.randint(0, 10, (batch,), generator=gen).to(device)
+    return x, y
+
+
+def train_step_fn(model, opt, x, y, device):
+    def step():
+        with autocast(device):
+            out = model(x)
+        loss = F.cross_entropy(out.float(), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def infer_fn(model, x, device):
+    def run():
+        with torch.no_grad(), autocast(device):
+            model(x)
+
+    return run
+
+
+def measure(fn, device, reps, budget_s):
+    """(median ms, peak MB): a first call (compiles), a second one that sizes the repetitions
+    so a slow path stays near budget_s (at least 3), then time_ms. Peak memory covers it all."""
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    fn()
+    sync(device)
+    t0 = time.perf_counter()
+    fn()
+    sync(device)
+    once = time.perf_counter() - t0
+    n = max(3, min(reps, int(budget_s / max(once, 1e-6))))
+    ms = time_ms(fn, warmup=0, reps=n, device=device)
+    peak = torch.cuda.max_memory_allocated() / 2 ** 20 if device == "cuda" else None
+    return ms, peak
+
+
+def run_one(spec, impl, mode, pass_, batch, args):
+    """Build, (compile), time one configuration; the model is freed before returning."""
+    torch._dynamo.reset()
+    model, opt = make(spec, impl, args.device, pass_ == "train")
+    x, y = inputs(spec, batch, args.device, args.img)
+    if mode == "compiled":
+        model = torch.compile(model, mode=args.compile_mode if pass_ == "train" else "reduce-overhead")
+    fn = train_step_fn(model, opt, x, y, args.device) if pass_ == "train" else infer_fn(model, x, args.device)
+    try:
+        return measure(fn, args.device, args.reps, args.budget)
+    finally:
+        del model, opt, fn
+        gc.collect()
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+
+
+def record(spec, mode, pass_, batch, args):
+    rec = {"model": spec[0], "mode": mode, "pass": pass_, "batch": batch, "dtype": "bfloat16",
+           "layout": "channels_last" if spec[3] == torch.channels_last else "contiguous"}
+    for impl in ("tileops", "torch"):
+        try:
+            ms, peak = run_one(spec, impl, mode, pass_, batch, args)
+            rec[impl + "_ms"], rec[impl + "_peak_mb"] = ms, peak
+        except Exception as e:  # keep going: a failed compile or an OOM is a result too
+            rec[impl + "_ms"] = rec[impl + "_peak_mb"] = None
+            rec[impl + "_error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:300] if str(e).strip() else "")
+            traceback.print_exc()
+    ok = rec["tileops_ms"] and rec["torch_ms"]
+    rec["ratio"] = rec["torch_ms"] / rec["tileops_ms"] if ok else None
+    rec["tileops_img_per_s"] = batch / rec["tileops_ms"] * 1e3 if rec["tileops_ms"] else None
+    return rec
+
+
+def profile_step(spec, args, path):
+    """Profiler table (key_averages) of one tileops training step after a warm-up step."""
+    model, opt = make(spec, "tileops", args.device, True)
+    x, y = inputs(spec, spec[2], args.device, args.img)
+    step = train_step_fn(model, opt, x, y, args.device)
+    step()
+    sync(args.device)
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if args.device == "cuda":
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=acts) as prof:
+        step()
+        sync(args.device)
+    table = None
+    for key in ("self_device_time_total", "self_cuda_time_total", "self_cpu_time_total"):
+        try:
+            table = prof.key_averages().table(sort_by=key, row_limit=40)
+            break
+        except (AttributeError, KeyError, RuntimeError):
+            continue
+    with open(path, "a") as f:
+        f.write("=== %s: one tileops training step, batch %d, bf16 autocast, %s ===\n%s\n\n" % (
+            spec[0], spec[2], "channels_last" if spec[3] == torch.channels_last else "contiguous", table))
+    del model, opt
+    gc.collect()
+
+
+def plot(records, path, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = ["%s %s %s b%d" % (r["model"], r["mode"], r["pass"], r["batch"]) for r in records]
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(12, 0.3 * len(records) + 2))
+    ys = list(range(len(records)))
+    ratios = [r["ratio"] or 0 for r in records]
+    ax_t.barh(ys, ratios, color=["tab:green" if v >= 1 else "tab:red" for v in ratios])
+    for yv, r in zip(ys, records):
+        txt = " %.2fx (%.3g vs %.3g ms)" % (r["ratio"], r["tileops_ms"], r["torch_ms"]) if r["ratio"] else " error"
+        ax_t.text(max(r["ratio"] or 0, 1e-3), yv, txt, va="center", fontsize=7)
+    ax_t.axvline(1.0, color="black", lw=1)
+    ax_t.set_xscale("log")
+    ax_t.set_yticks(ys)
+    ax_t.set_yticklabels(labels, fontsize=7)
+    ax_t.invert_yaxis()
+    ax_t.set_xlabel("torch ms / tileops ms (log; >1: tileops faster)")
+    h = 0.4
+    ax_m.barh([y - h / 2 for y in ys], [r["tileops_peak_mb"] or 0 for r in records], h, label="tileops")
+    ax_m.barh([y + h / 2 for y in ys], [r["torch_peak_mb"] or 0 for r in records], h, label="torch")
+    ax_m.set_yticks(ys)
+    ax_m.set_yticklabels([])
+    ax_m.invert_yaxis()
+    ax_m.set_xlabel("peak memory allocated (MB)")
+    ax_m.legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--reps", type=int, default=20, help="most timed repetitions per row")
+    ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per row, at least 3 calls")
+    ap.add_argument("--quick", action="store_true", help="eager only, 5 repetitions")
+    ap.add_argument("--compile-inference", action="store_true", help="also compiled inference (reduce-overhead)")
+    ap.add_argument("--compile-mode", default="default", help="torch.compile mode of the training rows")
+    ap.add_argument("--profile", action="store_true", help="write models_profile.txt beside --out")
+    ap.add_argument("--models", default=None, help="comma-separated subset, e.g. vit_s16")
+    ap.add_argument("--tiny", action="store_true", help="tiny models at 32x32 (smoke test; with --device cpu)")
+    ap.add_argument("--device", default="cuda")
+    args = ap.parse_args()
+    if args.device == "cuda":
+        assert torch.cuda.is_available(), "bench_models.py times CUDA training steps; no GPU is visible"
+    if args.compile_mode == "default":
+        args.compile_mode = None
+    if args.quick:
+        args.reps = min(args.reps, 5)
+    args.img = 32 if args.tiny else 224
+    out = args.out or os.path.join(os.path.dirname(__file__), "results", gpu_dir_name(), "models.json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    set_precision("bfloat16")  # TF32 off: the fp32 parts run as fp32 in both
+    torch.backends.cudnn.benchmark = True
+    specs = TINY if args.tiny else MODELS
+    if args.models:
+        specs = [s for s in specs if s[0] in args.models.split(",")]
+    todo = []
+    for spec in specs:
+        todo.append((spec, "eager", "train", spec[2]))
+        if not args.quick:
+            todo.append((spec, "compiled", "train", spec[2]))
+        for b in (1, 64):
+            todo.append((spec, "eager", "infer", b))
+            if args.compile_inference and not args.quick:
+                todo.append((spec, "compiled", "infer", b))
+    t_start, records = time.perf_counter(), []
+    for i, (spec, mode, pass_, batch) in enumerate(todo):
+        progress(i, len(todo), "%s %s %s b%d" % (spec[0], mode, pass_, batch))
+        records.append(record(spec, mode, pass_, batch, args))
+    progress(len(todo), len(todo), "done")
+    if args.profile:
+        prof_path = os.path.splitext(out)[0] + "_profile.txt"
+        if os.path.exists(prof_path):
+            os.remove(prof_path)
+        for spec in specs:
+            try:
+                profile_step(spec, args, prof_path)
+            except Exception:
+                traceback.print_exc()
+        print("wrote", prof_path)
+    write_json(out, records)
+    print_table(records, ["model", "mode", "pass", "batch", "tileops_ms", "torch_ms", "ratio", "tileops_peak_mb", "torch_peak_mb"])
+    for r in records:
+        for impl in ("tileops", "torch"):
+            if impl + "_error" in r:
+                print("%s %s %s b%d %s failed: %s" % (r["model"], r["mode"], r["pass"], r["batch"], impl, r[impl + "_error"]))
+    try:
+        plot(records, os.path.splitext(out)[0] + ".png", "%s: %s, bf16 autocast, torch %s" % (
+            gpu_name(), ", ".join(s[0] for s in specs), torch.__version__))
+    except ImportError:
+        print("matplotlib is not installed: no PNG")
+    print("wrote %s (%.0f s)" % (out, time.perf_counter() - t_start))
+
+
+if __name__ == "__main__":
+    main()
