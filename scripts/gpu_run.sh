@@ -54,4 +54,8 @@ if [ -z "${SKIP_BENCH:-}" ]; then
     tail -3 "$OUTDIR/bench_$b.log"
   done
 fi
+# TAR_OUT=1: leave one OUTDIR.tgz instead of the folder (a transfer that caps the file count)
+if [ -n "${TAR_OUT:-}" ]; then
+  tar czf "$OUTDIR.tgz" -C "$(dirname "$OUTDIR")" "$(basename "$OUTDIR")" && rm -rf "$OUTDIR"
+fi
 exit $rc
