@@ -43,6 +43,11 @@ struct ConvOperands {
   int64_t xs[4], ws[4], ys[4];  // strides in (n|k, c, h|r, w|s) order, any memory format
 };
 
+// Strides (n, c, h, w) of a dense channels_last (N, C, H, W) tensor: rows (n, h, w) of C.
+TILEOPS_HD bool nhwc_dense(const int64_t* st, int64_t C, int64_t H, int64_t W) {
+  return st[1] == 1 && st[3] == C && st[2] == W * C && st[0] == H * W * C;
+}
+
 template <typename T>
 struct MatmulProblem {
   const T* A;

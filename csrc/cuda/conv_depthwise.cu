@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include "../common/epilogue.h"
+#include "cuda_util.h"
 #include "kinds.h"
 
 namespace tileops::cuda {
@@ -166,22 +167,8 @@ __global__ void dw_fwd_vec_kernel(ConvOperands c, const T* __restrict__ w_rsc, E
 // x and y channels_last dense, 16-byte aligned, C a multiple of the vector width, K == C.
 bool vec_ok(const ConvOperands& c, int elem) {
   const int64_t V = 16 / elem;
-  auto dense = [&](const int64_t* st, int64_t C, int64_t H, int64_t W) {
-    return st[1] == 1 && st[3] == C && st[2] == W * C && st[0] == H * W * C;
-  };
-  return c.K == c.C && c.C % V == 0 && dense(c.xs, c.C, c.H, c.W) && dense(c.ys, c.K, c.P, c.Q) &&
+  return c.K == c.C && c.C % V == 0 && nhwc_dense(c.xs, c.C, c.H, c.W) && nhwc_dense(c.ys, c.K, c.P, c.Q) &&
          reinterpret_cast<uintptr_t>(c.x) % 16 == 0 && reinterpret_cast<uintptr_t>(c.y) % 16 == 0;
-}
-
-template <typename Fn>
-bool dispatch(c10::ScalarType st, Fn&& fn) {
-  switch (st) {
-    case at::kDouble: fn(double{}, double{}); return true;
-    case at::kFloat: fn(float{}, float{}); return true;
-    case at::kHalf: fn(c10::Half{}, float{}); return true;
-    case at::kBFloat16: fn(c10::BFloat16{}, float{}); return true;
-    default: return false;
-  }
 }
 
 bool is_depthwise(const ConvOperands& c) { return c.groups == c.C && c.Cg == 1 && c.groups > 1; }
@@ -194,62 +181,52 @@ bool conv_fwd_depthwise(const GemmArgs& a) {
   const Walk wk{int(c.K), int(c.P), int(c.Q), c.ys[1] == 1 && c.K > 1};
   const auto stream = at::cuda::getCurrentCUDAStream();
   if (a.dtype != at::kDouble && vec_ok(c, int(c10::elementSize(a.dtype)))) {
-    const auto opts = at::TensorOptions().dtype(a.dtype).device(at::kCUDA, at::cuda::current_device());
-    const at::Tensor w_rsc = at::from_blob(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, opts).permute({1, 2, 0}).contiguous();
-    const int64_t total = c.N * c.P * c.Q * c.C / (16 / int64_t(c10::elementSize(a.dtype)));
-    const unsigned blocks = unsigned(std::min<int64_t>((total + 255) / 256, 1 << 20));
-    return dispatch(a.dtype, [&](auto t, auto) {
+    const at::Tensor w_rsc = at::from_blob(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, cuda_options(a.dtype))
+                                 .permute({1, 2, 0})
+                                 .contiguous();
+    const unsigned blocks = blocks_for(c.N * c.P * c.Q * c.C / (16 / int64_t(c10::elementSize(a.dtype))));
+    with_dtype(a.dtype, [&](auto t) {
       using T = decltype(t);
       if constexpr (!std::is_same<T, double>::value) {
         const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
         with_act(a.act, [&](auto act) {
           dw_fwd_vec_kernel<T, decltype(act)::value><<<blocks, 256, 0, stream>>>(c, static_cast<const T*>(w_rsc.const_data_ptr()), epi);
         });
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
       }
     });
-  }
-  return dispatch(a.dtype, [&](auto t, auto acc) {
-    using T = decltype(t);
-    const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
-    with_act(a.act, [&](auto act) {
-      dw_fwd_kernel<T, decltype(acc), decltype(act)::value><<<walk_grid(wk, c.N), 256, 0, stream>>>(c, wk, epi);
+  } else {
+    with_dtype(a.dtype, [&](auto t) {
+      using T = decltype(t);
+      const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
+      with_act(a.act, [&](auto act) {
+        dw_fwd_kernel<T, AccOf<T>, decltype(act)::value><<<walk_grid(wk, c.N), 256, 0, stream>>>(c, wk, epi);
+      });
     });
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
 }
 
 bool conv_dgrad_depthwise(const GemmArgs& a) {
   const auto& c = a.conv;
   if (!is_depthwise(c)) return false;
-  if (c.K == c.C && c.sh == 1 && c.sw == 1 && c.ph <= c.dh * (c.R - 1) && c.pw <= c.dw * (c.S - 1)) {
-    // stride 1, one output per channel: grad_input is the depthwise forward of dy with the
-    // flipped kernel and padding dil*(R-1) - pad (the vectorized forward kernel)
-    const auto opts = at::TensorOptions().dtype(a.dtype).device(at::kCUDA, at::cuda::current_device());
-    const at::Tensor wf = at::from_blob(c.w, {c.K, 1, c.R, c.S}, at::IntArrayRef(c.ws, 4), opts).flip({2, 3});
-    GemmArgs f = a;
-    f.kind = Kind::ConvFwd;
-    f.act = Act::None;
-    f.bias = nullptr;
-    ConvOperands& fc = f.conv;
-    fc.H = c.P, fc.W = c.Q, fc.P = c.H, fc.Q = c.W;
-    fc.ph = c.dh * (c.R - 1) - c.ph, fc.pw = c.dw * (c.S - 1) - c.pw;
-    fc.x = c.y, fc.y = c.x, fc.w = const_cast<void*>(wf.const_data_ptr());
-    for (int i = 0; i < 4; ++i) fc.xs[i] = c.ys[i], fc.ys[i] = c.xs[i], fc.ws[i] = wf.stride(i);
-    return conv_fwd_depthwise(f);
+  if (c.K == c.C && dgrad_as_forward_ok(c)) {  // one output per channel: the (vectorized) forward
+    const at::Tensor wf = at::from_blob(c.w, {c.K, 1, c.R, c.S}, at::IntArrayRef(c.ws, 4), cuda_options(a.dtype)).flip({2, 3});
+    return conv_fwd_depthwise(dgrad_as_forward(a, wf.const_data_ptr(), wf.strides().data()));
   }
   const Walk wk{int(c.C), int(c.H), int(c.W), c.xs[1] == 1 && c.C > 1};
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  return dispatch(a.dtype, [&](auto t, auto acc) {
-    dw_dgrad_kernel<decltype(t), decltype(acc)><<<walk_grid(wk, c.N), 256, 0, stream>>>(c, wk);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  with_dtype(a.dtype, [&](auto t) {
+    using T = decltype(t);
+    dw_dgrad_kernel<T, AccOf<T>><<<walk_grid(wk, c.N), 256, 0, at::cuda::getCurrentCUDAStream()>>>(c, wk);
   });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
 }
 
 bool conv_wgrad_depthwise(const GemmArgs& a) {
   const auto& c0 = a.conv;
   if (!is_depthwise(c0) || c0.N * c0.P * c0.Q == 0) return false;
-  const auto opts = at::TensorOptions().dtype(a.dtype).device(at::kCUDA, at::cuda::current_device());
+  const auto opts = cuda_options(a.dtype);
   auto wrap = [&](void* p, at::IntArrayRef sizes, const int64_t* st) {
     return at::from_blob(p, sizes, at::IntArrayRef(st, 4), opts).contiguous(at::MemoryFormat::ChannelsLast);
   };
@@ -263,16 +240,16 @@ bool conv_wgrad_depthwise(const GemmArgs& a) {
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t splits = std::max<int64_t>(1, std::min<int64_t>((4 * sms) / (kblocks * c.R * c.S) + 1, rows));
   const int64_t per = (rows + splits - 1) / splits;
-  const bool dbl = a.dtype == at::kDouble;
-  at::Tensor partial = at::empty({splits, c.K, 1, c.R, c.S}, opts.dtype(dbl ? at::kDouble : at::kFloat));
+  at::Tensor partial = at::empty({splits, c.K, 1, c.R, c.S}, opts.dtype(a.dtype == at::kDouble ? at::kDouble : at::kFloat));
   const dim3 grid(unsigned(splits), unsigned(kblocks), unsigned(c.R * c.S));
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  return dispatch(a.dtype, [&](auto t, auto acc) {
-    using Acc = decltype(acc);
-    dw_wgrad_kernel<decltype(t), Acc><<<grid, 256, 0, stream>>>(c, per, static_cast<Acc*>(partial.data_ptr()));
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    dw.copy_(partial.sum(0));  // fixed-order reduction over the splits: deterministic
+  with_dtype(a.dtype, [&](auto t) {
+    using Acc = AccOf<decltype(t)>;
+    dw_wgrad_kernel<decltype(t), Acc>
+        <<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(c, per, static_cast<Acc*>(partial.data_ptr()));
   });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  dw.copy_(partial.sum(0));  // fixed-order reduction over the splits: deterministic
+  return true;
 }
 
 }  // namespace tileops::cuda

@@ -11,6 +11,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include "cuda_util.h"
 #include "kinds.h"
 
 namespace tileops::cuda {
@@ -97,14 +98,8 @@ __global__ void col2im_kernel(const T* __restrict__ dcols, Geom g, int64_t n0, i
   }
 }
 
-unsigned blocks_for(int64_t total) { return unsigned(std::min<int64_t>((total + 255) / 256, 1 << 20)); }
-
-at::TensorOptions options(const GemmArgs& a) {
-  return at::TensorOptions().dtype(a.dtype).device(at::kCUDA, at::cuda::current_device());
-}
-
 at::Tensor wrap(void* p, at::IntArrayRef sizes, const int64_t* strides, const GemmArgs& a) {
-  return at::from_blob(p, sizes, at::IntArrayRef(strides, 4), options(a));
+  return at::from_blob(p, sizes, at::IntArrayRef(strides, 4), cuda_options(a.dtype));
 }
 
 // The 16-byte path: channel-contiguous, 16-byte aligned base and strides, C % 8 == 0.
@@ -121,25 +116,21 @@ at::Tensor gather_ready(const at::Tensor& x) {
 }
 
 // rows = (n, h, w) of a channels_last-dense tensor: a row-major [N*H*W, C] matrix.
-bool nhwc_dense(const at::Tensor& t) {
-  return t.stride(1) == 1 && t.stride(3) == t.size(1) && t.stride(2) == t.size(3) * t.size(1) &&
-         t.stride(0) == t.size(2) * t.size(3) * t.size(1);
-}
+bool nhwc_dense(const at::Tensor& t) { return tileops::nhwc_dense(t.strides().data(), t.size(1), t.size(2), t.size(3)); }
 
+// The gather kernels' element types: the lowered dtypes (fp16, bf16, fp32), never fp64.
 template <typename Fn>
-void dispatch_16(const GemmArgs& a, Fn&& fn) {  // the element types the gather kernels take
-  switch (a.dtype) {
-    case at::kHalf: return fn(c10::Half{});
-    case at::kBFloat16: return fn(c10::BFloat16{});
-    default: return fn(float{});
-  }
+void with_gather_dtype(const GemmArgs& a, Fn&& fn) {
+  with_dtype(a.dtype, [&](auto tag) {
+    if constexpr (!std::is_same<decltype(tag), double>::value) fn(tag);
+  });
 }
 
 void im2col(const GemmArgs& a, const at::Tensor& x, const Geom& g, int64_t n0, int64_t images, at::Tensor& cols) {
   const int64_t rows = images * g.P * g.Q;
   const bool vec = vec_ok(x) && x.element_size() == 2;
   const auto stream = at::cuda::getCurrentCUDAStream();
-  dispatch_16(a, [&](auto tag) {
+  with_gather_dtype(a, [&](auto tag) {
     using T = decltype(tag);
     auto* out = static_cast<T*>(cols.data_ptr());
     const auto* in = static_cast<const T*>(x.const_data_ptr());
@@ -227,7 +218,7 @@ bool conv_fwd_lowered(const GemmArgs& a) {
   if (!kmajor) wr = wr.t().contiguous();
   const bool y_rows = nhwc_dense(y);  // else the GEMM writes a [NPQ, K] buffer copied into y
   const at::Tensor out = y_rows ? y.permute({0, 2, 3, 1}).reshape({c.N * c.P * c.Q, c.K})
-                                : at::empty({c.N * c.P * c.Q, c.K}, options(a));
+                                : at::empty({c.N * c.P * c.Q, c.K}, cuda_options(a.dtype));
   const bool direct = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && g.Kp == c.C &&
                       nhwc_dense(x);
   if (direct) {
@@ -236,7 +227,7 @@ bool conv_fwd_lowered(const GemmArgs& a) {
     // Hopper gathered the columns itself
   } else {
     const int64_t per = images_per_chunk(c, g.Kp);
-    at::Tensor cols = at::empty({per * c.P * c.Q, g.Kp}, options(a));
+    at::Tensor cols = at::empty({per * c.P * c.Q, g.Kp}, cuda_options(a.dtype));
     for (int64_t n0 = 0; n0 < c.N; n0 += per) {
       const int64_t nb = std::min(per, c.N - n0), rows = nb * c.P * c.Q;
       at::Tensor cv = cols.narrow(0, 0, rows);
@@ -254,35 +245,21 @@ bool conv_dgrad_lowered(const GemmArgs& a) {
   const Geom g = geom(c);
   const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
   const at::Tensor w = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
-  if (c.sh == 1 && c.sw == 1 && c.ph <= c.dh * (c.R - 1) && c.pw <= c.dw * (c.S - 1)) {
-    // stride 1: grad_input is the forward conv of dy with the flipped, transposed kernel and
-    // padding dil*(R-1) - pad, so it takes the forward's fast paths (1x1 GEMM, Hopper implicit)
+  if (dgrad_as_forward_ok(c)) {  // takes the forward's fast paths (1x1 GEMM, Hopper implicit)
     const at::Tensor wt = w.flip({2, 3}).transpose(0, 1);
-    GemmArgs f = a;
-    f.kind = Kind::ConvFwd;
-    f.act = Act::None;
-    f.bias = nullptr;
-    ConvOperands& fc = f.conv;
-    std::swap(fc.C, fc.K);
-    fc.Cg = fc.C;
-    fc.Kg = fc.K;
-    fc.H = c.P, fc.W = c.Q, fc.P = c.H, fc.Q = c.W;
-    fc.ph = c.dh * (c.R - 1) - c.ph, fc.pw = c.dw * (c.S - 1) - c.pw;
-    fc.x = c.y, fc.y = c.x, fc.w = const_cast<void*>(wt.const_data_ptr());
-    for (int i = 0; i < 4; ++i) fc.xs[i] = c.ys[i], fc.ys[i] = c.xs[i], fc.ws[i] = wt.stride(i);
-    return conv_fwd_lowered(f);
+    return conv_fwd_lowered(dgrad_as_forward(a, wt.const_data_ptr(), wt.strides().data()));
   }
   const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a).contiguous(at::MemoryFormat::ChannelsLast);
   const at::Tensor wr = weight_rows(w, g.Kp);  // [K, Kp]: B row-major (K x Kp)
   const at::Tensor dy_rows = dy.permute({0, 2, 3, 1}).reshape({c.N * c.P * c.Q, c.K});
   const int64_t per = images_per_chunk(c, g.Kp);
-  at::Tensor dcols = at::empty({per * c.P * c.Q, g.Kp}, options(a));
+  at::Tensor dcols = at::empty({per * c.P * c.Q, g.Kp}, cuda_options(a.dtype));
   const bool vec = vec_ok(dx) && dx.element_size() == 2;
   const auto stream = at::cuda::getCurrentCUDAStream();
   for (int64_t n0 = 0; n0 < c.N; n0 += per) {
     const int64_t nb = std::min(per, c.N - n0), rows = nb * c.P * c.Q;
     gemm(a, dy_rows.narrow(0, n0 * c.P * c.Q, rows), wr, false, dcols.narrow(0, 0, rows), Act::None, nullptr);
-    dispatch_16(a, [&](auto tag) {
+    with_gather_dtype(a, [&](auto tag) {
       using T = decltype(tag);
       const auto* src = static_cast<const T*>(dcols.const_data_ptr());
       auto* out = static_cast<T*>(dx.data_ptr());
@@ -304,11 +281,11 @@ bool conv_wgrad_lowered(const GemmArgs& a) {
   const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
   const at::Tensor dw = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
   const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
-  at::Tensor cols = at::empty({c.N * c.P * c.Q, g.Kp}, options(a));
+  at::Tensor cols = at::empty({c.N * c.P * c.Q, g.Kp}, cuda_options(a.dtype));
   im2col(a, x, g, 0, c.N, cols);
   // A = dY^T [K, NPQ] (row-major: one transposing copy, so TMA reads it K-major)
   const at::Tensor dyt = dy.permute({1, 0, 2, 3}).reshape({c.K, c.N * c.P * c.Q}).contiguous();
-  at::Tensor dwr = at::empty({c.K, g.Kp}, options(a));
+  at::Tensor dwr = at::empty({c.K, g.Kp}, cuda_options(a.dtype));
   gemm(a, dyt, cols, false, dwr, Act::None, nullptr);
   dw.copy_(dwr.narrow(1, 0, c.R * c.S * c.C).view({c.K, c.R, c.S, c.C}).permute({0, 3, 1, 2}));
   return true;

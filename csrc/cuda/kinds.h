@@ -18,5 +18,27 @@ bool conv_wgrad_lowered(const GemmArgs& a);
 // matmul.cu: implicit-GEMM forward on Hopper; a.mm holds B (weight rows, K-major) and C,
 // a.conv the channels_last input. False when it cannot run (dtype, GPU, C % 64, layout).
 bool conv_fwd_sm90(const GemmArgs& a);
+
+// grad_input of a stride-1 conv is the forward conv of dy with the flipped kernel, channels
+// swapped (per group) and padding dil*(R-1) - pad: possible while that padding is >= 0.
+inline bool dgrad_as_forward_ok(const ConvOperands& c) {
+  return c.sh == 1 && c.sw == 1 && c.ph <= c.dh * (c.R - 1) && c.pw <= c.dw * (c.S - 1);
+}
+// The forward problem for a dgrad problem `a`; w_flipped: the kernel flipped along (R, S),
+// indexed (in channel of the forward, out channel / groups, r, s) through strides ws.
+inline GemmArgs dgrad_as_forward(const GemmArgs& a, const void* w_flipped, const int64_t* ws) {
+  const ConvOperands& c = a.conv;
+  GemmArgs f = a;
+  f.kind = Kind::ConvFwd;
+  f.act = Act::None;
+  f.bias = nullptr;
+  ConvOperands& fc = f.conv;
+  fc.C = c.K, fc.K = c.C, fc.Cg = c.Kg, fc.Kg = c.Cg;
+  fc.H = c.P, fc.W = c.Q, fc.P = c.H, fc.Q = c.W;
+  fc.ph = c.dh * (c.R - 1) - c.ph, fc.pw = c.dw * (c.S - 1) - c.pw;
+  fc.x = c.y, fc.y = c.x, fc.w = const_cast<void*>(w_flipped);
+  for (int i = 0; i < 4; ++i) fc.xs[i] = c.ys[i], fc.ys[i] = c.xs[i], fc.ws[i] = ws[i];
+  return f;
+}
 }  // namespace cuda
 }  // namespace tileops

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "../common/gemm_args.h"
+#include "cuda_util.h"
 #include "gemm_ladder.cuh"
 #include "gemm_simt.cuh"
 #include "gemm_tc.cuh"
@@ -64,18 +65,6 @@ void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a) {
     q.B += g0 * p.sb[0];
     q.C += g0 * p.sc[0];
     launch_gemm<Cfg, T>(q, chunk, lay);
-  }
-}
-
-// Calls fn(T{}) for the storage type of a dtype.
-template <typename Fn>
-void with_dtype(c10::ScalarType st, Fn&& fn) {
-  switch (st) {
-    case at::kDouble: return fn(double{});
-    case at::kFloat: return fn(float{});
-    case at::kHalf: return fn(c10::Half{});
-    case at::kBFloat16: return fn(c10::BFloat16{});
-    default: TORCH_CHECK(false, "tileops: unsupported dtype ", st);
   }
 }
 

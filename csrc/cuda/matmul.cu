@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autotune.h"
+#include "cuda_util.h"
 #include "gemm_sm90.cuh"
 #include "launch.cuh"
 
@@ -83,7 +84,7 @@ struct Padded {
 };
 Padded pad_operands(const GemmArgs& in) {
   const auto& o = in.mm;
-  const auto opts = at::TensorOptions().dtype(in.dtype).device(at::kCUDA, at::cuda::current_device());
+  const auto opts = cuda_options(in.dtype);
   const int64_t ba = o.sa[0] == 0 ? 1 : in.batch, bb = o.sb[0] == 0 ? 1 : in.batch;
   const int64_t K8 = (in.K + 7) / 8 * 8, N8 = (in.N + 7) / 8 * 8;
   const auto av = at::from_blob(const_cast<void*>(o.a), {ba, in.M, in.K}, {o.sa[0], o.sa[1], o.sa[2]}, opts);
@@ -131,7 +132,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   if (sk.splits > 1) {
     const int64_t ktiles = (a.K + sm90::BK - 1) / sm90::BK;
     sk.kt_per_split = int((ktiles + sk.splits - 1) / sk.splits);
-    work = at::empty({a.batch * sk.splits, a.M, a.N}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
+    work = at::empty({a.batch * sk.splits, a.M, a.N}, cuda_options(at::kFloat));
     sk.partial = work.data_ptr<float>();
   }
   const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
@@ -139,8 +140,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, lbo, sbo, vec, sk, a.conv);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (sk.splits > 1) {
-    const int64_t total = a.batch * a.M * a.N;
-    const unsigned blocks = unsigned(std::min<int64_t>((total + 255) / 256, 65535));
+    const unsigned blocks = blocks_for(a.batch * a.M * a.N, 65535);
     with_act(a.act, [&](auto act) {
       sm90::splitk_reduce_kernel<T, decltype(act)::value>
           <<<blocks, 256, 0, stream>>>(sk.partial, sk.splits, a.M, a.N, a.batch, p, epi);
@@ -212,8 +212,7 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   const auto& o = g.mm;
   if (sm90_unavailable(g) != nullptr || c.C % sm90::BK != 0 || g.batch != 1) return false;
   // x channels_last dense and 16-byte aligned; B = weight rows [K, R*S*C], K-major
-  const bool x_ok = c.xs[1] == 1 && c.xs[3] == c.C && c.xs[2] == c.W * c.C && c.xs[0] == c.H * c.W * c.C &&
-                    reinterpret_cast<uintptr_t>(c.x) % 16 == 0;
+  const bool x_ok = nhwc_dense(c.xs, c.C, c.H, c.W) && reinterpret_cast<uintptr_t>(c.x) % 16 == 0;
   const bool b_ok = o.sb[1] == 1 && o.sb[2] % 8 == 0 && o.sb[2] >= g.K && reinterpret_cast<uintptr_t>(o.b) % 16 == 0;
   if (!x_ok || !b_ok) return false;
   const uint64_t db[3] = {uint64_t(g.K), uint64_t(g.N), 1};

@@ -1,0 +1,38 @@
+// Small host-side helpers shared by the CUDA translation units.
+#pragma once
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include <algorithm>
+
+namespace tileops {
+namespace cuda {
+
+// Calls fn(T{}) for the storage type of a dtype.
+template <typename Fn>
+void with_dtype(c10::ScalarType st, Fn&& fn) {
+  switch (st) {
+    case at::kDouble: return fn(double{});
+    case at::kFloat: return fn(float{});
+    case at::kHalf: return fn(c10::Half{});
+    case at::kBFloat16: return fn(c10::BFloat16{});
+    default: TORCH_CHECK(false, "tileops: unsupported dtype ", st);
+  }
+}
+
+// Accumulator of an element type: double for double, float otherwise.
+template <typename T>
+using AccOf = std::conditional_t<std::is_same<T, double>::value, double, float>;
+
+// Options for workspaces on the current CUDA device (the caller holds the device guard).
+inline at::TensorOptions cuda_options(c10::ScalarType st) {
+  return at::TensorOptions().dtype(st).device(at::kCUDA, at::cuda::current_device());
+}
+
+// Blocks of 256 threads for a grid-stride loop over `total` items.
+inline unsigned blocks_for(int64_t total, int64_t max_blocks = 1 << 20) {
+  return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, max_blocks)));
+}
+
+}  // namespace cuda
+}  // namespace tileops
