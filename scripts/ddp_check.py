@@ -6,12 +6,17 @@ CPU dry run (gloo):  torchrun --standalone --nproc_per_node 2 scripts/ddp_check.
 
 Every rank builds the same small model (a few Conv2d and Linear layers, seeded), a stock copy
 and a tileops-converted copy, wraps both in DistributedDataParallel and trains both on the same
-per-rank batches. Checked, per step and parameter: the tileops gradients against the stock
-ones (both all-reduced by DDP), and both against a single-process stock model fed the batches
-of every rank (what DDP's averaged gradient must equal). After each optimizer step the
-parameters must be identical on every rank. float32 runs with TF32 off (tight tolerance),
-then bfloat16 autocast (loose). Rank 0 writes the JSON report; the exit code is 0 only if
-every check passed on every rank.
+per-rank batches. Before each step the tileops model (and a float64 single-process copy fed the
+batches of every rank: what DDP's averaged gradient must equal, computed exactly) takes the
+stock model's parameters, so all three gradients are taken at the same point; otherwise
+bfloat16 rounding differences compound through the optimizer steps and the comparison
+measures the drift, not the step. Checked per step and parameter:
+- float32 (TF32 off): tileops against stock within 1e-4, and both against float64;
+- bfloat16 autocast: each model's error against the float64 gradient; tileops passes if its
+  error is at most twice stock's own plus 1e-3 (bf16 has 8 mantissa bits, so stock itself is
+  a few % off on small, cancelling sums such as a conv bias gradient).
+After each optimizer step the parameters must be identical on every rank. Rank 0 writes the
+JSON report; the exit code is 0 only if every check passed on every rank.
 """
 import argparse
 import copy
@@ -67,43 +72,58 @@ def batches(rank, world, step, batch, device):
 def run_config(name, autocast_dtype, tol, args, rank, world, device):
     torch.manual_seed(0)
     stock = Net().to(device)
-    single = copy.deepcopy(stock)                   # one process, the global batch
+    exact = copy.deepcopy(stock).double()           # one process, the global batch, float64
     tile = tileops.convert(copy.deepcopy(stock))
     assert isinstance(tile.conv1, tileops.nn.Conv2d) and isinstance(tile.fc1, tileops.nn.Linear)
     ids = [device.index] if device.type == "cuda" else None
     ddp_stock, ddp_tile = DDP(stock, device_ids=ids), DDP(tile, device_ids=ids)
-    models = {"stock": ddp_stock, "tileops": ddp_tile, "single": single}
-    opts = {k: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for k, m in models.items()}
-    worst = {"tileops_vs_stock": 0.0, "tileops_vs_single": 0.0, "stock_vs_single": 0.0}
+    models = {"stock": ddp_stock, "tileops": ddp_tile, "exact": exact}
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for k, m in models.items() if k != "exact"}
+    worst = {"tileops_vs_stock": 0.0, "tileops_vs_exact": 0.0, "stock_vs_exact": 0.0}
     worst_param = {}
-    in_sync = True
+    in_sync, bound_ok = True, True
     for step in range(args.steps):
         x, y, gx, gy = batches(rank, world, step, args.batch, device)
+        with torch.no_grad():  # every model at the stock parameters
+            for p_tile, p_exact, p in zip(tile.parameters(), exact.parameters(), stock.parameters()):
+                p_tile.copy_(p)
+                p_exact.copy_(p)
         for k, m in models.items():
-            opts[k].zero_grad(set_to_none=True)
-            inp, tgt = (gx, gy) if k == "single" else (x, y)
-            with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            if k in opts:
+                opts[k].zero_grad(set_to_none=True)
+            else:
+                m.zero_grad(set_to_none=True)
+            inp, tgt = (gx.double(), gy) if k == "exact" else (x, y)
+            on = autocast_dtype is not None and k != "exact"
+            with torch.autocast(device.type, dtype=autocast_dtype or torch.bfloat16, enabled=on):
                 loss = F.cross_entropy(m(inp), tgt)
             loss.backward()
         grads = {k: dict((n.replace("module.", ""), p.grad) for n, p in m.named_parameters()) for k, m in models.items()}
-        for pair in worst:
-            a, b = pair.split("_vs_")
-            for n in grads["single"]:
-                e = rel_err(grads[a][n], grads[b][n])
+        for n in grads["exact"]:
+            errs = {}
+            for pair in worst:
+                a, b = pair.split("_vs_")
+                errs[pair] = e = rel_err(grads[a][n], grads[b][n])
                 if e > worst[pair]:
                     worst[pair], worst_param[pair] = e, "%s (step %d)" % (n, step)
+            if autocast_dtype is None:
+                bound_ok &= errs["tileops_vs_stock"] <= tol
+            else:
+                bound_ok &= errs["tileops_vs_exact"] <= 2 * errs["stock_vs_exact"] + tol
         for o in opts.values():
             o.step()
         # parameters identical on every rank after the step
-        for p in ddp_tile.parameters():
+        for p in list(ddp_tile.parameters()) + list(ddp_stock.parameters()):
             ref = p.detach().clone()
             dist.broadcast(ref, 0)
             in_sync &= bool(torch.equal(ref, p.detach()))
-        log(rank, "%s step %d: tileops vs stock %.2e, vs single process %.2e" % (
-            name, step, worst["tileops_vs_stock"], worst["tileops_vs_single"]))
-    ok = max(worst.values()) <= tol and in_sync
-    return {"name": name, "autocast": str(autocast_dtype) if autocast_dtype else None, "tolerance": tol,
-            "max_rel_grad_error": worst, "worst_parameter": worst_param, "params_in_sync": in_sync, "pass": ok}
+        log(rank, "%s step %d: tileops vs stock %.2e; vs float64: tileops %.2e, stock %.2e" % (
+            name, step, worst["tileops_vs_stock"], worst["tileops_vs_exact"], worst["stock_vs_exact"]))
+    rule = ("tileops vs stock <= %g per parameter" % tol if autocast_dtype is None else
+            "tileops vs float64 <= 2 * (stock vs float64) + %g per parameter" % tol)
+    return {"name": name, "autocast": str(autocast_dtype) if autocast_dtype else None, "rule": rule,
+            "max_rel_grad_error": worst, "worst_parameter": worst_param, "params_in_sync": in_sync,
+            "pass": bound_ok and in_sync}
 
 
 def main():
@@ -132,7 +152,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     results = [run_config("float32", None, 1e-4, args, rank, world, device),
-               run_config("bfloat16-autocast", torch.bfloat16, 5e-2, args, rank, world, device)]
+               run_config("bfloat16-autocast", torch.bfloat16, 1e-3, args, rank, world, device)]
     ok = torch.tensor([int(all(r["pass"] for r in results))], device=device)
     dist.all_reduce(ok, op=dist.ReduceOp.MIN)  # pass only if every rank passed
     passed = bool(ok.item())

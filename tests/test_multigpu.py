@@ -54,8 +54,11 @@ def test_multigpu_stream_and_graph_on_second_gpu():
     torch.cuda.current_stream(1).wait_stream(side)
     assert all(torch.equal(o, e) for o, e in zip(outs, expected))
     graph = torch.cuda.CUDAGraph()
+    # an explicit capture stream of cuda:1: torch.cuda.graph's default capture stream is made
+    # once per process, on the device of the first capture (cuda:0 when the single-GPU graph
+    # tests ran first), and work on cuda:1 would then go uncaptured ("The CUDA Graph is empty")
     with torch.cuda.device(1):
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=torch.cuda.Stream(device=1)):
             outs = case(static)
     for _ in range(3):
         new = case.inputs("cuda:1", gen)
