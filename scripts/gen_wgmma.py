@@ -1,26 +1,35 @@
-"""Writes csrc/cuda/wgmma_ops.h: wgmma.mma_async wrappers (m64nNk16, fp32 accumulators) whose
-inline-asm operand lists are too long to keep by hand. Run: python scripts/gen_wgmma.py"""
+"""Writes csrc/cuda/wgmma_ops.h: wgmma.mma_async wrappers (m64nN, fp32 accumulators) whose
+inline-asm operand lists are too long to keep by hand. Run: python scripts/gen_wgmma.py
+
+One overload per (width, input type), told apart by a null pointer of the C++ input type.
+Every K step is 32 bytes of A and B rows: k16 for the 16-bit types, k8 for TF32 (which reads
+fp32 words from shared memory and keeps their top 19 bits)."""
 import os
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "csrc", "cuda", "wgmma_ops.h")
 SHAPES = [64, 128, 256]  # the tile widths gemm_sm90.cuh instantiates
-TYPES = [("bf16", "__nv_bfloat16"), ("f16", "__half")]
+# (PTX type, C++ tag type, k, whether the transpose immediates exist: PTX allows MN-major
+# operands from shared memory for the 16-bit types only)
+TYPES = [("bf16", "__nv_bfloat16", 16, True), ("f16", "__half", 16, True), ("tf32", "float", 8, False)]
 
 
-def one(n, ptx_type, ctype):
+def one(n, ptx_type, ctype, k, has_trans):
     regs = n // 2
     outs = ", ".join("%%%d" % i for i in range(regs))
     cons = ", ".join('"+f"(d[%d])' % i for i in range(regs))
+    tail = "p, 1, 1, 0, %%%d" % (regs + 3) if has_trans else "p, 1, 1"
+    ins = '"l"(desc_a), "l"(desc_b), "r"(scale_d)' + (', "n"(TRANS_B)' if has_trans else "")
+    guard = "" if has_trans else '  static_assert(TRANS_B == 0, "wgmma .tf32 reads K-major operands only");\n'
     return (
         "template <int TRANS_B>\n"
-        "__device__ __forceinline__ void wgmma_m64n%dk16(float (&d)[%d], uint64_t desc_a, uint64_t desc_b, %s) {\n"
+        "__device__ __forceinline__ void wgmma_m64n%d(float (&d)[%d], uint64_t desc_a, uint64_t desc_b, int scale_d, %s* /*type tag*/) {\n"
+        "%s"
         '  asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"\n'
-        '               "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, p, 1, 1, 0, %%%d;\\n}\\n"\n'
+        '               "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {%s}, %%%d, %%%d, %s;\\n}\\n"\n'
         "               : %s\n"
-        '               : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));\n'
+        "               : %s);\n"
         "}\n"
-    ) % (n, regs, "int scale_d, %s* /*type tag*/" % ctype, regs + 2, n, ptx_type, ptx_type, outs, regs, regs + 1,
-         regs + 3, cons)
+    ) % (n, regs, ctype, guard, regs + 2, n, k, ptx_type, ptx_type, outs, regs, regs + 1, tail, cons, ins)
 
 
 def main():
@@ -32,8 +41,8 @@ def main():
         "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
     ]
     for n in SHAPES:
-        for ptx_type, ctype in TYPES:
-            parts.append(one(n, ptx_type, ctype))
+        for ptx_type, ctype, k, has_trans in TYPES:
+            parts.append(one(n, ptx_type, ctype, k, has_trans))
     parts.append("#endif\n}  // namespace sm90\n}  // namespace cuda\n}  // namespace tileops\n")
     with open(OUT, "w") as f:
         f.write("\n".join(parts))

@@ -124,6 +124,8 @@ CASES = [
     matmul_case("matmul-f64", "float64", (67, 45), (45, 33)),
     matmul_case("matmul-f32", "float32", (130, 70), (70, 90), a_transposed=True),
     matmul_case("matmul-tf32", "tf32", (129, 70), (70, 91)),
+    matmul_case("matmul-tf32-tma-transposed-b", "tf32", (257, 72), (72, 264)),  # B copied K-major
+    matmul_case("matmul-tf32-wgmma-padded", "tf32", (70, 33), (33, 45), a_transposed=True, algo="wgmma"),
     matmul_case("matmul-f16-small", "float16", (65, 130), (130, 70)),
     matmul_case("matmul-bf16-tma-bn256", "bfloat16", (257, 72), (72, 264)),
     matmul_case("matmul-bf16-tma-padded", "bfloat16", (257, 72), (72, 264), a_transposed=True),
@@ -133,6 +135,7 @@ CASES = [
     matmul_case("matmul-f16-wmma", "float16", (129, 72), (72, 136), algo="wmma"),
     matmul_case("matmul-bf16-wgmma-padded", "bfloat16", (70, 33), (33, 45), a_transposed=True, algo="wgmma"),
     linear_case("linear-bf16-tma-bias-gelu", "bfloat16", (2, 129, 72), 120, "gelu"),
+    linear_case("linear-tf32-tma-bias-silu", "tf32", (2, 129, 72), 120, "silu"),
     linear_case("linear-f32-relu", "float32", (70, 33), 45, "relu"),
     linear_case("linear-f16-silu", "float16", (70, 33), 45, "silu"),
     conv_case("conv-f32", "float32", (2, 5, 11, 9), (7, 5, 3, 3), (2, 2), (1, 1), (1, 1), 1, "relu"),

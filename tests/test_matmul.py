@@ -78,10 +78,10 @@ def test_matmul_large_cuda(kind, size):
 
 
 # Every rung of the kernel ladder with every dtype it takes (see tileops.matmul), plus 'auto'
-# and the two aliases. 'mma' runs float32 as TF32 whatever the flag says.
+# and the two aliases. 'mma' and 'wgmma' run float32 as TF32 whatever the flag says.
 SIMT_RUNGS = ["naive", "tiled", "tiled_padded", "register", "vectorized"]
 RUNG_KINDS = ([(r, k) for r in SIMT_RUNGS for k in ["float64", "float32", "float16", "bfloat16"]]
-              + [("mma", k) for k in ["tf32", "float16", "bfloat16"]] + [("wgmma", k) for k in ["float16", "bfloat16"]]
+              + [("mma", k) for k in ["tf32", "float16", "bfloat16"]] + [("wgmma", k) for k in ["tf32", "float16", "bfloat16"]]
               + [("auto", k) for k in KINDS] + [("simt", "float32"), ("wmma", "bfloat16")])
 
 
@@ -171,9 +171,9 @@ def test_matmul_rungs_many_batches_cuda(algo):
 def test_matmul_algo_errors_cuda():
     """A rung pinned on a problem it cannot run says which and why; everything else runs."""
     a = torch.randn(64, 72, device="cuda", dtype=torch.float16)
-    for dt in (torch.float32, torch.float64):
-        with pytest.raises(RuntimeError, match="algo='wgmma' cannot run this problem: it takes float16 and bfloat16"):
-            tileops.matmul(a.to(dt), a.to(dt).t(), algo="wgmma")
+    with pytest.raises(RuntimeError, match=r"algo='wgmma' cannot run this problem: it takes float16, bfloat16 and "
+                                           r"float32 \(as TF32\) only"):
+        tileops.matmul(a.double(), a.double().t(), algo="wgmma")
     for name in ("mma", "wmma"):
         with pytest.raises(RuntimeError, match=r"algo='mma' \(tensor cores, alias 'wmma'\) takes float32 .*got float64"):
             tileops.matmul(a.double(), a.double().t(), algo=name)

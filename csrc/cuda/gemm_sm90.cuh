@@ -1,12 +1,19 @@
-// Hopper family (sm_90a, fp16/bf16 matmul): TMA loads into 128B-swizzled shared memory,
+// Hopper family (sm_90a; fp16/bf16, and fp32 as TF32): TMA loads into 128B-swizzled shared memory,
 // completing on mbarriers, a STAGES-deep ring; one producer warpgroup (one thread issues
 // the copies) and two consumer warpgroups that each run wgmma on 64 rows of the 128-row
 // tile. Each consumer keeps one wgmma group in flight and releases a stage as soon as the
 // group reading it retires. The epilogue (shared functor) goes through padded shared memory
 // so global stores are 16-byte vectors along rows.
 //
-// A is K-major (row-major M x K). B is K-major (B^T row-major, e.g. a linear weight) or
-// MN-major (row-major K x N), read through the transpose bit. TMA zero-fills tile tails.
+// A is K-major (row-major M x K). B is K-major (B^T row-major, e.g. a linear weight) or, for
+// the 16-bit types, MN-major (row-major K x N), read through the transpose bit. TMA zero-fills
+// tile tails. A k tile is 128 bytes of every row (64 16-bit elements, 32 fp32 ones), so the
+// swizzle, descriptors and stage sizes are the same for every element type.
+//
+// TF32: wgmma reads fp32 words and keeps their top 19 bits (truncation). To round to nearest
+// as TF32 is defined (and as cuBLAS and the mma.sync rung do), warps 1-3 of the producer
+// warpgroup round each landed stage in place (cvt.rna.tf32) and publish it on a third
+// barrier, `ready`; warp 0 alone issues the TMA copies, so neither waits on the other.
 #pragma once
 #include <cuda.h>
 
@@ -18,13 +25,18 @@ namespace tileops {
 namespace cuda {
 namespace sm90 {
 
-constexpr int BM = 128, BK = 64, THREADS = 384;
+constexpr int BM = 128, THREADS = 384, ROW_BYTES = 128;  // ROW_BYTES: one k tile of a row
+template <typename T>
+constexpr int bk = ROW_BYTES / int(sizeof(T));  // k tile in elements
+template <typename T>
+constexpr bool kTf32 = std::is_same<T, float>::value;
+constexpr int ROUNDERS = 96;  // TF32: producer threads (warps 1-3) that round stages in place
 
 template <int BN, int STAGES, typename T>
 constexpr size_t smem_bytes() {
-  static_assert(STAGES * (BM + BN) * BK * sizeof(T) >= 2 * 64 * (BN + 8) * sizeof(T) + 2 * BN * sizeof(float),
+  static_assert(STAGES * (BM + BN) * ROW_BYTES >= 2 * 64 * (BN + 8) * sizeof(T) + 2 * BN * sizeof(float),
                 "epilogue staging and bias tiles must fit in the stages");
-  return size_t(STAGES) * (BM + BN) * BK * sizeof(T) + 2 * STAGES * sizeof(uint64_t) + 1024;  // + alignment slack
+  return size_t(STAGES) * (BM + BN) * ROW_BYTES + 3 * STAGES * sizeof(uint64_t) + 1024;  // + alignment slack
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -63,9 +75,22 @@ __device__ __forceinline__ uint64_t make_desc(const void* p, uint32_t lbo, uint3
 template <int BN, int TB, typename F>
 __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t db, F* tag) {
   static_assert(BN == 64 || BN == 128 || BN == 256, "scripts/gen_wgmma.py generates n64, n128 and n256");
-  if constexpr (BN == 256) wgmma_m64n256k16<TB>(d, da, db, 1, tag);
-  else if constexpr (BN == 128) wgmma_m64n128k16<TB>(d, da, db, 1, tag);
-  else wgmma_m64n64k16<TB>(d, da, db, 1, tag);
+  if constexpr (BN == 256) wgmma_m64n256<TB>(d, da, db, 1, tag);
+  else if constexpr (BN == 128) wgmma_m64n128<TB>(d, da, db, 1, tag);
+  else wgmma_m64n64<TB>(d, da, db, 1, tag);
+}
+// TF32: round one landed stage (n floats, a multiple of 4 * ROUNDERS) to nearest tf32 in place.
+__device__ __forceinline__ void round_stage_tf32(float* p, int n, int t) {
+  float4* v = reinterpret_cast<float4*>(p);
+  for (int i = t; i < n / 4; i += ROUNDERS) {
+    float4 x = v[i];
+    uint32_t r[4];
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[0]) : "f"(x.x));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[1]) : "f"(x.y));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[2]) : "f"(x.z));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[3]) : "f"(x.w));
+    v[i] = make_float4(__uint_as_float(r[0]), __uint_as_float(r[1]), __uint_as_float(r[2]), __uint_as_float(r[3]));
+  }
 }
 #endif
 
@@ -79,7 +104,7 @@ __device__ __forceinline__ void conv_gather_producer(const ConvOperands& cv, con
                                                      int kt0, int ktiles, int t) {
   // Stage kt is published LAG iterations after its copies were issued, so LAG stages of
   // copies are in flight; the wait on empty[] needs stage kt - STAGES published: LAG < STAGES.
-  constexpr int LAG = STAGES - 2;
+  constexpr int LAG = STAGES - 2, BK = bk<T>;
   const int64_t m = m0 + t;
   const bool row_ok = m < M;
   const int64_t n = row_ok ? m / (cv.P * cv.Q) : 0, pq = row_ok ? m % (cv.P * cv.Q) : 0;
@@ -101,7 +126,7 @@ __device__ __forceinline__ void conv_gather_producer(const ConvOperands& cv, con
 #pragma unroll
     for (int j = 0; j < 8; ++j)  // 16-byte chunk j of the row lands at chunk j ^ (row % 8)
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst + ((j ^ (t & 7)) << 4)),
-                   "l"(src + j * 8), "r"(ok ? 16 : 0)
+                   "l"(src + j * (16 / sizeof(T))), "r"(ok ? 16 : 0)
                    : "memory");
     asm volatile("cp.async.commit_group;" ::: "memory");
     if (kt >= LAG) {  // keep LAG stages of copies in flight; publish the oldest
@@ -129,7 +154,7 @@ struct SplitK {
 };
 
 // CONV (implicit-GEMM conv2d forward): A is not read by TMA but gathered from a channels_last
-// input (conv.x, C % 64 == 0, so one k tile is 64 channels of one (r, s) tap): each of the
+// input (conv.x, C % bk<T> == 0, so one k tile is bk channels of one (r, s) tap): each of the
 // producer warpgroup's 128 threads owns one row (output pixel) of the A tile and copies its
 // 128 bytes with cp.async in the 128B-swizzled layout TMA would have produced (zeros where
 // the tap falls into padding). B (weight rows, K-major) still comes by TMA.
@@ -141,7 +166,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                      MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
                      uint32_t b_lbo, uint32_t b_sbo, bool vec_store, SplitK sk, ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
+  static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
+  static_assert(!(CONV && kTf32<T>), "the conv gather publishes on `full`; TF32 rounding is not wired there");
+  using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16,
+                               std::conditional_t<kTf32<T>, float, __half>>;
+  constexpr int BK = bk<T>, KSTEP = 32 / int(sizeof(T));  // one wgmma consumes 32 bytes of each row
   extern __shared__ uint8_t smem_raw[];
   // 128B-swizzled tiles must start on 1024-byte boundaries; offsetting the __shared__ array
   // (not casting an integer) keeps its accesses shared-memory loads and stores
@@ -150,6 +179,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   T* Bs = As + STAGES * BM * BK;
   uint64_t* full = reinterpret_cast<uint64_t*>(Bs + STAGES * BN * BK);
   uint64_t* empty = full + STAGES;
+  uint64_t* ready = empty + STAGES;  // TF32: the stage was rounded (else consumers wait on full)
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, g = blockIdx.z / sk.splits;
@@ -160,6 +190,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], CONV ? 1 + 128 : 1);  // CONV: + one arrival per gathering thread
       mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
+      mbar_init(&ready[s], ROUNDERS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -170,7 +201,16 @@ __global__ void __launch_bounds__(THREADS, 1)
       conv_gather_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, m0, n0, kt0, ktiles, t);
     } else {
       asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-      if (t == 0) {
+      if (kTf32<T> && t >= 32) {  // warps 1-3: round each landed stage, then publish it
+        for (int kt = 0; kt < ktiles; ++kt) {
+          const int s = kt % STAGES;
+          mbar_wait(&full[s], (kt / STAGES) & 1);
+          round_stage_tf32(reinterpret_cast<float*>(As + s * BM * BK), BM * BK, t - 32);
+          round_stage_tf32(reinterpret_cast<float*>(Bs + s * BN * BK), BN * BK, t - 32);
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes -> wgmma reads
+          mbar_arrive(&ready[s]);
+        }
+      } else if (t == 0) {
         const int ga = batch_a > 1 ? g : 0, gb = batch_b > 1 ? g : 0;
         for (int kt = 0; kt < ktiles; ++kt) {
           const int s = kt % STAGES;
@@ -195,13 +235,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     const T* a_half = As + (wg - 1) * 64 * BK;
     for (int kt = 0; kt < ktiles; ++kt) {
       const int s = kt % STAGES;
-      mbar_wait(&full[s], (kt / STAGES) & 1);
+      mbar_wait(kTf32<T> ? &ready[s] : &full[s], (kt / STAGES) & 1);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        const uint64_t da = make_desc(a_half + s * BM * BK + kk * 16, 16, 1024);
+      for (int kk = 0; kk < BK / KSTEP; ++kk) {
+        const uint64_t da = make_desc(a_half + s * BM * BK + kk * KSTEP, 16, 1024);
         const uint64_t db = B_MN_MAJOR ? make_desc(Bs + s * BN * BK + kk * 16 * 64, b_lbo, b_sbo)
-                                       : make_desc(Bs + s * BN * BK + kk * 16, 16, 1024);
+                                       : make_desc(Bs + s * BN * BK + kk * KSTEP, 16, 1024);
         wgmma<BN, B_MN_MAJOR ? 1 : 0>(d, da, db, static_cast<F*>(nullptr));
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
@@ -262,16 +302,17 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     });
     asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");  // this warpgroup's staging is written
+    constexpr int VEC = 16 / int(sizeof(T));  // elements per 16-byte store
     const bool interior = vec_store && m0 + BM <= M && n0 + BN <= N;
 #pragma unroll 4
-    for (int i = t; i < 64 * (BN / 8); i += 128) {
-      const int r = i / (BN / 8), c = (i % (BN / 8)) * 8;
+    for (int i = t; i < 64 * (BN / VEC); i += 128) {
+      const int r = i / (BN / VEC), c = (i % (BN / VEC)) * VEC;
       const int64_t m = m0 + (wg - 1) * 64 + r, n = n0 + c;
-      if (interior || (vec_store && m < M && n + 8 <= N)) {
+      if (interior || (vec_store && m < M && n + VEC <= N)) {
         *reinterpret_cast<uint4*>(p.c(p.row_c(g, m), n)) = *reinterpret_cast<const uint4*>(stage + r * CP + c);
       } else if (m < M) {
         const auto row = p.row_c(g, m);
-        for (int e = 0; e < 8 && n + e < N; ++e) *p.c(row, n + e) = stage[r * CP + c + e];
+        for (int e = 0; e < VEC && n + e < N; ++e) *p.c(row, n + e) = stage[r * CP + c + e];
       }
     }
   }

@@ -31,15 +31,18 @@ EncodeTiled encode_tiled() {  // a driver entry point: no libcuda link needed
   return fn;
 }
 
-// 3-D tiled map (inner dim first) with 128-byte swizzle; tails read as zero.
+// 3-D tiled map (inner dim first) with 128-byte swizzle; tails read as zero. fp32 is copied
+// as plain fp32 (the kernel rounds it to TF32 in shared memory).
 CUtensorMap tensor_map(const void* base, at::ScalarType st, const uint64_t dims[3], const uint64_t strides[2],
                        uint32_t box0, uint32_t box1) {
   CUtensorMap m;
   const cuuint64_t d[3] = {dims[0], dims[1], dims[2]};
   const cuuint64_t s[2] = {strides[0], strides[1]};
   const cuuint32_t box[3] = {box0, box1, 1}, es[3] = {1, 1, 1};
-  const CUresult r = encode_tiled()(&m, st == at::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                                    3, const_cast<void*>(base), d, s, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  const auto type = st == at::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                    : st == at::kHalf   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  const CUresult r = encode_tiled()(&m, type, 3, const_cast<void*>(base), d, s, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   TORCH_CHECK(r == CUDA_SUCCESS, "tileops: cuTensorMapEncodeTiled failed with error ", int(r));
@@ -53,7 +56,9 @@ const char* sm90_unavailable(const GemmArgs& a) {
 #ifndef TILEOPS_HAVE_SM90A
   return "tileops was built without the sm_90a target (TORCH_CUDA_ARCH_LIST must include 9.0a)";
 #endif
-  if (a.dtype != at::kHalf && a.dtype != at::kBFloat16) return "it takes float16 and bfloat16 only";
+  const bool tf32 = a.dtype == at::kFloat && (a.allow_tf32 || a.algo == Algo::Wgmma);
+  if (a.dtype != at::kHalf && a.dtype != at::kBFloat16 && !tf32)
+    return "it takes float16, bfloat16 and float32 (as TF32) only";
   const auto* prop = at::cuda::getCurrentDeviceProperties();
   if (prop->major != 9 || prop->minor != 0) return "it needs a compute capability 9.0 GPU (H100/H200)";
   if (a.K == 0) return "K is zero";
@@ -62,50 +67,67 @@ const char* sm90_unavailable(const GemmArgs& a) {
   return nullptr;
 }
 
-// Why TMA cannot read these operands in place (alignment, strides), or nullptr when it can.
-const char* sm90_layout_reject(const GemmArgs& a, BLayout& bl) {
+// Which operands TMA can read in place (16-byte aligned base and strides, a unit stride along
+// K for A; along K or, for the 16-bit types, along N for B), and B's layout when it can.
+struct TmaLayout {
+  bool a_ok, b_ok;
+  BLayout bl = BLayout::None;
+};
+TmaLayout sm90_layout(const GemmArgs& a) {
   const auto& o = a.mm;
-  auto al16 = [](int64_t elems) { return (elems * 2) % 16 == 0; };
-  if (reinterpret_cast<uintptr_t>(o.a) % 16 || reinterpret_cast<uintptr_t>(o.b) % 16)
-    return "operands must be 16-byte aligned";
-  if (!(o.sa[2] == 1 && al16(o.sa[1]) && o.sa[1] >= a.K && al16(o.sa[0])))
-    return "a must be row-major (K contiguous) with 16-byte aligned row and batch strides";
-  if (o.sb[1] == 1 && al16(o.sb[2]) && o.sb[2] >= a.K && al16(o.sb[0])) bl = BLayout::KMajor;
-  else if (o.sb[2] == 1 && al16(o.sb[1]) && o.sb[1] >= a.N && al16(o.sb[0])) bl = BLayout::MNMajor;
-  else return "b must have a contiguous dimension and 16-byte aligned other strides";
-  return nullptr;
+  const int64_t es = c10::elementSize(a.dtype);
+  auto al16 = [es](int64_t elems) { return (elems * es) % 16 == 0; };
+  TmaLayout l;
+  l.a_ok = reinterpret_cast<uintptr_t>(o.a) % 16 == 0 && o.sa[2] == 1 && al16(o.sa[1]) && o.sa[1] >= a.K && al16(o.sa[0]);
+  const bool b_al = reinterpret_cast<uintptr_t>(o.b) % 16 == 0;
+  if (b_al && o.sb[1] == 1 && al16(o.sb[2]) && o.sb[2] >= a.K && al16(o.sb[0])) l.bl = BLayout::KMajor;
+  else if (b_al && es == 2 && o.sb[2] == 1 && al16(o.sb[1]) && o.sb[1] >= a.N && al16(o.sb[0])) l.bl = BLayout::MNMajor;
+  l.b_ok = l.bl != BLayout::None;
+  return l;
 }
 
-// Operands TMA cannot read in place are copied once into zero-padded row-major buffers
-// (K and N rounded up to 8 elements, through the caching allocator); the zeros add nothing.
+// An operand TMA cannot read in place is copied once, through the caching allocator, into a
+// buffer whose rows are padded to 16 bytes (the padding is never read: the maps' K and N stay
+// exact, and TMA zero-fills past them): A row-major (M x K); B K-major (N x K) for fp32, whose
+// wgmma takes no MN-major B, else row-major (K x N). The other operand is used in place.
 struct Padded {
   at::Tensor a, b;
   GemmArgs args;
 };
-Padded pad_operands(const GemmArgs& in) {
+Padded pad_operands(const GemmArgs& in, const TmaLayout& l) {
   const auto& o = in.mm;
   const auto opts = cuda_options(in.dtype);
   const int64_t ba = o.sa[0] == 0 ? 1 : in.batch, bb = o.sb[0] == 0 ? 1 : in.batch;
-  const int64_t K8 = (in.K + 7) / 8 * 8, N8 = (in.N + 7) / 8 * 8;
-  const auto av = at::from_blob(const_cast<void*>(o.a), {ba, in.M, in.K}, {o.sa[0], o.sa[1], o.sa[2]}, opts);
-  const auto bv = at::from_blob(const_cast<void*>(o.b), {bb, in.K, in.N}, {o.sb[0], o.sb[1], o.sb[2]}, opts);
-  Padded p{at::constant_pad_nd(av, {0, K8 - in.K}).contiguous(), at::constant_pad_nd(bv, {0, N8 - in.N, 0, K8 - in.K}).contiguous(), in};
-  p.args.K = K8;
-  p.args.mm.a = p.a.const_data_ptr();
-  p.args.mm.b = p.b.const_data_ptr();
-  const int64_t sa[3] = {ba == 1 ? 0 : in.M * K8, K8, 1}, sb[3] = {bb == 1 ? 0 : K8 * N8, N8, 1};
-  for (int i = 0; i < 3; ++i) {
-    p.args.mm.sa[i] = sa[i];
-    p.args.mm.sb[i] = sb[i];
+  const int64_t al = 16 / c10::elementSize(in.dtype);
+  auto up = [al](int64_t n) { return (n + al - 1) / al * al; };
+  Padded p{at::Tensor(), at::Tensor(), in};
+  if (!l.a_ok) {
+    const auto av = at::from_blob(const_cast<void*>(o.a), {ba, in.M, in.K}, {o.sa[0], o.sa[1], o.sa[2]}, opts);
+    const int64_t K_ = up(in.K);
+    p.a = at::empty({ba, in.M, K_}, opts);
+    p.a.narrow(2, 0, in.K).copy_(av);
+    p.args.mm.a = p.a.const_data_ptr();
+    const int64_t sa[3] = {ba == 1 ? 0 : in.M * K_, K_, 1};
+    std::copy(sa, sa + 3, p.args.mm.sa);
+  }
+  if (!l.b_ok) {
+    const auto bv = at::from_blob(const_cast<void*>(o.b), {bb, in.K, in.N}, {o.sb[0], o.sb[1], o.sb[2]}, opts);
+    const bool kmajor = in.dtype == at::kFloat;
+    const int64_t rows = kmajor ? in.N : in.K, cols = kmajor ? in.K : in.N, pitch = up(cols);
+    p.b = at::empty({bb, rows, pitch}, opts);
+    p.b.narrow(2, 0, cols).copy_(kmajor ? bv.transpose(1, 2) : bv);
+    p.args.mm.b = p.b.const_data_ptr();
+    const int64_t sb[3] = {bb == 1 ? 0 : rows * pitch, kmajor ? 1 : pitch, kmajor ? pitch : 1};
+    std::copy(sb, sb + 3, p.args.mm.sb);
   }
   return p;
 }
 
 // Split-K factor: only when the output tiles leave most SMs idle and K is long enough that
 // each split keeps >= 4 k tiles (skinny M, conv weight gradients); else 1.
-int splitk_factor(const GemmArgs& a, int bn) {
+int splitk_factor(const GemmArgs& a, int bn, int bk) {
   const int64_t tiles = ((a.M + sm90::BM - 1) / sm90::BM) * ((a.N + bn - 1) / bn) * a.batch;
-  const int64_t ktiles = (a.K + sm90::BK - 1) / sm90::BK;
+  const int64_t ktiles = (a.K + bk - 1) / bk;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   if (2 * tiles > sms || ktiles < 8) return 1;
   const int64_t s = std::min<int64_t>({sms / tiles, ktiles / 4, 64, 65535 / a.batch});
@@ -118,7 +140,9 @@ template <typename T, int BN, int STAGES, bool MN, bool CONV = false>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb, uint32_t lbo,
                  uint32_t sbo, bool allow_split = true) {
   const auto& o = a.mm;  // 16-byte stores along output rows when rows and base are aligned
-  const bool vec = o.sc[2] == 1 && o.sc[1] % 8 == 0 && o.sc[0] % 8 == 0 && reinterpret_cast<uintptr_t>(o.c) % 16 == 0;
+  constexpr int vec_elems = 16 / sizeof(T), BK = sm90::bk<T>;
+  const bool vec = o.sc[2] == 1 && o.sc[1] % vec_elems == 0 && o.sc[0] % vec_elems == 0 &&
+                   reinterpret_cast<uintptr_t>(o.c) % 16 == 0;
   auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, CONV>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   // per device, so set on every launch (a host-side attribute write, no synchronization)
@@ -127,10 +151,10 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   const MatmulProblem<T> p(a.mm);
   const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
   sm90::SplitK sk;
-  sk.splits = allow_split ? splitk_factor(a, BN) : 1;
+  sk.splits = allow_split ? splitk_factor(a, BN, BK) : 1;
   at::Tensor work;  // split-K partials, through the caching allocator
   if (sk.splits > 1) {
-    const int64_t ktiles = (a.K + sm90::BK - 1) / sm90::BK;
+    const int64_t ktiles = (a.K + BK - 1) / BK;
     sk.kt_per_split = int((ktiles + sk.splits - 1) / sk.splits);
     work = at::empty({a.batch * sk.splits, a.M, a.N}, cuda_options(at::kFloat));
     sk.partial = work.data_ptr<float>();
@@ -162,30 +186,33 @@ template <typename T>
 void run_sm90(const GemmArgs& a, BLayout bl, bool padded) {
   const auto& o = a.mm;
   const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
-  auto bstride = [](int64_t s, int64_t fallback) { return uint64_t(s == 0 ? fallback : s) * 2; };
+  constexpr uint32_t BK = sm90::bk<T>;
+  auto bytes = [](int64_t s, int64_t fallback) { return uint64_t(s == 0 ? fallback : s) * sizeof(T); };
   const uint64_t da[3] = {uint64_t(a.K), uint64_t(a.M), uint64_t(ba)};
-  const uint64_t sa[2] = {uint64_t(o.sa[1]) * 2, bstride(o.sa[0], o.sa[1] * a.M)};
-  const CUtensorMap ma = tensor_map(o.a, a.dtype, da, sa, sm90::BK, sm90::BM);
+  const uint64_t sa[2] = {bytes(o.sa[1], 0), bytes(o.sa[0], o.sa[1] * a.M)};
+  const CUtensorMap ma = tensor_map(o.a, a.dtype, da, sa, BK, sm90::BM);
   const bool kmajor = bl == BLayout::KMajor;
   auto launch = [&](int i) {
     const Sm90Config cfg = kSm90Configs[i];
     if (kmajor) {
       const uint64_t db[3] = {uint64_t(a.K), uint64_t(a.N), uint64_t(bb)};
-      const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, bstride(o.sb[0], o.sb[2] * a.N)};
-      const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, sm90::BK, cfg.bn);
+      const uint64_t sb[2] = {bytes(o.sb[2], 0), bytes(o.sb[0], o.sb[2] * a.N)};
+      const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, BK, cfg.bn);
       if (cfg.bn == 256) launch_sm90<T, 256, 4, false>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
       else if (cfg.bn == 128) launch_sm90<T, 128, 6, false>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
       else launch_sm90<T, 64, 8, false>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
-    } else {
+    } else if constexpr (!sm90::kTf32<T>) {
       const uint64_t db[3] = {uint64_t(a.N), uint64_t(a.K), uint64_t(bb)};
-      const uint64_t sb[2] = {uint64_t(o.sb[1]) * 2, bstride(o.sb[0], o.sb[1] * a.K)};
-      const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, 64, sm90::BK);
+      const uint64_t sb[2] = {bytes(o.sb[1], 0), bytes(o.sb[0], o.sb[1] * a.K)};
+      const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, 64, BK);
       // MN-major SW128: 64-column atoms are 64 k-rows x 128 B = 8 KiB apart (leading byte
       // offset); groups of 8 k-rows are 1 KiB apart (stride byte offset). Checked on an H200
       // against the swapped and equal alternatives, which give wrong results.
       if (cfg.bn == 256) launch_sm90<T, 256, 4, true>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
       else if (cfg.bn == 128) launch_sm90<T, 128, 6, true>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
       else launch_sm90<T, 64, 8, true>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
+    } else {
+      TORCH_INTERNAL_ASSERT(false, "tileops: fp32 (TF32) wgmma needs a K-major B");
     }
   };
   const int heuristic = a.N > 128 ? 2 : 1;  // bn64 measured slower on 1x1-conv GEMMs (N = 64); autotune may pick it
@@ -198,11 +225,12 @@ void run_sm90(const GemmArgs& a, BLayout bl, bool padded) {
 }
 
 template <typename T>
-void run_sm90_any_layout(const GemmArgs& a, bool in_place, BLayout bl) {
-  if (in_place) return run_sm90<T>(a, bl, false);
-  const Padded p = pad_operands(a);
-  TORCH_INTERNAL_ASSERT(sm90_layout_reject(p.args, bl) == nullptr, "tileops: padded operands not TMA-readable");
-  run_sm90<T>(p.args, bl, true);
+void run_sm90_any_layout(const GemmArgs& a, const TmaLayout& l) {
+  if (l.a_ok && l.b_ok) return run_sm90<T>(a, l.bl, false);
+  const Padded p = pad_operands(a, l);
+  const TmaLayout pl = sm90_layout(p.args);
+  TORCH_INTERNAL_ASSERT(pl.a_ok && pl.b_ok, "tileops: padded operands not TMA-readable");
+  run_sm90<T>(p.args, pl.bl, true);
 }
 
 }  // namespace
@@ -210,7 +238,8 @@ void run_sm90_any_layout(const GemmArgs& a, bool in_place, BLayout bl) {
 bool conv_fwd_sm90(const GemmArgs& g) {
   const auto& c = g.conv;
   const auto& o = g.mm;
-  if (sm90_unavailable(g) != nullptr || c.C % sm90::BK != 0 || g.batch != 1) return false;
+  const bool half = g.dtype == at::kHalf || g.dtype == at::kBFloat16;  // TF32 rounding is not wired into the gather
+  if (!half || sm90_unavailable(g) != nullptr || c.C % sm90::bk<c10::Half> != 0 || g.batch != 1) return false;
   // x channels_last dense and 16-byte aligned; B = weight rows [K, R*S*C], K-major
   const bool x_ok = nhwc_dense(c.xs, c.C, c.H, c.W) && reinterpret_cast<uintptr_t>(c.x) % 16 == 0;
   const bool b_ok = o.sb[1] == 1 && o.sb[2] % 8 == 0 && o.sb[2] >= g.K && reinterpret_cast<uintptr_t>(o.b) % 16 == 0;
@@ -218,7 +247,7 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   const uint64_t db[3] = {uint64_t(g.K), uint64_t(g.N), 1};
   const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, uint64_t(o.sb[2]) * g.N * 2};
   const bool narrow = g.N <= 64;  // 64-channel layers: no half-empty 128-wide tiles
-  const CUtensorMap mb = tensor_map(o.b, g.dtype, db, sb, sm90::BK, narrow ? 64 : 128);
+  const CUtensorMap mb = tensor_map(o.b, g.dtype, db, sb, sm90::bk<c10::Half>, narrow ? 64 : 128);
   auto launch = [&](auto tag) {
     using T = decltype(tag);
     if (narrow) launch_sm90<T, 64, 8, false, true>(g, mb, mb, 1, 1, 16, 1024);
@@ -230,15 +259,16 @@ bool conv_fwd_sm90(const GemmArgs& g) {
 }
 
 void gemm_cuda_matmul(const GemmArgs& a) {
-  const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && (a.dtype == at::kHalf || a.dtype == at::kBFloat16));
+  const bool tensor_core = a.dtype == at::kHalf || a.dtype == at::kBFloat16 || (a.dtype == at::kFloat && a.allow_tf32);
+  const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && tensor_core);
   const char* why = want ? sm90_unavailable(a) : "not requested";
-  BLayout bl = BLayout::None;
-  const bool in_place = want && why == nullptr && sm90_layout_reject(a, bl) == nullptr;
-  // Auto: tiny problems that would need padded copies stay on one WMMA launch.
+  const TmaLayout l = why == nullptr ? sm90_layout(a) : TmaLayout{false, false};
+  // Auto: tiny problems that would need copies stay on one WMMA launch.
   const bool small = double(a.batch) * a.M * a.N * a.K < double(1 << 22);
-  if (want && why == nullptr && (a.algo == Algo::Wgmma || !small || in_place)) {
-    if (a.dtype == at::kBFloat16) run_sm90_any_layout<c10::BFloat16>(a, in_place, bl);
-    else run_sm90_any_layout<c10::Half>(a, in_place, bl);
+  if (want && why == nullptr && (a.algo == Algo::Wgmma || !small || (l.a_ok && l.b_ok))) {
+    if (a.dtype == at::kBFloat16) run_sm90_any_layout<c10::BFloat16>(a, l);
+    else if (a.dtype == at::kHalf) run_sm90_any_layout<c10::Half>(a, l);
+    else run_sm90_any_layout<float>(a, l);
     return;
   }
   TORCH_CHECK(a.algo != Algo::Wgmma, "tileops.matmul: algo='wgmma' cannot run this problem: ", why);

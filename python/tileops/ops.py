@@ -44,7 +44,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, algo: str = "auto") -> torch.Tensor
       loads into double-buffered shared memory; the fast exact-fp32 kernel.
     - 'mma' (alias 'wmma'): tensor cores through WMMA, which lowers to mma.sync; float32
       runs as TF32 whatever the TF32 flag says; no float64.
-    - 'wgmma': Hopper (sm_90a) TMA + wgmma; float16 and bfloat16 only.
+    - 'wgmma': Hopper (sm_90a) TMA + wgmma; float16, bfloat16, and float32 as TF32 (rounded
+      to nearest; whatever the TF32 flag says, as 'mma').
 
     The SIMT rungs (naive ... vectorized) take every dtype (float64 accumulates in float64,
     the others in float32) and any layout. 'auto' picks by dtype, GPU and layout: wgmma for
