@@ -6,6 +6,7 @@ cuBLAS (timed in the same row, same inputs) and % of the GPU's dense peak.
 """
 import argparse
 import os
+import re
 
 import torch
 import torch.nn.functional as F
@@ -96,6 +97,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="squares up to 4096 only")
+    ap.add_argument("--filter", default=None, help="regex on 'op label dtype' (ladder rows: 'ladder algo dtype')")
     args = ap.parse_args()
     assert torch.cuda.is_available(), "bench_matmul.py times CUDA kernels; no GPU is visible"
     out = args.out or os.path.join(os.path.dirname(__file__), "results", gpu_dir_name(), "matmul.json")
@@ -103,6 +105,8 @@ def main():
     todo = [("matmul", s, k) for k in KINDS for s in shapes]
     todo += [("linear+gelu", s, "bfloat16") for s in SHAPES if s[0].startswith("ViT")]
     todo += [("ladder", algo, k) for algo, k in LADDER]
+    if args.filter:
+        todo = [t for t in todo if re.search(args.filter, " ".join(x if isinstance(x, str) else x[0] for x in t))]
     records = []
     for i, item in enumerate(todo):
         progress(i, len(todo), " ".join(str(x) if isinstance(x, str) else x[0] for x in item))
