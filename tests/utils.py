@@ -49,8 +49,11 @@ def run_poisoned(fn, out_numel, dtype, device):
     return fn()
 
 
-def check(out, ref, mag, kind, what=""):
-    """out: result; ref: float64 reference; mag: float64 magnitude bound (|A||B| + |bias|)."""
+def check(out, ref, mag, kind, what="", chained=1):
+    """out: result; ref: float64 reference; mag: float64 magnitude bound (|A||B| + |bias|).
+    chained: how many rounded GEMMs the result went through in sequence (a gelu/silu backward
+    recomputes the pre-activation with one more forward, whose rounding reaches the gradient
+    through act'); the relative-norm bound grows with it."""
     assert out.shape == ref.shape, "%s: shape %s, expected %s" % (what, tuple(out.shape), tuple(ref.shape))
     o = out.detach().double().cpu()
     ref, mag = ref.detach().double().cpu(), mag.detach().double().cpu()
@@ -67,4 +70,4 @@ def check(out, ref, mag, kind, what=""):
         return
     # relative to ||ref||; an activation can squash ref to ~0, so never below 1e-3 ||mag||
     rn = float((o - ref).norm() / torch.maximum(ref.norm(), 1e-3 * mag.norm()).clamp_min(1e-300))
-    assert rn <= NORM_TOL[kind], "%s: relative error %.3g > %.3g" % (what, rn, NORM_TOL[kind])
+    assert rn <= chained * NORM_TOL[kind], "%s: relative error %.3g > %.3g" % (what, rn, chained * NORM_TOL[kind])
