@@ -11,9 +11,10 @@
 // swizzle, descriptors and stage sizes are the same for every element type.
 //
 // TF32: wgmma reads fp32 words and keeps their top 19 bits (truncation). To round to nearest
-// as TF32 is defined (and as cuBLAS and the mma.sync rung do), warps 1-3 of the producer
-// warpgroup round each landed stage in place (cvt.rna.tf32) and publish it on a third
-// barrier, `ready`; warp 0 alone issues the TMA copies, so neither waits on the other.
+// as TF32 is defined (and as cuBLAS and the mma.sync rung do), the host hands this kernel
+// operands already rounded (matmul.cu). Rounding each landed stage in shared memory instead
+// was measured at 0.40-0.50x cuBLAS on an H200: the extra shared-memory pass costs more than
+// the kernel's wgmma reads.
 #pragma once
 #include <cuda.h>
 
@@ -30,13 +31,12 @@ template <typename T>
 constexpr int bk = ROW_BYTES / int(sizeof(T));  // k tile in elements
 template <typename T>
 constexpr bool kTf32 = std::is_same<T, float>::value;
-constexpr int ROUNDERS = 96;  // TF32: producer threads (warps 1-3) that round stages in place
 
 template <int BN, int STAGES, typename T>
 constexpr size_t smem_bytes() {
   static_assert(STAGES * (BM + BN) * ROW_BYTES >= 2 * 64 * (BN + 8) * sizeof(T) + 2 * BN * sizeof(float),
                 "epilogue staging and bias tiles must fit in the stages");
-  return size_t(STAGES) * (BM + BN) * ROW_BYTES + 3 * STAGES * sizeof(uint64_t) + 1024;  // + alignment slack
+  return size_t(STAGES) * (BM + BN) * ROW_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + alignment slack
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -78,19 +78,6 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t 
   if constexpr (BN == 256) wgmma_m64n256<TB>(d, da, db, 1, tag);
   else if constexpr (BN == 128) wgmma_m64n128<TB>(d, da, db, 1, tag);
   else wgmma_m64n64<TB>(d, da, db, 1, tag);
-}
-// TF32: round one landed stage (n floats, a multiple of 4 * ROUNDERS) to nearest tf32 in place.
-__device__ __forceinline__ void round_stage_tf32(float* p, int n, int t) {
-  float4* v = reinterpret_cast<float4*>(p);
-  for (int i = t; i < n / 4; i += ROUNDERS) {
-    float4 x = v[i];
-    uint32_t r[4];
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[0]) : "f"(x.x));
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[1]) : "f"(x.y));
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[2]) : "f"(x.z));
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[3]) : "f"(x.w));
-    v[i] = make_float4(__uint_as_float(r[0]), __uint_as_float(r[1]), __uint_as_float(r[2]), __uint_as_float(r[3]));
-  }
 }
 #endif
 
@@ -167,7 +154,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                      uint32_t b_lbo, uint32_t b_sbo, bool vec_store, SplitK sk, ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
-  static_assert(!(CONV && kTf32<T>), "the conv gather publishes on `full`; TF32 rounding is not wired there");
+  static_assert(!(CONV && kTf32<T>), "the conv gather copies x as it is; TF32 needs rounded operands");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16,
                                std::conditional_t<kTf32<T>, float, __half>>;
   constexpr int BK = bk<T>, KSTEP = 32 / int(sizeof(T));  // one wgmma consumes 32 bytes of each row
@@ -179,7 +166,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   T* Bs = As + STAGES * BM * BK;
   uint64_t* full = reinterpret_cast<uint64_t*>(Bs + STAGES * BN * BK);
   uint64_t* empty = full + STAGES;
-  uint64_t* ready = empty + STAGES;  // TF32: the stage was rounded (else consumers wait on full)
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, g = blockIdx.z / sk.splits;
@@ -190,7 +176,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], CONV ? 1 + 128 : 1);  // CONV: + one arrival per gathering thread
       mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
-      mbar_init(&ready[s], ROUNDERS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -201,16 +186,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       conv_gather_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, m0, n0, kt0, ktiles, t);
     } else {
       asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-      if (kTf32<T> && t >= 32) {  // warps 1-3: round each landed stage, then publish it
-        for (int kt = 0; kt < ktiles; ++kt) {
-          const int s = kt % STAGES;
-          mbar_wait(&full[s], (kt / STAGES) & 1);
-          round_stage_tf32(reinterpret_cast<float*>(As + s * BM * BK), BM * BK, t - 32);
-          round_stage_tf32(reinterpret_cast<float*>(Bs + s * BN * BK), BN * BK, t - 32);
-          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes -> wgmma reads
-          mbar_arrive(&ready[s]);
-        }
-      } else if (t == 0) {
+      if (t == 0) {
         const int ga = batch_a > 1 ? g : 0, gb = batch_b > 1 ? g : 0;
         for (int kt = 0; kt < ktiles; ++kt) {
           const int s = kt % STAGES;
@@ -235,7 +211,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const T* a_half = As + (wg - 1) * 64 * BK;
     for (int kt = 0; kt < ktiles; ++kt) {
       const int s = kt % STAGES;
-      mbar_wait(kTf32<T> ? &ready[s] : &full[s], (kt / STAGES) & 1);
+      mbar_wait(&full[s], (kt / STAGES) & 1);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk) {

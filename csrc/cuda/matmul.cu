@@ -224,10 +224,35 @@ void run_sm90(const GemmArgs& a, BLayout bl, bool padded) {
       kSm90Names, heuristic, launch);
 }
 
+// Rounds the first `cols` floats of each `pitch`-long row to the nearest TF32 value in place
+// (cvt.rna: ties away from zero; NaN and Inf kept), so wgmma's truncation of the low 13 bits
+// leaves them as they are. The row padding is never written by the copy, so never read here.
+__global__ void round_tf32_kernel(float* p, int64_t rows, int64_t cols, int64_t pitch) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    float* q = p + (i / cols) * pitch + i % cols;
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(*q));
+    *q = __uint_as_float(r);
+  }
+}
+void round_tf32(const at::Tensor& t, int64_t cols) {  // t: a padded copy, [batch, rows, pitch]
+  const int64_t rows = t.size(0) * t.size(1);
+  if (rows * cols == 0) return;
+  round_tf32_kernel<<<blocks_for(rows * cols), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+      static_cast<float*>(t.data_ptr()), rows, cols, t.size(2));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 template <typename T>
-void run_sm90_any_layout(const GemmArgs& a, const TmaLayout& l) {
+void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
+  if constexpr (sm90::kTf32<T>) l.a_ok = l.b_ok = false;  // TF32: both operands become rounded copies
   if (l.a_ok && l.b_ok) return run_sm90<T>(a, l.bl, false);
   const Padded p = pad_operands(a, l);
+  if constexpr (sm90::kTf32<T>) {
+    round_tf32(p.a, a.K);  // A: [batch, M, K pitch]; B: [batch, N, K pitch] (K-major)
+    round_tf32(p.b, a.K);
+  }
   const TmaLayout pl = sm90_layout(p.args);
   TORCH_INTERNAL_ASSERT(pl.a_ok && pl.b_ok, "tileops: padded operands not TMA-readable");
   run_sm90<T>(p.args, pl.bl, true);
