@@ -13,10 +13,13 @@
 TORCH_LIBRARY(tileops, m) {
   const std::vector<at::Tag> pt2{at::Tag::pt2_compliant_tag};
   m.def("matmul(Tensor a, Tensor b, str algo=\"auto\") -> Tensor", pt2);
-  m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, str activation=\"none\") -> Tensor", pt2);
+  // residual (last, so positional calls without it keep working): added before the activation
+  m.def(
+      "linear(Tensor x, Tensor weight, Tensor? bias=None, str activation=\"none\", Tensor? residual=None) -> Tensor",
+      pt2);
   m.def(
       "conv2d(Tensor x, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
-      "int[2] dilation=1, int groups=1, str activation=\"none\") -> Tensor",
+      "int[2] dilation=1, int groups=1, str activation=\"none\", Tensor? residual=None) -> Tensor",
       pt2);
   m.def(
       "_conv2d_backward(Tensor grad_out, Tensor x, Tensor weight, int[2] stride, int[2] padding, "

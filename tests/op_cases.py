@@ -67,15 +67,28 @@ def matmul_case(name, kind, a_shape, b_shape, a_transposed=False, algo="auto", a
     return Case(name, kind, make, _mm(algo), _mm_ref, cuda_only=algo != "auto")
 
 
-def linear_case(name, kind, x_shape, out_features, act):
+def _with_residual(inputs, out_shape, residual, dt, device, gen):
+    """inputs + [a residual of the output's shape] when residual is on (the fused residual add)."""
+    return inputs + [randn(out_shape, dt, device, gen)] if residual else inputs
+
+
+def _residual_ref(i, n, op):
+    """op over the first n inputs, plus the residual (input n) when there is one; and the bound."""
+    ref, mag = op(*i[:n]), op(*(t.abs() for t in i[:n]))
+    return (ref + i[n], mag + i[n].abs()) if len(i) > n else (ref, mag)
+
+
+def linear_case(name, kind, x_shape, out_features, act, residual=False):
     def make(dt, device, gen):
-        return [randn(x_shape, dt, device, gen), randn((out_features, x_shape[-1]), dt, device, gen),
-                randn((out_features,), dt, device, gen)]
+        inputs = [randn(x_shape, dt, device, gen), randn((out_features, x_shape[-1]), dt, device, gen),
+                  randn((out_features,), dt, device, gen)]
+        return _with_residual(inputs, (*x_shape[:-1], out_features), residual, dt, device, gen)
 
     def ref(i):
-        return [ACT[act](F.linear(*i))], [F.linear(*(t.abs() for t in i))]
+        z, mag = _residual_ref(i, 3, F.linear)
+        return [ACT[act](z)], [mag]
 
-    return Case(name, kind, make, lambda i: tileops.linear(i[0], i[1], i[2], act), ref)
+    return Case(name, kind, make, lambda i: tileops.linear(i[0], i[1], i[2], act, *i[3:]), ref)
 
 
 def _x(shape, dt, device, gen, channels_last):
@@ -83,17 +96,24 @@ def _x(shape, dt, device, gen, channels_last):
     return x.to(memory_format=torch.channels_last) if channels_last else x
 
 
-def conv_case(name, kind, x_shape, w_shape, stride, padding, dilation, groups, act, channels_last=False):
+def _conv_out_shape(x_shape, w_shape, p):
+    return F.conv2d(torch.empty(x_shape, device="meta"), torch.empty(w_shape, device="meta"), None, *p).shape
+
+
+def conv_case(name, kind, x_shape, w_shape, stride, padding, dilation, groups, act, channels_last=False,
+              residual=False):
     p = (stride, padding, dilation, groups)
 
     def make(dt, device, gen):
-        return [_x(x_shape, dt, device, gen, channels_last), randn(w_shape, dt, device, gen),
-                randn((w_shape[0],), dt, device, gen)]
+        inputs = [_x(x_shape, dt, device, gen, channels_last), randn(w_shape, dt, device, gen),
+                  randn((w_shape[0],), dt, device, gen)]
+        return _with_residual(inputs, _conv_out_shape(x_shape, w_shape, p), residual, dt, device, gen)
 
     def ref(i):
-        return [ACT[act](F.conv2d(*i, *p))], [F.conv2d(*(t.abs() for t in i), *p)]
+        z, mag = _residual_ref(i, 3, lambda x, w, b: F.conv2d(x, w, b, *p))
+        return [ACT[act](z)], [mag]
 
-    return Case(name, kind, make, lambda i: tileops.conv2d(i[0], i[1], i[2], *p, act), ref)
+    return Case(name, kind, make, lambda i: tileops.conv2d(i[0], i[1], i[2], *p, act, *i[3:]), ref)
 
 
 def conv_bwd_case(name, kind, x_shape, w_shape, stride, padding, dilation, groups, mask, channels_last=False):
@@ -101,8 +121,7 @@ def conv_bwd_case(name, kind, x_shape, w_shape, stride, padding, dilation, group
 
     def make(dt, device, gen):
         x, w = _x(x_shape, dt, device, gen, channels_last), randn(w_shape, dt, device, gen)
-        y_shape = F.conv2d(torch.empty(x_shape, device="meta"), torch.empty(w_shape, device="meta"), None, *p).shape
-        return [randn(y_shape, dt, device, gen), x, w]
+        return [randn(_conv_out_shape(x_shape, w_shape, p), dt, device, gen), x, w]
 
     def run(i):
         gx, gw, gb = ops._conv2d_backward(i[0], i[1], i[2], list(stride), list(padding), list(dilation), groups, mask)
@@ -138,12 +157,21 @@ CASES = [
     linear_case("linear-tf32-tma-bias-silu", "tf32", (2, 129, 72), 120, "silu"),
     linear_case("linear-f32-relu", "float32", (70, 33), 45, "relu"),
     linear_case("linear-f16-silu", "float16", (70, 33), 45, "silu"),
+    linear_case("linear-bf16-tma-residual-relu", "bfloat16", (2, 129, 72), 120, "relu", residual=True),
+    linear_case("linear-f16-splitk-residual", "float16", (8, 2048), 64, "none", residual=True),
+    linear_case("linear-f32-residual-gelu", "float32", (70, 33), 45, "gelu", residual=True),
     conv_case("conv-f32", "float32", (2, 5, 11, 9), (7, 5, 3, 3), (2, 2), (1, 1), (1, 1), 1, "relu"),
     conv_case("conv-tf32-groups-cl", "tf32", (2, 6, 10, 9), (9, 2, 3, 3), (1, 1), (2, 2), (2, 2), 3, "none",
               channels_last=True),
     conv_case("conv-bf16-cl", "bfloat16", (2, 16, 12, 12), (24, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1, "silu",
               channels_last=True),
     conv_case("conv-f64-depthwise", "float64", (1, 8, 9, 9), (8, 1, 3, 3), (1, 1), (1, 1), (1, 1), 8, "gelu"),
+    conv_case("conv-bf16-cl-c64-residual", "bfloat16", (2, 64, 9, 9), (72, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, "relu",
+              channels_last=True, residual=True),
+    conv_case("conv-f16-nchw-residual", "float16", (2, 16, 9, 9), (24, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1, "silu",
+              residual=True),
+    conv_case("conv-f32-depthwise-cl-residual", "float32", (2, 16, 9, 9), (16, 1, 3, 3), (1, 1), (1, 1), (1, 1), 16,
+              "relu", channels_last=True, residual=True),
     conv_bwd_case("conv-bwd-f32", "float32", (2, 4, 9, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 1), 2, [True, True, True]),
     conv_bwd_case("conv-bwd-bf16-cl", "bfloat16", (2, 8, 10, 10), (8, 8, 3, 3), (1, 1), (1, 1), (1, 1), 1,
                   [True, True, False], channels_last=True),

@@ -22,14 +22,20 @@ def test_matmul_gradcheck(device, shapes):
     assert torch.autograd.gradcheck(tileops.matmul, (a, b))
 
 
+# with a residual: its gradient too, and gelu/silu's recomputed pre-activation must include it
+RESIDUAL = pytest.mark.parametrize("with_residual", [False, True], ids=["", "residual"])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
-def test_linear_gradcheck(device, activation, with_bias):
+@RESIDUAL
+def test_linear_gradcheck(device, activation, with_bias, with_residual):
     gen, _ = fresh_generator()
     x, w = leaf((2, 3, 6), device, gen), leaf((5, 6), device, gen)
     b = leaf((5,), device, gen) if with_bias else None
-    assert torch.autograd.gradcheck(lambda x, w, b: tileops.linear(x, w, b, activation), (x, w, b))
+    r = leaf((2, 3, 5), device, gen) if with_residual else None
+    assert torch.autograd.gradcheck(lambda x, w, b, r: tileops.linear(x, w, b, activation, r), (x, w, b, r))
 
 
 # name: (C, K, R, S, stride, padding, dilation, groups) on a (2, C, 7, 6) input
@@ -49,7 +55,8 @@ CONV_GRADCHECK = {
 @pytest.mark.parametrize("case", list(CONV_GRADCHECK))
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
-def test_conv2d_gradcheck(device, case, activation, layout):
+@RESIDUAL
+def test_conv2d_gradcheck(device, case, activation, layout, with_residual):
     C, K, R, S, stride, padding, dilation, groups = CONV_GRADCHECK[case]
     gen, _ = fresh_generator()
     x = randn((2, C, 7, 6), torch.float64, device, gen)
@@ -57,10 +64,12 @@ def test_conv2d_gradcheck(device, case, activation, layout):
         x = x.to(memory_format=torch.channels_last)
     x.requires_grad_()
     w, b = leaf((K, C // groups, R, S), device, gen), leaf((K,), device, gen)
+    out_shape = torch.nn.functional.conv2d(x.detach(), w.detach(), None, stride, padding, dilation, groups).shape
+    r = leaf(out_shape, device, gen) if with_residual else None
     # fast mode checks v^T J u for random u, v: any wrong Jacobian entry shows, at a fraction of the
     # cost of the full Jacobian (which keeps this table cheap on the 2-core CI)
     assert torch.autograd.gradcheck(
-        lambda x, w, b: tileops.conv2d(x, w, b, stride, padding, dilation, groups, activation), (x, w, b),
+        lambda x, w, b, r: tileops.conv2d(x, w, b, stride, padding, dilation, groups, activation, r), (x, w, b, r),
         fast_mode=True,
     )
 

@@ -209,10 +209,15 @@ def test_inputs_that_alias_each_other(device):
         (lambda: tileops.linear(x, x), lambda: F.linear(x, x)),
         (lambda: tileops.linear(x[:, :32], x[:10, 32:], x[3, :10]), lambda: F.linear(x[:, :32], x[:10, 32:], x[3, :10])),
         (lambda: tileops.linear(x, x[:8], x[:8, 0], "relu"), lambda: F.relu(F.linear(x, x[:8], x[:8, 0]))),
+        # the residual is an input too (read in place when it has the output's strides, else copied)
+        (lambda: tileops.linear(x, x, None, "gelu", x), lambda: F.gelu(F.linear(x, x) + x)),
+        (lambda: tileops.linear(x, x, x[0], "none", x.t()), lambda: F.linear(x, x, x[0]) + x.t()),
     ]
     xc = x.view(-1)[:2 * 4 * 8 * 8].view(2, 4, 8, 8)
     wc, bc = x.view(-1)[100:100 + 6 * 4 * 9].view(6, 4, 3, 3), x.view(-1)[7:13]
     calls.append((lambda: tileops.conv2d(xc, wc, bc, 1, 1), lambda: F.conv2d(xc, wc, bc, 1, 1)))
+    rc = x.view(-1)[50:50 + 2 * 6 * 8 * 8].view(2, 6, 8, 8)
+    calls.append((lambda: tileops.conv2d(xc, wc, bc, 1, 1, 1, 1, "relu", rc), lambda: F.relu(F.conv2d(xc, wc, bc, 1, 1) + rc)))
     gy = x.view(-1)[:2 * 6 * 6 * 6].view(2, 6, 6, 6)
     calls.append((lambda: torch.ops.tileops._conv2d_backward(gy, xc, wc, [1, 1], [0, 0], [1, 1], 1, [True, True, True])[:2],
                   lambda: (torch.nn.grad.conv2d_input(xc.shape, wc, gy), torch.nn.grad.conv2d_weight(xc, wc.shape, gy))))
@@ -224,9 +229,10 @@ def test_inputs_that_alias_each_other(device):
             torch.testing.assert_close(o, e, msg="aliased call %d seed=%d" % (i, seed), **tol)
             assert not overlaps(o, x), "aliased call %d: the output shares x's memory" % i
         same_bits([x], [keep], "aliased call %d wrote to its input" % i)
-    # gradients of linear(x, x): both uses accumulate into x.grad
-    xg = x.detach().clone().requires_grad_()
-    xr = x.detach().clone().requires_grad_()
-    tileops.linear(xg, xg).sum().backward()
-    F.linear(xr, xr).sum().backward()
-    torch.testing.assert_close(xg.grad, xr.grad, **tol)
+    # gradients of linear(x, x) and linear(x, x, residual=x): every use accumulates into x.grad
+    for residual in (False, True):
+        xg = x.detach().clone().requires_grad_()
+        xr = x.detach().clone().requires_grad_()
+        tileops.linear(xg, xg, None, "silu", xg if residual else None).sum().backward()
+        F.silu(F.linear(xr, xr) + (xr if residual else 0)).sum().backward()
+        torch.testing.assert_close(xg.grad, xr.grad, **tol)

@@ -1,5 +1,5 @@
 // The one epilogue every kernel family (CPU and CUDA) applies to an accumulator:
-// + bias, activation, cast to the output dtype. Math runs in the accumulator type.
+// + bias, + residual, activation, cast to the output dtype. Math runs in the accumulator type.
 #pragma once
 #include <cmath>
 #include <type_traits>
@@ -31,19 +31,36 @@ template <typename T>
 struct Epilogue {
   const T* bias;  // nullptr: no bias
   Act act;
+  // nullptr: no residual. Else a tensor with exactly the output's strides, so the residual of
+  // the output element at pointer `out` is residual[out - out_base] (out_base: the output
+  // tensor's data pointer; kernels that write a slice or a chunk still measure from it).
+  const T* residual = nullptr;
+  const T* out_base = nullptr;
+
   template <typename Acc>
-  TILEOPS_HD T operator()(Acc v, int64_t bias_index) const {
+  TILEOPS_HD Acc add_residual(Acc v, const T* out) const {
+    return residual != nullptr ? v + static_cast<Acc>(residual[out - out_base]) : v;
+  }
+  // *out = act(v + bias[bias_index] + residual at out)
+  template <typename Acc>
+  TILEOPS_HD void store(T* out, Acc v, int64_t bias_index) const {
     if (bias != nullptr) v += static_cast<Acc>(bias[bias_index]);
-    return static_cast<T>(activate(v, act));
+    *out = static_cast<T>(activate(add_residual(v, out), act));
   }
   // The same with the activation fixed at compile time, for kernels whose epilogue is hot:
   // no per-element branch, and only the one activation's code in the instruction stream.
   template <Act A, typename Acc>
-  TILEOPS_HD T apply(Acc v, int64_t bias_index) const {
+  TILEOPS_HD void store(T* out, Acc v, int64_t bias_index) const {
     if (bias != nullptr) v += static_cast<Acc>(bias[bias_index]);
-    return finish<A>(v);
+    *out = finish<A>(v, out);
   }
-  // For kernels that already added the bias (e.g. from a shared-memory copy of the tile's).
+  // For kernels that already added the bias (e.g. from a shared-memory copy of the tile's):
+  // the value for output element `out` (residual added, activated, cast), not stored.
+  template <Act A, typename Acc>
+  TILEOPS_HD T finish(Acc v, const T* out) const {
+    return static_cast<T>(activate(add_residual(v, out), A));
+  }
+  // Bias and residual already added (kernels that load the residual themselves, e.g. as vectors).
   template <Act A, typename Acc>
   TILEOPS_HD T finish(Acc v) const {
     return static_cast<T>(activate(v, A));

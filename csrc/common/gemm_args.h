@@ -2,6 +2,7 @@
 #pragma once
 #include <c10/core/ScalarType.h>
 
+#include "epilogue.h"
 #include "problems.h"
 
 namespace tileops {
@@ -20,9 +21,22 @@ struct GemmArgs {
   Algo algo = Algo::Auto;
   int64_t batch = 1, M = 0, N = 0, K = 0;
   const void* bias = nullptr;  // dtype `dtype`, indexed by problem.bias_index
+  // Optional residual added before the activation: dtype `dtype`, exactly the output's strides
+  // (the op layer copies it when not), read at the output element's offset from out_base,
+  // the output tensor's data pointer (see Epilogue). A path that writes anywhere but the output
+  // tensor itself must pass its own residual/out_base pair or clear both.
+  const void* residual = nullptr;
+  const void* out_base = nullptr;
   MatmulOperands mm{};         // kind == Matmul
   ConvOperands conv{};         // the conv kinds
 };
+
+// The epilogue functor of a problem: bias, activation, residual.
+template <typename T>
+Epilogue<T> epilogue_of(const GemmArgs& a) {
+  return Epilogue<T>{static_cast<const T*>(a.bias), a.act, static_cast<const T*>(a.residual),
+                     static_cast<const T*>(a.out_base)};
+}
 
 // Calls fn(problem) with the problem object of args.kind, typed by T.
 template <typename T, typename Fn>

@@ -18,7 +18,7 @@ template <typename T, class P>
 void gemm_rows(const P& p, const GemmArgs& a) {
   using Acc = std::conditional_t<std::is_same<T, double>::value, double, float>;
   constexpr int64_t RB = 16, KT = 64;
-  const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
+  const Epilogue<T> epi = epilogue_of<T>(a);
   const int64_t blocks_per_g = (a.M + RB - 1) / RB;
   at::parallel_for(0, a.batch * blocks_per_g, 1, [&](int64_t begin, int64_t end) {
     std::vector<Acc> acc(RB * a.N), bpack(KT * a.N);
@@ -49,7 +49,7 @@ void gemm_rows(const P& p, const GemmArgs& a) {
       }
       for (int64_t r = 0; r < nr; ++r) {
         const auto c = p.row_c(g, m0 + r);
-        for (int64_t n = 0; n < a.N; ++n) *p.c(c, n) = epi(acc[r * a.N + n], p.bias_index(g, n));
+        for (int64_t n = 0; n < a.N; ++n) epi.store(p.c(c, n), acc[r * a.N + n], p.bias_index(g, n));
       }
     }
   });

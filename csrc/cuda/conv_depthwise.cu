@@ -34,7 +34,7 @@ dim3 walk_grid(const Walk& wk, int64_t N) {
   return dim3(unsigned((wk.inner() + 255) / 256), unsigned(std::min<int64_t>(rows, 65535)));
 }
 
-// y[n, k, p, q] = act(bias[k] + sum_rs x[n, k / mult, h(p, r), w(q, s)] * w[k, 0, r, s])
+// y[n, k, p, q] = act(bias[k] + residual[n, k, p, q] + sum_rs x[n, k / mult, h(p, r), w(q, s)] * w[k, 0, r, s])
 template <typename T, typename Acc, Act A>
 __global__ void dw_fwd_kernel(ConvOperands c, Walk wk, Epilogue<T> epi) {
   const T* x = static_cast<const T*>(c.x);
@@ -58,7 +58,7 @@ __global__ void dw_fwd_kernel(ConvOperands c, Walk wk, Epilogue<T> epi) {
         acc += static_cast<Acc>(xc[h * c.xs[2] + w * c.xs[3]]) * static_cast<Acc>(wk_[r * c.ws[2] + s * c.ws[3]]);
       }
     }
-    y[n * c.ys[0] + k * c.ys[1] + p * c.ys[2] + q * c.ys[3]] = epi.template apply<A>(acc, k);
+    epi.template store<A>(y + n * c.ys[0] + k * c.ys[1] + p * c.ys[2] + q * c.ys[3], acc, k);
   }
 }
 
@@ -156,19 +156,32 @@ __global__ void dw_fwd_vec_kernel(ConvOperands c, const T* __restrict__ w_rsc, E
         for (int e = 0; e < V; ++e) acc[e] += static_cast<float>(xe[e]) * static_cast<float>(we[e]);
       }
     }
+    T* const dst = y + pix * Ci + cv * V;
+    if (epi.residual != nullptr) {  // 16 bytes of the residual, at the output's offset (vec_ok: aligned)
+      const uint4 rv = *reinterpret_cast<const uint4*>(epi.residual + (dst - epi.out_base));
+      const T* re = reinterpret_cast<const T*>(&rv);
+#pragma unroll
+      for (int e = 0; e < V; ++e) acc[e] += static_cast<float>(re[e]);
+    }
     uint4 out;
     T* oe = reinterpret_cast<T*>(&out);
 #pragma unroll
-    for (int e = 0; e < V; ++e) oe[e] = epi.template apply<A>(acc[e], cv * V + e);
-    *reinterpret_cast<uint4*>(y + pix * Ci + cv * V) = out;
+    for (int e = 0; e < V; ++e) {
+      const float b = epi.bias != nullptr ? static_cast<float>(epi.bias[cv * V + e]) : 0.f;
+      oe[e] = epi.template finish<A>(acc[e] + b);
+    }
+    *reinterpret_cast<uint4*>(dst) = out;
   }
 }
 
-// x and y channels_last dense, 16-byte aligned, C a multiple of the vector width, K == C.
-bool vec_ok(const ConvOperands& c, int elem) {
+// x and y channels_last dense, 16-byte aligned, C a multiple of the vector width, K == C; the
+// residual (when given: y's strides) 16-byte aligned too.
+bool vec_ok(const GemmArgs& a, int elem) {
+  const auto& c = a.conv;
   const int64_t V = 16 / elem;
   return c.K == c.C && c.C % V == 0 && nhwc_dense(c.xs, c.C, c.H, c.W) && nhwc_dense(c.ys, c.K, c.P, c.Q) &&
-         reinterpret_cast<uintptr_t>(c.x) % 16 == 0 && reinterpret_cast<uintptr_t>(c.y) % 16 == 0;
+         reinterpret_cast<uintptr_t>(c.x) % 16 == 0 && reinterpret_cast<uintptr_t>(c.y) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(a.residual) % 16 == 0;
 }
 
 bool is_depthwise(const ConvOperands& c) { return c.groups == c.C && c.Cg == 1 && c.groups > 1; }
@@ -180,7 +193,7 @@ bool conv_fwd_depthwise(const GemmArgs& a) {
   if (!is_depthwise(c)) return false;
   const Walk wk{int(c.K), int(c.P), int(c.Q), c.ys[1] == 1 && c.K > 1};
   const auto stream = at::cuda::getCurrentCUDAStream();
-  if (a.dtype != at::kDouble && vec_ok(c, int(c10::elementSize(a.dtype)))) {
+  if (a.dtype != at::kDouble && vec_ok(a, int(c10::elementSize(a.dtype)))) {
     const at::Tensor w_rsc = at::from_blob(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, cuda_options(a.dtype))
                                  .permute({1, 2, 0})
                                  .contiguous();
@@ -188,7 +201,7 @@ bool conv_fwd_depthwise(const GemmArgs& a) {
     with_dtype(a.dtype, [&](auto t) {
       using T = decltype(t);
       if constexpr (!std::is_same<T, double>::value) {
-        const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
+        const Epilogue<T> epi = epilogue_of<T>(a);
         with_act(a.act, [&](auto act) {
           dw_fwd_vec_kernel<T, decltype(act)::value><<<blocks, 256, 0, stream>>>(c, static_cast<const T*>(w_rsc.const_data_ptr()), epi);
         });
@@ -197,7 +210,7 @@ bool conv_fwd_depthwise(const GemmArgs& a) {
   } else {
     with_dtype(a.dtype, [&](auto t) {
       using T = decltype(t);
-      const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
+      const Epilogue<T> epi = epilogue_of<T>(a);
       with_act(a.act, [&](auto act) {
         dw_fwd_kernel<T, AccOf<T>, decltype(act)::value><<<walk_grid(wk, c.N), 256, 0, stream>>>(c, wk, epi);
       });

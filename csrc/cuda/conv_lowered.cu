@@ -141,16 +141,27 @@ void im2col(const GemmArgs& a, const at::Tensor& x, const Geom& g, int64_t n0, i
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// The epilogue a lowered GEMM applies (GemmArgs' fields of that name); Fused{}: a plain GEMM.
+struct Fused {
+  Act act = Act::None;
+  const void* bias = nullptr;
+  const void* residual = nullptr;  // with out_base: the output the residual's strides follow
+  const void* out_base = nullptr;
+};
+Fused fused_of(const GemmArgs& a) { return {a.act, a.bias, a.residual, a.out_base}; }
+
 // Row-major GEMM C = A . B (M x K . K x N) as matmul arguments. b_kmajor: B is given
 // transposed (N x K row-major, a linear weight); else K x N row-major. A is set by the caller.
 GemmArgs matmul_args(const GemmArgs& conv, int64_t M, int64_t K, const at::Tensor& B, bool b_kmajor,
-                     const at::Tensor& C, Act act, const void* bias) {
+                     const at::Tensor& C, const Fused& epi) {
   GemmArgs g;
   g.kind = Kind::Matmul;
   g.dtype = conv.dtype;
   g.allow_tf32 = conv.allow_tf32;
-  g.act = act;
-  g.bias = bias;
+  g.act = epi.act;
+  g.bias = epi.bias;
+  g.residual = epi.residual;
+  g.out_base = epi.out_base;
   g.M = M;
   g.K = K;
   g.N = C.size(1);
@@ -167,8 +178,8 @@ GemmArgs matmul_args(const GemmArgs& conv, int64_t M, int64_t K, const at::Tenso
 
 // The same GEMM on the matmul dispatch (Hopper for fp16/bf16 where it can run).
 void gemm(const GemmArgs& conv, const at::Tensor& A, const at::Tensor& B, bool b_kmajor, const at::Tensor& C,
-          Act act, const void* bias) {
-  GemmArgs g = matmul_args(conv, A.size(0), A.size(1), B, b_kmajor, C, act, bias);
+          const Fused& epi = {}) {
+  GemmArgs g = matmul_args(conv, A.size(0), A.size(1), B, b_kmajor, C, epi);
   g.mm.a = A.const_data_ptr();
   const int64_t sa[3] = {0, A.stride(0), A.stride(1)};
   for (int i = 0; i < 3; ++i) g.mm.sa[i] = sa[i];
@@ -189,9 +200,10 @@ int64_t images_per_chunk(const ConvOperands& c, int64_t Kp) {
 }
 
 // Hopper implicit GEMM (no column buffer): the A tile is gathered from x inside the kernel.
-bool implicit_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr, const at::Tensor& out) {
+bool implicit_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr, const at::Tensor& out,
+                   const Fused& epi) {
   const auto& c = a.conv;
-  GemmArgs g = matmul_args(a, c.N * c.P * c.Q, c.R * c.S * c.C, wr, true, out, a.act, a.bias);
+  GemmArgs g = matmul_args(a, c.N * c.P * c.Q, c.R * c.S * c.C, wr, true, out, epi);
   g.conv = c;
   g.conv.x = const_cast<void*>(x.const_data_ptr());
   for (int i = 0; i < 4; ++i) g.conv.xs[i] = x.stride(i);
@@ -219,11 +231,22 @@ bool conv_fwd_lowered(const GemmArgs& a) {
   const bool y_rows = nhwc_dense(y);  // else the GEMM writes a [NPQ, K] buffer copied into y
   const at::Tensor out = y_rows ? y.permute({0, 2, 3, 1}).reshape({c.N * c.P * c.Q, c.K})
                                 : at::empty({c.N * c.P * c.Q, c.K}, cuda_options(a.dtype));
+  // The epilogue: bias, activation, residual. y_rows: out is y's memory, and the residual (y's
+  // strides) is read where the op layer put it. Else the GEMM writes the [NPQ, K] buffer, so
+  // the residual goes along as a channels_last copy, which is laid out as that buffer (still
+  // fused: one copy of the residual instead of an unfused add and activation over y).
+  Fused epi = fused_of(a);
+  at::Tensor res_rows;
+  if (a.residual != nullptr && !y_rows) {
+    res_rows = wrap(const_cast<void*>(a.residual), {c.N, c.K, c.P, c.Q}, c.ys, a).contiguous(at::MemoryFormat::ChannelsLast);
+    epi.residual = res_rows.const_data_ptr();
+    epi.out_base = out.const_data_ptr();
+  }
   const bool direct = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && g.Kp == c.C &&
                       nhwc_dense(x);
   if (direct) {
-    gemm(a, x.permute({0, 2, 3, 1}).reshape({c.N * c.H * c.W, c.C}), wr, kmajor, out, a.act, a.bias);
-  } else if (kmajor && implicit_sm90(a, x, wr, out)) {
+    gemm(a, x.permute({0, 2, 3, 1}).reshape({c.N * c.H * c.W, c.C}), wr, kmajor, out, epi);
+  } else if (kmajor && implicit_sm90(a, x, wr, out, epi)) {
     // Hopper gathered the columns itself
   } else {
     const int64_t per = images_per_chunk(c, g.Kp);
@@ -232,7 +255,7 @@ bool conv_fwd_lowered(const GemmArgs& a) {
       const int64_t nb = std::min(per, c.N - n0), rows = nb * c.P * c.Q;
       at::Tensor cv = cols.narrow(0, 0, rows);
       im2col(a, x, g, n0, nb, cv);
-      gemm(a, cv, wr, kmajor, out.narrow(0, n0 * c.P * c.Q, rows), a.act, a.bias);
+      gemm(a, cv, wr, kmajor, out.narrow(0, n0 * c.P * c.Q, rows), epi);
     }
   }
   if (!y_rows) y.copy_(out.view({c.N, c.P, c.Q, c.K}).permute({0, 3, 1, 2}));
@@ -258,7 +281,7 @@ bool conv_dgrad_lowered(const GemmArgs& a) {
   const auto stream = at::cuda::getCurrentCUDAStream();
   for (int64_t n0 = 0; n0 < c.N; n0 += per) {
     const int64_t nb = std::min(per, c.N - n0), rows = nb * c.P * c.Q;
-    gemm(a, dy_rows.narrow(0, n0 * c.P * c.Q, rows), wr, false, dcols.narrow(0, 0, rows), Act::None, nullptr);
+    gemm(a, dy_rows.narrow(0, n0 * c.P * c.Q, rows), wr, false, dcols.narrow(0, 0, rows));
     with_gather_dtype(a, [&](auto tag) {
       using T = decltype(tag);
       const auto* src = static_cast<const T*>(dcols.const_data_ptr());
@@ -286,7 +309,7 @@ bool conv_wgrad_lowered(const GemmArgs& a) {
   // A = dY^T [K, NPQ] (row-major: one transposing copy, so TMA reads it K-major)
   const at::Tensor dyt = dy.permute({1, 0, 2, 3}).reshape({c.K, c.N * c.P * c.Q}).contiguous();
   at::Tensor dwr = at::empty({c.K, g.Kp}, cuda_options(a.dtype));
-  gemm(a, dyt, cols, false, dwr, Act::None, nullptr);
+  gemm(a, dyt, cols, false, dwr);
   dw.copy_(dwr.narrow(1, 0, c.R * c.S * c.C).view({c.K, c.R, c.S, c.C}).permute({0, 3, 1, 2}));
   return true;
 }

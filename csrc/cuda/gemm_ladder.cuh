@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     Acc acc = Acc(0);
     for (int64_t k = 0; k < K; ++k) acc += static_cast<Acc>(p.a(ra, k)) * static_cast<Acc>(p.b(cb, k));
     with_act(epi.act, [&](auto act) {
-      *p.c(p.row_c(g, m), n) = epi.template apply<decltype(act)::value>(acc, p.bias_index(g, n));
+      epi.template store<decltype(act)::value>(p.c(p.row_c(g, m), n), acc, p.bias_index(g, n));
     });
   }
 }
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     }
     if (m_ok && n_ok) {
       with_act(epi.act, [&](auto act) {
-        *p.c(p.row_c(g, m), n) = epi.template apply<decltype(act)::value>(acc, p.bias_index(g, n));
+        epi.template store<decltype(act)::value>(p.c(p.row_c(g, m), n), acc, p.bias_index(g, n));
       });
     }
   }
@@ -390,7 +390,10 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
         const int nj = b_off + jb * (LX * 4);
         T out[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) out[e] = epi.template finish<A>(acc[i][4 * jb + e] + bias[4 * jb + e]);
+        for (int e = 0; e < 4; ++e) {  // columns past n_lim: computed, never stored, no residual read
+          const Acc v = acc[i][4 * jb + e] + bias[4 * jb + e];
+          out[e] = nj + e < n_lim ? epi.template finish<A>(v, row + (nj + e) * p.sc[2]) : epi.template finish<A>(v);
+        }
         if (lay.c_vec && nj + 4 <= n_lim) {  // c_vec: unit column stride
           store4(row + nj, out);
         } else {

@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
           const int64_t n = n0 + tx + j * (BN / TN);
-          if (n < N) *p.c(row, n) = epi.template apply<A>(acc[i][j], p.bias_index(g, n));
+          if (n < N) epi.template store<A>(p.c(row, n), acc[i][j], p.bias_index(g, n));
         }
       }
     });

@@ -34,8 +34,8 @@ constexpr bool kTf32 = std::is_same<T, float>::value;
 
 template <int BN, int STAGES, typename T>
 constexpr size_t smem_bytes() {
-  static_assert(STAGES * (BM + BN) * ROW_BYTES >= 2 * 64 * (BN + 8) * sizeof(T) + 2 * BN * sizeof(float),
-                "epilogue staging and bias tiles must fit in the stages");
+  static_assert(STAGES * (BM + BN) * ROW_BYTES >= 2 * 64 * (BN + 8) * sizeof(float) + 2 * BN * sizeof(float),
+                "epilogue staging (fp32 with a residual) and bias tiles must fit in the stages");
   return size_t(STAGES) * (BM + BN) * ROW_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + alignment slack
 }
 
@@ -250,12 +250,17 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
 
     // Epilogue. Both consumers must be done with the stages before they become staging space.
+    // Without a residual the staged values are final (activated, cast to T); with one they are
+    // the fp32 pre-activation (+ bias), and the store loop adds the residual, read 16 bytes at a
+    // time at the output's offset, before the activation: one rounding, as torch's reference.
     asm volatile("bar.sync 1, 256;" ::: "memory");
     constexpr int CP = BN + 8;  // padded pitch: the fragment writes below hit 32 distinct banks
+    const bool has_res = epi.residual != nullptr;
     T* stage = As + (wg - 1) * 64 * CP;
+    float* fstage = reinterpret_cast<float*>(As) + (wg - 1) * 64 * CP;
     // this tile's bias, once, as float (zeros past N): no global loads per element
     const bool has_bias = epi.bias != nullptr;
-    float* bias_s = reinterpret_cast<float*>(As + 2 * 64 * CP) + (wg - 1) * BN;
+    float* bias_s = reinterpret_cast<float*>(As) + 2 * 64 * CP + (wg - 1) * BN;  // past either staging
     if (has_bias) {
       for (int i = t; i < BN; i += 128)
         bias_s[i] = n0 + i < N ? static_cast<float>(epi.bias[p.bias_index(g, n0 + i)]) : 0.f;
@@ -268,11 +273,15 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int r = warp * 16 + lane / 4 + half * 8;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
+          const int c = j * 8 + (lane % 4) * 2;  // columns past N: computed, never stored
+          float v[2];
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int c = j * 8 + (lane % 4) * 2 + e;  // columns past N: computed, never stored
-            const float v = d[j * 4 + half * 2 + e];
-            stage[r * CP + c] = epi.template finish<A>(has_bias ? v + bias_s[c] : v);
+          for (int e = 0; e < 2; ++e) v[e] = d[j * 4 + half * 2 + e] + (has_bias ? bias_s[c + e] : 0.f);
+          if (has_res) {
+            *reinterpret_cast<float2*>(fstage + r * CP + c) = make_float2(v[0], v[1]);
+          } else {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) stage[r * CP + c + e] = epi.template finish<A>(v[e]);
           }
         }
       }
@@ -280,24 +289,57 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");  // this warpgroup's staging is written
     constexpr int VEC = 16 / int(sizeof(T));  // elements per 16-byte store
     const bool interior = vec_store && m0 + BM <= M && n0 + BN <= N;
+    if (!has_res) {
 #pragma unroll 4
-    for (int i = t; i < 64 * (BN / VEC); i += 128) {
-      const int r = i / (BN / VEC), c = (i % (BN / VEC)) * VEC;
-      const int64_t m = m0 + (wg - 1) * 64 + r, n = n0 + c;
-      if (interior || (vec_store && m < M && n + VEC <= N)) {
-        *reinterpret_cast<uint4*>(p.c(p.row_c(g, m), n)) = *reinterpret_cast<const uint4*>(stage + r * CP + c);
-      } else if (m < M) {
-        const auto row = p.row_c(g, m);
-        for (int e = 0; e < VEC && n + e < N; ++e) *p.c(row, n + e) = stage[r * CP + c + e];
+      for (int i = t; i < 64 * (BN / VEC); i += 128) {
+        const int r = i / (BN / VEC), c = (i % (BN / VEC)) * VEC;
+        const int64_t m = m0 + (wg - 1) * 64 + r, n = n0 + c;
+        if (interior || (vec_store && m < M && n + VEC <= N)) {
+          *reinterpret_cast<uint4*>(p.c(p.row_c(g, m), n)) = *reinterpret_cast<const uint4*>(stage + r * CP + c);
+        } else if (m < M) {
+          const auto row = p.row_c(g, m);
+          for (int e = 0; e < VEC && n + e < N; ++e) *p.c(row, n + e) = stage[r * CP + c + e];
+        }
       }
+      return;
     }
+    with_act(epi.act, [&](auto act) {  // residual: vec_store also means the residual is 16-byte aligned
+      constexpr Act A = decltype(act)::value;
+#pragma unroll 2
+      for (int i = t; i < 64 * (BN / VEC); i += 128) {
+        const int r = i / (BN / VEC), c = (i % (BN / VEC)) * VEC;
+        const int64_t m = m0 + (wg - 1) * 64 + r, n = n0 + c;
+        if (m >= M) continue;
+        const auto row = p.row_c(g, m);
+        const float* src = fstage + r * CP + c;
+        if (interior || (vec_store && n + VEC <= N)) {
+          T* dst = p.c(row, n);
+          const uint4 rv = *reinterpret_cast<const uint4*>(epi.residual + (dst - epi.out_base));
+          float f[VEC];
+#pragma unroll
+          for (int q = 0; q < VEC / 4; ++q)
+            *reinterpret_cast<float4*>(f + 4 * q) = *reinterpret_cast<const float4*>(src + 4 * q);
+          const T* re = reinterpret_cast<const T*>(&rv);
+          uint4 ov;
+          T* oe = reinterpret_cast<T*>(&ov);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) oe[e] = epi.template finish<A>(f[e] + static_cast<float>(re[e]));
+          *reinterpret_cast<uint4*>(dst) = ov;
+        } else {
+          for (int e = 0; e < VEC && n + e < N; ++e) {
+            T* dst = p.c(row, n + e);
+            *dst = epi.template finish<A>(src[e], dst);
+          }
+        }
+      }
+    });
   }
 #else
   __trap();  // built without sm_90a: the host never launches this
 #endif
 }
 
-// Sums the split-K partials in split order, then bias, activation and cast (one thread per
+// Sums the split-K partials in split order, then bias, residual, activation and cast (one thread per
 // output element; coalesced along n).
 template <typename T, Act A>
 __global__ void splitk_reduce_kernel(const float* __restrict__ partial, int splits, int64_t M, int64_t N,
@@ -309,7 +351,8 @@ __global__ void splitk_reduce_kernel(const float* __restrict__ partial, int spli
     float v = 0.f;
     for (int s = 0; s < splits; ++s) v += src[s * M * N];
     if (epi.bias != nullptr) v += static_cast<float>(epi.bias[p.bias_index(g, n)]);
-    *p.c(p.row_c(g, m), n) = epi.template finish<A>(v);
+    T* dst = p.c(p.row_c(g, m), n);
+    *dst = epi.template finish<A>(v, dst);
   }
 }
 

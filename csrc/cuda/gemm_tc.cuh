@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
             const auto row = p.row_c(g, m);
 #pragma unroll
             for (int e = 0; e < 8; ++e)
-              if (nb + e < N) *p.c(row, nb + e) = epi.template apply<A>(sc[er * 16 + ec + e], p.bias_index(g, nb + e));
+              if (nb + e < N) epi.template store<A>(p.c(row, nb + e), sc[er * 16 + ec + e], p.bias_index(g, nb + e));
           }
           __syncwarp();
         }

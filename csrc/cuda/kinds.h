@@ -32,6 +32,8 @@ inline GemmArgs dgrad_as_forward(const GemmArgs& a, const void* w_flipped, const
   f.kind = Kind::ConvFwd;
   f.act = Act::None;
   f.bias = nullptr;
+  f.residual = nullptr;
+  f.out_base = nullptr;
   ConvOperands& fc = f.conv;
   fc.C = c.K, fc.K = c.C, fc.Cg = c.Kg, fc.Kg = c.Cg;
   fc.H = c.P, fc.W = c.Q, fc.P = c.H, fc.Q = c.W;

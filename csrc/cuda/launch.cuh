@@ -46,7 +46,7 @@ template <class Cfg, typename T, class P, typename... Extra>
 void launch_gemm(const P& p, const GemmArgs& a, Extra... extra) {
   const auto kernel = kernel_of<T, P>(static_cast<Cfg*>(nullptr));
   kernel<<<gemm_grid<Cfg>(a), Cfg::THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
-      p, a.batch, a.M, a.N, a.K, Epilogue<T>{static_cast<const T*>(a.bias), a.act}, extra...);
+      p, a.batch, a.M, a.N, a.K, epilogue_of<T>(a), extra...);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -139,17 +139,18 @@ int splitk_factor(const GemmArgs& a, int bn, int bk) {
 template <typename T, int BN, int STAGES, bool MN, bool CONV = false>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb, uint32_t lbo,
                  uint32_t sbo, bool allow_split = true) {
-  const auto& o = a.mm;  // 16-byte stores along output rows when rows and base are aligned
+  const auto& o = a.mm;  // 16-byte stores (and residual loads) along output rows when rows and bases are aligned
   constexpr int vec_elems = 16 / sizeof(T), BK = sm90::bk<T>;
   const bool vec = o.sc[2] == 1 && o.sc[1] % vec_elems == 0 && o.sc[0] % vec_elems == 0 &&
-                   reinterpret_cast<uintptr_t>(o.c) % 16 == 0;
+                   reinterpret_cast<uintptr_t>(o.c) % 16 == 0 && reinterpret_cast<uintptr_t>(a.residual) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(a.out_base) % 16 == 0;
   auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, CONV>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   // per device, so set on every launch (a host-side attribute write, no synchronization)
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const auto stream = at::cuda::getCurrentCUDAStream();
   const MatmulProblem<T> p(a.mm);
-  const Epilogue<T> epi{static_cast<const T*>(a.bias), a.act};
+  const Epilogue<T> epi = epilogue_of<T>(a);
   sm90::SplitK sk;
   sk.splits = allow_split ? splitk_factor(a, BN, BK) : 1;
   at::Tensor work;  // split-K partials, through the caching allocator

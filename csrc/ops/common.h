@@ -44,6 +44,24 @@ inline c10::optional<at::Tensor> checked_bias(const char* op, const c10::optiona
   return bias->contiguous();
 }
 
+// An optional residual, added to the output before the activation: exactly the shape of `out`
+// (the op's output as the caller sees it), x's dtype and device, any strides. Returned with
+// out's strides, copied when it has others (expanded, another memory format, a view), since
+// the epilogue reads it at the offset of the output element it writes. Empty when there is none.
+inline c10::optional<at::Tensor> checked_residual(const char* op, const c10::optional<at::Tensor>& residual,
+                                                  const at::Tensor& x, const at::Tensor& out) {
+  if (!residual.has_value() || !residual->defined()) return c10::nullopt;
+  check_float_tensor(op, *residual, "residual");
+  check_same(op, x, "x", *residual, "residual");
+  TORCH_CHECK(residual->sizes() == out.sizes(), "tileops.", op, ": expected residual of the output's shape ",
+              out.sizes(), ", got ", residual->sizes());
+  bool same_strides = true;
+  for (int64_t d = 0; d < out.dim(); ++d)  // a size-1 dimension's stride never moves an element
+    same_strides = same_strides && (out.size(d) <= 1 || residual->stride(d) == out.stride(d));
+  if (same_strides) return *residual;
+  return at::empty_strided(out.sizes(), out.strides(), out.options()).copy_(*residual);
+}
+
 // One of a fixed set of string choices -> its enum value; the error lists the choices.
 template <typename E, size_t N>
 E parse_choice(const char* op, const char* arg, c10::string_view s, const std::pair<const char*, E> (&choices)[N]) {
@@ -100,10 +118,10 @@ inline void run_gemm(const GemmArgs& a, const at::Device& device) {
 // The ops (one definition each; registered for CPU and CUDA in register.cpp).
 at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, c10::string_view algo);
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
-                  c10::string_view activation);
+                  c10::string_view activation, const c10::optional<at::Tensor>& residual);
 at::Tensor conv2d(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                  c10::string_view activation);
+                  c10::string_view activation, const c10::optional<at::Tensor>& residual);
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(const at::Tensor& grad_out, const at::Tensor& x,
                                                                const at::Tensor& weight, at::IntArrayRef stride,
                                                                at::IntArrayRef padding, at::IntArrayRef dilation,

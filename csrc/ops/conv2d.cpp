@@ -71,13 +71,17 @@ void set_tensors(ConvOperands& c, const at::Tensor& x, const at::Tensor& w, cons
   }
 }
 
-GemmArgs conv_args(Kind kind, const ConvOperands& c, const at::Tensor& x, Act act, const at::Tensor* bias) {
+// residual: y's strides (checked_residual), read at the offset of the element written from out_base.
+GemmArgs conv_args(Kind kind, const ConvOperands& c, const at::Tensor& x, Act act, const at::Tensor* bias,
+                   const void* residual = nullptr, const void* out_base = nullptr) {
   GemmArgs g;
   g.kind = kind;
   g.dtype = x.scalar_type();
   g.allow_tf32 = x.is_cuda() && g.dtype == at::kFloat && at::globalContext().allowTF32CuDNN();
   g.act = act;
   g.bias = bias ? bias->const_data_ptr() : nullptr;
+  g.residual = residual;
+  g.out_base = out_base;
   g.conv = c;
   g.batch = c.groups;
   switch (kind) {
@@ -97,7 +101,7 @@ at::Tensor empty_in_format_of(at::IntArrayRef shape, const at::Tensor& like) {
 
 at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                  c10::string_view activation) {
+                  c10::string_view activation, const c10::optional<at::Tensor>& residual) {
   check_float_tensor("conv2d", x_in, "x");
   check_float_tensor("conv2d", weight, "weight");
   check_same("conv2d", x_in, "x", weight, "weight");
@@ -110,9 +114,14 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& weight, const c10::o
   const auto bias_c = checked_bias("conv2d", bias, x, c.K);
   const at::Tensor* b = bias_c.has_value() ? &*bias_c : nullptr;
   auto y = empty_in_format_of({c.N, c.K, c.P, c.Q}, x);
+  // checked against the output as the caller sees it (3-D when x is); only its pointer is
+  // passed on, and it has y's strides, so every kernel path reads it at the output's offsets
+  const auto res_c = checked_residual("conv2d", residual, x_in, unbatched ? y.squeeze(0) : y);
   if (y.numel() > 0) {
     set_tensors(c, x, weight, y);
-    run_gemm(conv_args(Kind::ConvFwd, c, x, act, b), x.device());
+    run_gemm(conv_args(Kind::ConvFwd, c, x, act, b, res_c.has_value() ? res_c->const_data_ptr() : nullptr,
+                       y.const_data_ptr()),
+             x.device());
   }
   return unbatched ? y.squeeze(0) : y;
 }

@@ -10,7 +10,7 @@ namespace {
 // Describes out[b] = a[b] @ b[b] (+ bias, activation) with a: (B|1, M, K) and bT given
 // as a (B|1, K, N) strided view. A batch of size 1 is broadcast through stride 0.
 GemmArgs matmul_args(const at::Tensor& a3, const at::Tensor& b3, const at::Tensor& out3, const at::Tensor* bias,
-                     Act act, Algo algo = Algo::Auto) {
+                     Act act, Algo algo = Algo::Auto, const at::Tensor* residual = nullptr) {
   GemmArgs g;
   g.kind = Kind::Matmul;
   g.dtype = a3.scalar_type();
@@ -22,6 +22,8 @@ GemmArgs matmul_args(const at::Tensor& a3, const at::Tensor& b3, const at::Tenso
   g.N = out3.size(2);
   g.K = a3.size(2);
   g.bias = bias ? bias->const_data_ptr() : nullptr;
+  g.residual = residual ? residual->const_data_ptr() : nullptr;  // out3's strides (checked_residual)
+  g.out_base = out3.const_data_ptr();
   g.mm.a = a3.const_data_ptr();
   g.mm.b = b3.const_data_ptr();
   g.mm.c = out3.mutable_data_ptr();
@@ -89,7 +91,7 @@ at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, c10::string_view alg
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
-                  c10::string_view activation) {
+                  c10::string_view activation, const c10::optional<at::Tensor>& residual) {
   check_float_tensor("linear", x, "x");
   check_float_tensor("linear", weight, "weight");
   check_same("linear", x, "x", weight, "weight");
@@ -105,11 +107,13 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::opti
   auto out_shape = x.sizes().vec();
   out_shape.back() = outf;
   auto out = at::empty(out_shape, x.options());
+  const auto res_c = checked_residual("linear", residual, x, out);  // contiguous, as out
   if (out.numel() == 0) return out;
   const int64_t M = out.numel() / outf;
   const auto x3 = x.reshape({1, M, in});           // a view for any x whose leading dims flatten
   const auto wT3 = weight.t().unsqueeze(0);        // (1, in, out): weight read in place
-  run_gemm(matmul_args(x3, wT3, out.view({1, M, outf}), b, act), x.device());
+  run_gemm(matmul_args(x3, wT3, out.view({1, M, outf}), b, act, Algo::Auto, res_c.has_value() ? &*res_c : nullptr),
+           x.device());
   return out;
 }
 

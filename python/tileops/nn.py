@@ -22,8 +22,9 @@ class Linear(torch.nn.Linear):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.activation = _check_activation(activation)
 
-    def forward(self, x):
-        return ops.linear(x, self.weight, self.bias, self.activation)
+    def forward(self, x, residual=None):
+        """activation(x @ weight.T + bias + residual); residual: optional, the output's shape."""
+        return ops.linear(x, self.weight, self.bias, self.activation, residual)
 
     def extra_repr(self):
         s = super().extra_repr()
@@ -61,13 +62,14 @@ class Conv2d(torch.nn.Conv2d):
         )
         self.activation = _check_activation(activation)
 
-    def forward(self, x):
+    def forward(self, x, residual=None):
+        """activation(conv2d(x) + bias + residual); residual: optional, the output's shape."""
         padding = self.padding
         if self.padding_mode != "zeros":  # as torch: pad explicitly, then a conv without padding
             x = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             padding = 0
         return ops.conv2d(
-            x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups, self.activation
+            x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups, self.activation, residual
         )
 
     def extra_repr(self):

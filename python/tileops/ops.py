@@ -57,10 +57,15 @@ def matmul(a: torch.Tensor, b: torch.Tensor, algo: str = "auto") -> torch.Tensor
 
 
 def linear(
-    x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, activation: str = "none"
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: Optional[torch.Tensor] = None,
+    activation: str = "none",
+    residual: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
-    """activation(x @ weight.T + bias) in one kernel; activation in 'none', 'relu', 'gelu', 'silu'."""
-    return torch.ops.tileops.linear.default(x, weight, bias, activation)
+    """activation(x @ weight.T + bias + residual) in one kernel; activation in 'none', 'relu', 'gelu',
+    'silu'. residual (optional): exactly the output's shape, x's dtype and device, any strides."""
+    return torch.ops.tileops.linear.default(x, weight, bias, activation, residual)
 
 
 def conv2d(
@@ -72,8 +77,11 @@ def conv2d(
     dilation: _IntPair = 1,
     groups: int = 1,
     activation: str = "none",
+    residual: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
-    """activation(conv2d(x, weight) + bias), as F.conv2d; NCHW or channels_last, output in x's format.
+    """activation(conv2d(x, weight) + bias + residual), as F.conv2d; NCHW or channels_last, output in
+    x's format. residual (optional, e.g. ResNet's identity): exactly the output's shape, x's dtype and
+    device, any strides (one in the output's memory format is read in place, others are copied).
 
     padding may be an int, a pair, 'valid' or 'same' (stride 1 only, as in torch)."""
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
@@ -92,7 +100,7 @@ def conv2d(
         else:
             raise ValueError("tileops.conv2d: expected padding to be 'valid', 'same' or ints, got %r" % padding)
     return torch.ops.tileops.conv2d.default(
-        x, weight, bias, stride, _pair(padding, "padding"), dilation, groups, activation
+        x, weight, bias, stride, _pair(padding, "padding"), dilation, groups, activation, residual
     )
 
 
@@ -108,11 +116,20 @@ def _matmul_fake(a, b, algo="auto"):
     return a.new_empty((*batch, a.shape[-2], b.shape[-1]))
 
 
+def _check_residual_fake(op, residual, out):
+    if residual is not None:
+        torch._check(
+            residual.shape == out.shape,
+            lambda: "tileops.%s: expected residual of the output's shape %s, got %s" % (op, tuple(out.shape), tuple(residual.shape)),
+        )
+    return out
+
+
 @torch.library.register_fake("tileops::linear")
-def _linear_fake(x, weight, bias=None, activation="none"):
+def _linear_fake(x, weight, bias=None, activation="none", residual=None):
     torch._check(weight.dim() == 2, lambda: "tileops.linear: expected weight to be 2-D")
     torch._check(x.shape[-1] == weight.shape[1], lambda: "tileops.linear: x and weight disagree on in_features")
-    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+    return _check_residual_fake("linear", residual, x.new_empty((*x.shape[:-1], weight.shape[0])))
 
 
 def _conv_out_hw(h, w, weight, stride, padding, dilation):
@@ -127,12 +144,14 @@ def _empty_like_format(shape, like):
 
 
 @torch.library.register_fake("tileops::conv2d")
-def _conv2d_fake(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, activation="none"):
+def _conv2d_fake(
+    x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, activation="none", residual=None
+):
     stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
     xx = x.unsqueeze(0) if x.dim() == 3 else x
     p, q = _conv_out_hw(xx.shape[2], xx.shape[3], weight, stride, padding, dilation)
     y = _empty_like_format((xx.shape[0], weight.shape[0], p, q), xx)
-    return y.squeeze(0) if x.dim() == 3 else y
+    return _check_residual_fake("conv2d", residual, y.squeeze(0) if x.dim() == 3 else y)
 
 
 @torch.library.register_fake("tileops::_conv2d_backward")
@@ -145,7 +164,9 @@ def _conv2d_backward_fake(grad_out, x, weight, stride, padding, dilation, groups
 
 # ---------------------------------------------------------------------------------------
 # Autograd: every backward is made of tileops ops (plus elementwise activation grads and
-# reductions from torch). gelu/silu recompute the pre-activation with one more forward.
+# reductions from torch). gelu/silu recompute the pre-activation with one more forward (the
+# residual included); relu's mask is the saved (post-activation) output. The residual's
+# gradient is the pre-activation gradient itself.
 
 
 def _pre_activation_grad(grad, act, output, recompute):
@@ -170,41 +191,56 @@ def _matmul_backward(ctx, grad):
     return ga, gb, None
 
 
+def _recomputes(activation):
+    return activation in ("gelu", "silu")
+
+
 def _linear_setup(ctx, inputs, output):
-    x, weight, bias, activation = inputs
+    x, weight, bias, activation, residual = inputs
     ctx.activation = activation
-    ctx.save_for_backward(x, weight, bias, output if activation == "relu" else None)
+    ctx.has_residual = residual is not None
+    ctx.save_for_backward(
+        x, weight, bias, output if activation == "relu" else None, residual if _recomputes(activation) else None
+    )
 
 
 def _linear_backward(ctx, grad):
-    x, weight, bias, y = ctx.saved_tensors
-    gz = _pre_activation_grad(grad, ctx.activation, y, lambda: linear(x, weight, bias, "none"))
+    x, weight, bias, y, residual = ctx.saved_tensors
+    gz = _pre_activation_grad(grad, ctx.activation, y, lambda: linear(x, weight, bias, "none", residual))
     gz2 = gz.reshape(-1, weight.shape[0])
     gx = matmul(gz2, weight).reshape(x.shape) if ctx.needs_input_grad[0] else None
     gw = matmul(gz2.t(), x.reshape(-1, weight.shape[1])) if ctx.needs_input_grad[1] else None
     gb = gz2.sum(0) if bias is not None and ctx.needs_input_grad[2] else None
-    return gx, gw, gb, None
+    gr = gz if ctx.has_residual and ctx.needs_input_grad[4] else None
+    return gx, gw, gb, None, gr
 
 
 def _conv2d_setup(ctx, inputs, output):
-    x, weight, bias, stride, padding, dilation, groups, activation = inputs
+    x, weight, bias, stride, padding, dilation, groups, activation, residual = inputs
     ctx.params = (stride, padding, dilation, groups)
     ctx.activation = activation
-    ctx.save_for_backward(x, weight, bias, output if activation == "relu" else None)
+    ctx.has_residual = residual is not None
+    ctx.save_for_backward(
+        x, weight, bias, output if activation == "relu" else None, residual if _recomputes(activation) else None
+    )
 
 
 def _conv2d_backward(ctx, grad):
-    x, weight, bias, y = ctx.saved_tensors
+    x, weight, bias, y, residual = ctx.saved_tensors
     stride, padding, dilation, groups = ctx.params
     gz = _pre_activation_grad(
-        grad, ctx.activation, y, lambda: torch.ops.tileops.conv2d.default(x, weight, bias, stride, padding, dilation, groups, "none")
+        grad,
+        ctx.activation,
+        y,
+        lambda: torch.ops.tileops.conv2d.default(x, weight, bias, stride, padding, dilation, groups, "none", residual),
     )
     unbatched = x.dim() == 3
     xx, gzz = (x.unsqueeze(0), gz.unsqueeze(0)) if unbatched else (x, gz)
     mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias is not None and ctx.needs_input_grad[2]]
     gx, gw, gb = torch.ops.tileops._conv2d_backward.default(gzz, xx, weight, stride, padding, dilation, groups, mask)
     gx = (gx.squeeze(0) if unbatched else gx) if mask[0] else None
-    return gx, gw if mask[1] else None, gb if mask[2] else None, None, None, None, None, None
+    gr = gz if ctx.has_residual and ctx.needs_input_grad[8] else None
+    return gx, gw if mask[1] else None, gb if mask[2] else None, None, None, None, None, None, gr
 
 
 torch.library.register_autograd("tileops::matmul", _matmul_backward, setup_context=_matmul_setup)
