@@ -43,13 +43,20 @@ if [ -n "${SANITIZE:-}" ]; then  # compute-sanitizer's four tools over a reduced
   bash scripts/sanitize.sh "$OUTDIR" || rc=1
 fi
 # BENCHES: which benchmarks (default all); BENCH_QUICK=1: their --quick subsets; each is capped
-# at BENCH_TIMEOUT seconds so one slow benchmark cannot take the others' results with it
+# at BENCH_TIMEOUT seconds so one slow benchmark cannot take the others' results with it, and
+# at DEADLINE (epoch seconds) where set, for a lease that ends at a known time
 if [ -z "${SKIP_BENCH:-}" ]; then
   Q=${BENCH_QUICK:+--quick}
   for b in ${BENCHES:-ops matmul conv models}; do
     case $b in ops|matmul) args=() ;; *) args=($Q) ;; esac
     [ -f "benchmarks/bench_$b.py" ] || { echo "no benchmarks/bench_$b.py"; rc=1; continue; }
-    timeout "${BENCH_TIMEOUT:-400}" $PY "benchmarks/bench_$b.py" --out "$OUTDIR/$b.json" "${args[@]}" \
+    limit=${BENCH_TIMEOUT:-400}
+    if [ -n "${DEADLINE:-}" ]; then  # DEADLINE: epoch seconds by which every benchmark must be done
+      left=$(( DEADLINE - $(date +%s) ))
+      [ "$left" -lt 30 ] && { echo "bench_$b skipped: ${left}s left before DEADLINE"; continue; }
+      [ "$left" -lt "$limit" ] && limit=$left
+    fi
+    timeout "$limit" $PY "benchmarks/bench_$b.py" --out "$OUTDIR/$b.json" "${args[@]}" \
       > "$OUTDIR/bench_$b.log" 2>&1 || { echo "bench_$b failed"; tail -5 "$OUTDIR/bench_$b.log"; rc=1; }
     tail -3 "$OUTDIR/bench_$b.log"
   done
