@@ -13,13 +13,11 @@ enum class Kind { Matmul, ConvFwd, ConvDgrad, ConvWgrad };
 // up; Auto picks by dtype, device and layout. Names and aliases: parse_algo in ops/common.h.
 enum class Algo { Auto, Naive, Tiled, TiledPadded, Register, Vectorized, Mma, Wgmma };
 
-struct GemmArgs {
-  Kind kind = Kind::Matmul;
-  c10::ScalarType dtype = c10::ScalarType::Float;
-  bool allow_tf32 = false;  // fp32 only: use the tensor-core (tf32) family
+// What the epilogue fuses into a GEMM; Fused{}: a plain GEMM. A problem carries one (GemmArgs
+// derives from it), and a path that lowers one problem onto another passes it on or clears it
+// as a whole.
+struct Fused {
   Act act = Act::None;
-  Algo algo = Algo::Auto;
-  int64_t batch = 1, M = 0, N = 0, K = 0;
   const void* bias = nullptr;  // dtype `dtype`, indexed by problem.bias_index
   // Optional residual added before the activation: dtype `dtype`, exactly the output's strides
   // (the op layer copies it when not), read at the output element's offset from out_base,
@@ -27,9 +25,25 @@ struct GemmArgs {
   // tensor itself must pass its own residual/out_base pair or clear both.
   const void* residual = nullptr;
   const void* out_base = nullptr;
+};
+
+struct GemmArgs : Fused {
+  Kind kind = Kind::Matmul;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  bool allow_tf32 = false;  // fp32 only: use the tensor-core (tf32) family
+  Algo algo = Algo::Auto;
+  int64_t batch = 1, M = 0, N = 0, K = 0;
   MatmulOperands mm{};         // kind == Matmul
   ConvOperands conv{};         // the conv kinds
+  Fused& fused() { return *this; }
+  const Fused& fused() const { return *this; }
 };
+
+// Whether the problem runs on tensor cores: fp16, bf16, and fp32 where TF32 is allowed.
+inline bool tensor_core_dtype(const GemmArgs& a) {
+  return a.dtype == c10::ScalarType::Half || a.dtype == c10::ScalarType::BFloat16 ||
+         (a.dtype == c10::ScalarType::Float && a.allow_tf32);
+}
 
 // The epilogue functor of a problem: bias, activation, residual.
 template <typename T>

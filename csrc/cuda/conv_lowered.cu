@@ -141,15 +141,6 @@ void im2col(const GemmArgs& a, const at::Tensor& x, const Geom& g, int64_t n0, i
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// The epilogue a lowered GEMM applies (GemmArgs' fields of that name); Fused{}: a plain GEMM.
-struct Fused {
-  Act act = Act::None;
-  const void* bias = nullptr;
-  const void* residual = nullptr;  // with out_base: the output the residual's strides follow
-  const void* out_base = nullptr;
-};
-Fused fused_of(const GemmArgs& a) { return {a.act, a.bias, a.residual, a.out_base}; }
-
 // Row-major GEMM C = A . B (M x K . K x N) as matmul arguments. b_kmajor: B is given
 // transposed (N x K row-major, a linear weight); else K x N row-major. A is set by the caller.
 GemmArgs matmul_args(const GemmArgs& conv, int64_t M, int64_t K, const at::Tensor& B, bool b_kmajor,
@@ -158,10 +149,7 @@ GemmArgs matmul_args(const GemmArgs& conv, int64_t M, int64_t K, const at::Tenso
   g.kind = Kind::Matmul;
   g.dtype = conv.dtype;
   g.allow_tf32 = conv.allow_tf32;
-  g.act = epi.act;
-  g.bias = epi.bias;
-  g.residual = epi.residual;
-  g.out_base = epi.out_base;
+  g.fused() = epi;
   g.M = M;
   g.K = K;
   g.N = C.size(1);
@@ -235,7 +223,7 @@ bool conv_fwd_lowered(const GemmArgs& a) {
   // strides) is read where the op layer put it. Else the GEMM writes the [NPQ, K] buffer, so
   // the residual goes along as a channels_last copy, which is laid out as that buffer (still
   // fused: one copy of the residual instead of an unfused add and activation over y).
-  Fused epi = fused_of(a);
+  Fused epi = a.fused();
   at::Tensor res_rows;
   if (a.residual != nullptr && !y_rows) {
     res_rows = wrap(const_cast<void*>(a.residual), {c.N, c.K, c.P, c.Q}, c.ys, a).contiguous(at::MemoryFormat::ChannelsLast);

@@ -30,10 +30,7 @@ inline GemmArgs dgrad_as_forward(const GemmArgs& a, const void* w_flipped, const
   const ConvOperands& c = a.conv;
   GemmArgs f = a;
   f.kind = Kind::ConvFwd;
-  f.act = Act::None;
-  f.bias = nullptr;
-  f.residual = nullptr;
-  f.out_base = nullptr;
+  f.fused() = Fused{};
   ConvOperands& fc = f.conv;
   fc.C = c.K, fc.K = c.C, fc.Cg = c.Kg, fc.Kg = c.Cg;
   fc.H = c.P, fc.W = c.Q, fc.P = c.H, fc.Q = c.W;

@@ -73,7 +73,7 @@ void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a) {
 // matmul, which gets 'vectorized' unless its 128x128 tiles would leave SMs idle where the
 // 64x64 tiles of 'register' would not (skinny and small problems).
 inline Algo auto_algo(const GemmArgs& a) {
-  if (a.dtype == at::kHalf || a.dtype == at::kBFloat16 || (a.dtype == at::kFloat && a.allow_tf32)) return Algo::Mma;
+  if (tensor_core_dtype(a)) return Algo::Mma;
   if (a.kind != Kind::Matmul || a.dtype != at::kFloat) return Algo::Register;
   auto tiles = [&](int64_t bm, int64_t bn) { return a.batch * ((a.M + bm - 1) / bm) * ((a.N + bn - 1) / bn); };
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;

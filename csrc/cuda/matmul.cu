@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAException.h>
 #include <cuda.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -100,24 +101,28 @@ Padded pad_operands(const GemmArgs& in, const TmaLayout& l) {
   const int64_t ba = o.sa[0] == 0 ? 1 : in.batch, bb = o.sb[0] == 0 ? 1 : in.batch;
   const int64_t al = 16 / c10::elementSize(in.dtype);
   auto up = [al](int64_t n) { return (n + al - 1) / al * al; };
+  // view [batch, rows, cols] -> a [batch, rows, pitch] copy; its (batch, row) strides
+  auto padded_rows = [&](const at::Tensor& v) {
+    at::Tensor t = at::empty({v.size(0), v.size(1), up(v.size(2))}, opts);
+    t.narrow(2, 0, v.size(2)).copy_(v);
+    return t;
+  };
+  auto row_strides = [](const at::Tensor& t) { return std::make_pair(t.size(0) == 1 ? 0 : t.stride(0), t.stride(1)); };
   Padded p{at::Tensor(), at::Tensor(), in};
   if (!l.a_ok) {
-    const auto av = at::from_blob(const_cast<void*>(o.a), {ba, in.M, in.K}, {o.sa[0], o.sa[1], o.sa[2]}, opts);
-    const int64_t K_ = up(in.K);
-    p.a = at::empty({ba, in.M, K_}, opts);
-    p.a.narrow(2, 0, in.K).copy_(av);
+    p.a = padded_rows(at::from_blob(const_cast<void*>(o.a), {ba, in.M, in.K}, {o.sa[0], o.sa[1], o.sa[2]}, opts));
     p.args.mm.a = p.a.const_data_ptr();
-    const int64_t sa[3] = {ba == 1 ? 0 : in.M * K_, K_, 1};
+    const auto [sb0, sr] = row_strides(p.a);
+    const int64_t sa[3] = {sb0, sr, 1};
     std::copy(sa, sa + 3, p.args.mm.sa);
   }
   if (!l.b_ok) {
     const auto bv = at::from_blob(const_cast<void*>(o.b), {bb, in.K, in.N}, {o.sb[0], o.sb[1], o.sb[2]}, opts);
     const bool kmajor = in.dtype == at::kFloat;
-    const int64_t rows = kmajor ? in.N : in.K, cols = kmajor ? in.K : in.N, pitch = up(cols);
-    p.b = at::empty({bb, rows, pitch}, opts);
-    p.b.narrow(2, 0, cols).copy_(kmajor ? bv.transpose(1, 2) : bv);
+    p.b = padded_rows(kmajor ? bv.transpose(1, 2) : bv);
     p.args.mm.b = p.b.const_data_ptr();
-    const int64_t sb[3] = {bb == 1 ? 0 : rows * pitch, kmajor ? 1 : pitch, kmajor ? pitch : 1};
+    const auto [sb0, sr] = row_strides(p.b);
+    const int64_t sb[3] = {sb0, kmajor ? 1 : sr, kmajor ? sr : 1};
     std::copy(sb, sb + 3, p.args.mm.sb);
   }
   return p;
@@ -146,8 +151,14 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
                    reinterpret_cast<uintptr_t>(a.out_base) % 16 == 0;
   auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, CONV>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
-  // per device, so set on every launch (a host-side attribute write, no synchronization)
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // a per-device attribute: set once on each device (bit d of set_on), not on every launch
+  static std::atomic<uint64_t> set_on{0};
+  const int dev = at::cuda::current_device();
+  TORCH_INTERNAL_ASSERT(dev < 64, "tileops: device index ", dev, " past the attribute bitmask");
+  if (!((set_on.load(std::memory_order_acquire) >> dev) & 1)) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    set_on.fetch_or(uint64_t(1) << dev, std::memory_order_release);
+  }
   const auto stream = at::cuda::getCurrentCUDAStream();
   const MatmulProblem<T> p(a.mm);
   const Epilogue<T> epi = epilogue_of<T>(a);
@@ -285,8 +296,7 @@ bool conv_fwd_sm90(const GemmArgs& g) {
 }
 
 void gemm_cuda_matmul(const GemmArgs& a) {
-  const bool tensor_core = a.dtype == at::kHalf || a.dtype == at::kBFloat16 || (a.dtype == at::kFloat && a.allow_tf32);
-  const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && tensor_core);
+  const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && tensor_core_dtype(a));
   const char* why = want ? sm90_unavailable(a) : "not requested";
   const TmaLayout l = why == nullptr ? sm90_layout(a) : TmaLayout{false, false};
   // Auto: tiny problems that would need copies stay on one WMMA launch.
