@@ -12,8 +12,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
+# ruff pinned: its import-sorting rules change between releases and CI lints with it.
 # scikit-learn (its bundled digits data) and matplotlib (curves): examples/train.py and its test
-.venv/bin/python -m pip install -q "$TORCH_PIN" setuptools wheel ninja pytest numpy pyyaml ruff scikit-learn matplotlib
+.venv/bin/python -m pip install -q "$TORCH_PIN" setuptools wheel ninja pytest numpy pyyaml "ruff==0.17.6" scikit-learn matplotlib
 
 if [ -z "${TORCH_CUDA_ARCH_LIST:-}" ]; then
   # build for the GPU that is here (Hopper: sm_90a); without one, for sm_90a, so all CUDA code compiles

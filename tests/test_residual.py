@@ -14,8 +14,24 @@ import torch.nn.functional as F
 import tileops
 import tileops.nn as tnn
 from conftest import DEVICE_KINDS, DEVICES
-from test_conv2d import (ACT_FN, ACTS, CASES, CUDA_CASES, CUDA_KINDS, LAYOUTS, SOME_KINDS, _misaligned, check_conv,
-                         check_format, like_x, make_w, make_x, pick_act, poisoned, sized)
+from test_conv2d import (
+    ACT_FN,
+    ACTS,
+    CASES,
+    CUDA_CASES,
+    CUDA_KINDS,
+    LAYOUTS,
+    SOME_KINDS,
+    _misaligned,
+    check_conv,
+    check_format,
+    like_x,
+    make_w,
+    make_x,
+    pick_act,
+    poisoned,
+    sized,
+)
 from utils import DTYPES, check, fresh_generator, randn, run_poisoned, tf32
 
 ops = torch.ops.tileops
