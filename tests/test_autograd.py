@@ -38,6 +38,40 @@ def test_linear_gradcheck(device, activation, with_bias, with_residual):
     assert torch.autograd.gradcheck(lambda x, w, b, r: tileops.linear(x, w, b, activation, r), (x, w, b, r))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
+def test_double_backward(device, activation):
+    """The backward is made of differentiable ops (tileops matmul and linear, torch's activation
+    gradients), so gradients of gradients are right too: create_graph, then gradgradcheck."""
+    gen, _ = fresh_generator()
+    a, b = leaf((4, 5), device, gen), leaf((3, 5, 2), device, gen)
+    assert torch.autograd.gradgradcheck(tileops.matmul, (a, b))
+    x, w, bias, r = leaf((2, 3, 6), device, gen), leaf((5, 6), device, gen), leaf((5,), device, gen), leaf((2, 3, 5), device, gen)
+    assert torch.autograd.gradgradcheck(lambda x, w, b, r: tileops.linear(x, w, b, activation, r), (x, w, bias, r))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("wanted", ["x", "weight", "bias", "residual"])
+def test_gradient_of_one_input(device, wanted):
+    """Only one input requires grad: it gets the same gradient as when all do, the others get
+    None (the backward skips what is not needed)."""
+    gen, _ = fresh_generator()
+    names = ("x", "weight", "bias", "residual")
+    for op, shapes in (
+        (lambda x, w, b, r: tileops.linear(x, w, b, "gelu", r), ((2, 3, 6), (5, 6), (5,), (2, 3, 5))),
+        (lambda x, w, b, r: tileops.conv2d(x, w, b, 2, 1, 1, 2, "relu", r), ((2, 4, 7, 6), (6, 2, 3, 3), (6,), (2, 6, 4, 3))),
+    ):
+        full = [leaf(s, device, gen) for s in shapes]
+        g = torch.autograd.grad(op(*full).square().sum(), full)
+        part = [t.detach().requires_grad_(n == wanted) for n, t in zip(names, full)]
+        op(*part).square().sum().backward()
+        for n, t, ref in zip(names, part, g):
+            if n == wanted:
+                torch.testing.assert_close(t.grad, ref, rtol=1e-12, atol=1e-12)
+            else:
+                assert t.grad is None
+
+
 # name: (C, K, R, S, stride, padding, dilation, groups) on a (2, C, 7, 6) input
 CONV_GRADCHECK = {
     "3x2": (4, 4, 3, 2, 1, 1, 1, 1),

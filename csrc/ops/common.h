@@ -1,6 +1,7 @@
 // Argument checks and dispatch shared by every op. Errors name the op and the argument.
 #pragma once
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <string>
@@ -11,8 +12,12 @@
 namespace tileops {
 namespace ops {
 
-inline void check_float_tensor(const char* op, const at::Tensor& t, const char* name) {
+inline void check_defined(const char* op, const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.defined(), "tileops.", op, ": expected ", name, " to be a tensor, got None");
+}
+
+inline void check_float_tensor(const char* op, const at::Tensor& t, const char* name) {
+  check_defined(op, t, name);
   TORCH_CHECK(t.layout() == at::kStrided, "tileops.", op, ": expected ", name,
               " to be a dense (strided) tensor, got layout ", t.layout());
   const auto st = t.scalar_type();
@@ -115,7 +120,14 @@ inline void run_gemm(const GemmArgs& a, const at::Device& device) {
   }
 }
 
-// The ops (one definition each; registered for CPU and CUDA in register.cpp).
+// A handle to call a registered op through the dispatcher (autocast and autograd call the ops
+// this way, so every layer below them, tracing included, sees the call).
+template <typename Sig>
+c10::TypedOperatorHandle<Sig> typed_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
+}
+
+// The ops (one definition each; registered for CPU and CUDA in register.cpp, Autograd in autograd.cpp).
 at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, c10::string_view algo);
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                   c10::string_view activation, const c10::optional<at::Tensor>& residual);

@@ -2,7 +2,6 @@
 // (it routes to the CPU or CUDA kernel family by the inputs' device), plus autocast
 // rules that cast floating inputs to the autocast dtype as torch's matmul/conv do.
 #include <ATen/autocast_mode.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 
 #include "common.h"
 
@@ -18,29 +17,25 @@ struct Autocast {
   static c10::optional<at::Tensor> cast(const c10::optional<at::Tensor>& t) {
     return t.has_value() ? c10::optional<at::Tensor>(cast(*t)) : t;
   }
-  template <typename Sig>
-  static auto op(const char* name) {
-    return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
-  }
   using Guard = c10::impl::ExcludeDispatchKeyGuard;
   static c10::DispatchKey key() { return at::autocast::get_autocast_dispatch_key_from_device_type(DT); }
 
   static at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, c10::string_view algo) {
     Guard g(key());
-    static auto h = op<decltype(ops::matmul)>("tileops::matmul");
+    static auto h = typed_op<decltype(ops::matmul)>("tileops::matmul");
     return h.call(cast(a), cast(b), algo);
   }
   static at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
                            c10::string_view act, const c10::optional<at::Tensor>& res) {
     Guard g(key());
-    static auto h = op<decltype(ops::linear)>("tileops::linear");
+    static auto h = typed_op<decltype(ops::linear)>("tileops::linear");
     return h.call(cast(x), cast(w), cast(b), act, cast(res));
   }
   static at::Tensor conv2d(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
                            at::IntArrayRef st, at::IntArrayRef pd, at::IntArrayRef dl, int64_t groups,
                            c10::string_view act, const c10::optional<at::Tensor>& res) {
     Guard g(key());
-    static auto h = op<decltype(ops::conv2d)>("tileops::conv2d");
+    static auto h = typed_op<decltype(ops::conv2d)>("tileops::conv2d");
     return h.call(cast(x), cast(w), cast(b), st, pd, dl, groups, act, cast(res));
   }
 };

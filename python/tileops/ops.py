@@ -1,8 +1,9 @@
-"""Functional API, fake (meta) kernels and autograd for the tileops ops.
+"""Functional API and fake (meta) kernels for the tileops ops.
 
 The ops themselves are defined in C++ (csrc/tileops.cpp: one schema file) and implemented
-for CPU and CUDA there; autocast rules are C++ too. This module adds what torch.compile,
-torch.export and autograd need: a fake kernel per op and a backward made of tileops ops.
+for CPU and CUDA there; autocast and autograd (csrc/ops/autograd.cpp: every backward made of
+tileops ops) are C++ too, so a call runs no Python beyond its wrapper. This module adds what
+torch.compile and torch.export need: a fake kernel per op.
 """
 import operator
 from typing import Optional, Sequence, Tuple, Union
@@ -160,89 +161,3 @@ def _conv2d_backward_fake(grad_out, x, weight, stride, padding, dilation, groups
     gw = _empty_like_format(weight.shape, weight) if output_mask[1] else x.new_empty((0,))
     gb = x.new_empty((weight.shape[0],)) if output_mask[2] else x.new_empty((0,))
     return gx, gw, gb
-
-
-# ---------------------------------------------------------------------------------------
-# Autograd: every backward is made of tileops ops (plus elementwise activation grads and
-# reductions from torch). gelu/silu recompute the pre-activation with one more forward (the
-# residual included); relu's mask is the saved (post-activation) output. The residual's
-# gradient is the pre-activation gradient itself.
-
-
-def _pre_activation_grad(grad, act, output, recompute):
-    if act == "none":
-        return grad
-    if act == "relu":
-        return torch.ops.aten.threshold_backward(grad, output, 0)
-    z = recompute()
-    if act == "gelu":
-        return torch.ops.aten.gelu_backward(grad, z)
-    return torch.ops.aten.silu_backward(grad, z)
-
-
-def _matmul_setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0], inputs[1])
-
-
-def _matmul_backward(ctx, grad):
-    a, b = ctx.saved_tensors
-    ga = matmul(grad, b.mT).sum_to_size(a.shape) if ctx.needs_input_grad[0] else None
-    gb = matmul(a.mT, grad).sum_to_size(b.shape) if ctx.needs_input_grad[1] else None
-    return ga, gb, None
-
-
-def _recomputes(activation):
-    return activation in ("gelu", "silu")
-
-
-def _linear_setup(ctx, inputs, output):
-    x, weight, bias, activation, residual = inputs
-    ctx.activation = activation
-    ctx.has_residual = residual is not None
-    ctx.save_for_backward(
-        x, weight, bias, output if activation == "relu" else None, residual if _recomputes(activation) else None
-    )
-
-
-def _linear_backward(ctx, grad):
-    x, weight, bias, y, residual = ctx.saved_tensors
-    gz = _pre_activation_grad(grad, ctx.activation, y, lambda: linear(x, weight, bias, "none", residual))
-    gz2 = gz.reshape(-1, weight.shape[0])
-    gx = matmul(gz2, weight).reshape(x.shape) if ctx.needs_input_grad[0] else None
-    gw = matmul(gz2.t(), x.reshape(-1, weight.shape[1])) if ctx.needs_input_grad[1] else None
-    gb = gz2.sum(0) if bias is not None and ctx.needs_input_grad[2] else None
-    gr = gz if ctx.has_residual and ctx.needs_input_grad[4] else None
-    return gx, gw, gb, None, gr
-
-
-def _conv2d_setup(ctx, inputs, output):
-    x, weight, bias, stride, padding, dilation, groups, activation, residual = inputs
-    ctx.params = (stride, padding, dilation, groups)
-    ctx.activation = activation
-    ctx.has_residual = residual is not None
-    ctx.save_for_backward(
-        x, weight, bias, output if activation == "relu" else None, residual if _recomputes(activation) else None
-    )
-
-
-def _conv2d_backward(ctx, grad):
-    x, weight, bias, y, residual = ctx.saved_tensors
-    stride, padding, dilation, groups = ctx.params
-    gz = _pre_activation_grad(
-        grad,
-        ctx.activation,
-        y,
-        lambda: torch.ops.tileops.conv2d.default(x, weight, bias, stride, padding, dilation, groups, "none", residual),
-    )
-    unbatched = x.dim() == 3
-    xx, gzz = (x.unsqueeze(0), gz.unsqueeze(0)) if unbatched else (x, gz)
-    mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias is not None and ctx.needs_input_grad[2]]
-    gx, gw, gb = torch.ops.tileops._conv2d_backward.default(gzz, xx, weight, stride, padding, dilation, groups, mask)
-    gx = (gx.squeeze(0) if unbatched else gx) if mask[0] else None
-    gr = gz if ctx.has_residual and ctx.needs_input_grad[8] else None
-    return gx, gw if mask[1] else None, gb if mask[2] else None, None, None, None, None, None, gr
-
-
-torch.library.register_autograd("tileops::matmul", _matmul_backward, setup_context=_matmul_setup)
-torch.library.register_autograd("tileops::linear", _linear_backward, setup_context=_linear_setup)
-torch.library.register_autograd("tileops::conv2d", _conv2d_backward, setup_context=_conv2d_setup)
