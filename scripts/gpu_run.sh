@@ -3,7 +3,7 @@
 # that torch for this GPU, run the whole suite with CUDA tests required (none may skip), and
 # time every op against torch. Everything lands in OUTDIR:
 #   build.log, junit.xml, pytest.log, summary.json, doctor.json, demo.log, and per benchmark
-#   <name>.json (+ .png) and bench_<name>.log (ops, matmul, conv, models)
+#   <name>.json (+ .png) and bench_<name>.log (ops, matmul, conv, models, overhead)
 # Usage: scripts/gpu_run.sh OUTDIR [pytest args...]
 set -uo pipefail
 OUTDIR=${1:?usage: scripts/gpu_run.sh OUTDIR [pytest args]}
@@ -47,7 +47,7 @@ fi
 # at DEADLINE (epoch seconds) where set, for a lease that ends at a known time
 if [ -z "${SKIP_BENCH:-}" ]; then
   Q=${BENCH_QUICK:+--quick}
-  for b in ${BENCHES:-ops matmul conv models}; do
+  for b in ${BENCHES:-ops matmul conv models overhead}; do
     case $b in ops|matmul) args=() ;; *) args=($Q) ;; esac
     [ -f "benchmarks/bench_$b.py" ] || { echo "no benchmarks/bench_$b.py"; rc=1; continue; }
     limit=${BENCH_TIMEOUT:-400}
