@@ -109,6 +109,21 @@ def test_conv2d_gradcheck(device, case, activation, layout, with_residual):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", ["3x2", "aniso_groups2", "depthwise_x2", "2x2_stride3"])
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
+def test_conv2d_double_backward(device, case, activation):
+    """_conv2d_backward has its own backward (conv, dgrad and wgrad again), so second derivatives of
+    conv2d are right, not the zeros of a missing autograd kernel."""
+    C, K, R, S, stride, padding, dilation, groups = CONV_GRADCHECK[case]
+    gen, _ = fresh_generator()
+    x, w, b = leaf((2, C, 7, 6), device, gen), leaf((K, C // groups, R, S), device, gen), leaf((K,), device, gen)
+    assert torch.autograd.gradgradcheck(
+        lambda x, w, b: tileops.conv2d(x, w, b, stride, padding, dilation, groups, activation), (x, w, b),
+        fast_mode=True,
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_opcheck_all_ops(device, dtype):
     gen, _ = fresh_generator()
@@ -135,10 +150,9 @@ def test_opcheck_all_ops(device, dtype):
                                         [False, True, False])),
     ]
     for op, args in cases:
-        if op is not ops._conv2d_backward.default:  # exercise the autograd registration too
-            for a in args:
-                if isinstance(a, torch.Tensor):
-                    a.requires_grad_()
+        for a in args:  # exercise the autograd registration too
+            if isinstance(a, torch.Tensor):
+                a.requires_grad_()
         # In half precision, older torch (2.7) traces gelu/silu backward through decompositions
         # computed in fp16 whose rounding differs from eager's beyond opcheck's default
         # tolerances; the AOT check runs in float32 instead, where it is exact.
@@ -174,8 +188,7 @@ def test_opcheck_conv2d_cuda_paths(dtype):
                                         [1, 1], 1, [False, True, True])),
     ]
     for op, args in cases:
-        if op is not ops._conv2d_backward.default:
-            for a in args:
-                if isinstance(a, torch.Tensor):
-                    a.requires_grad_()
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                a.requires_grad_()
         torch.library.opcheck(op, args, test_utils=OPCHECK_TESTS[:-1])

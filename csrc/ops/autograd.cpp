@@ -35,7 +35,24 @@ Tensor call_linear(const Tensor& x, const Tensor& w, const Tensor& bias, c10::st
 struct ConvParams {
   std::vector<int64_t> stride, padding, dilation;
   int64_t groups;
+
+  void save(AutogradContext* ctx) const {
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["dilation"] = dilation;
+    ctx->saved_data["groups"] = groups;
+  }
+  static ConvParams load(AutogradContext* ctx) {
+    auto& d = ctx->saved_data;
+    return {d["stride"].toIntVector(), d["padding"].toIntVector(), d["dilation"].toIntVector(), d["groups"].toInt()};
+  }
 };
+
+std::tuple<Tensor, Tensor, Tensor> call_conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w,
+                                                        const ConvParams& p, std::array<bool, 3> mask) {
+  static auto h = typed_op<decltype(ops::conv2d_backward)>("tileops::_conv2d_backward");
+  return h.call(gy, x, w, p.stride, p.padding, p.dilation, p.groups, mask);
+}
 
 Tensor call_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p, c10::string_view act,
                    const Tensor& res) {
@@ -130,31 +147,61 @@ struct Conv2dFn : torch::autograd::Function<Conv2dFn> {
     at::AutoDispatchBelowADInplaceOrView below;
     const ConvParams p{stride.vec(), padding.vec(), dilation.vec(), groups};
     Tensor y = call_conv2d(x, w, bias.value_or(Tensor()), p, act, res.value_or(Tensor()));
-    ctx->saved_data["stride"] = p.stride;
-    ctx->saved_data["padding"] = p.padding;
-    ctx->saved_data["dilation"] = p.dilation;
-    ctx->saved_data["groups"] = groups;
+    p.save(ctx);
     save_fused(ctx, x, w, bias, act, res, y);
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    static auto bwd = typed_op<decltype(ops::conv2d_backward)>("tileops::_conv2d_backward");
     const auto s = ctx->get_saved_variables();
     const Tensor &x = s[0], &w = s[1], &bias = s[2];
-    auto& d = ctx->saved_data;
-    const ConvParams p{d["stride"].toIntVector(), d["padding"].toIntVector(), d["dilation"].toIntVector(),
-                       d["groups"].toInt()};
-    const Tensor gz = pre_activation_grad(grads[0], d["act"].toStringRef(), s[3],
+    const ConvParams p = ConvParams::load(ctx);
+    const Tensor gz = pre_activation_grad(grads[0], ctx->saved_data["act"].toStringRef(), s[3],
                                           [&] { return call_conv2d(x, w, bias, p, "none", s[4]); });
     const bool unbatched = x.dim() == 3;  // (C, H, W): the backward op takes a batch of one
     const Needs needs(ctx, bias);
     const std::array<bool, 3> mask{needs.x, needs.w, needs.bias};
-    auto g = bwd.call(unbatched ? gz.unsqueeze(0) : gz, unbatched ? x.unsqueeze(0) : x, w, p.stride, p.padding,
-                      p.dilation, p.groups, mask);
+    auto g = call_conv2d_backward(unbatched ? gz.unsqueeze(0) : gz, unbatched ? x.unsqueeze(0) : x, w, p, mask);
     Tensor gx = mask[0] ? (unbatched ? std::get<0>(g).squeeze(0) : std::get<0>(g)) : Tensor();
     Tensor gr = needs.res ? gz : Tensor();
     return {gx,       mask[1] ? std::get<1>(g) : Tensor(), mask[2] ? std::get<2>(g) : Tensor(), Tensor(), Tensor(),
             Tensor(), Tensor(), Tensor(), gr};
+  }
+};
+
+// Double backward of conv2d. _conv2d_backward's outputs are bilinear: grad_x = dgrad(gy, w),
+// grad_w = wgrad(x, gy), grad_b = sum(gy). So the gradients of <ggx, grad_x> + <ggw, grad_w> +
+// <ggb, grad_b> are: for gy, conv(ggx, w) + conv(x, ggw) + ggb over every pixel; for x,
+// dgrad(gy, ggw); for w, wgrad(ggx, gy). All are tileops ops again (triple backward too).
+struct Conv2dBackwardFn : torch::autograd::Function<Conv2dBackwardFn> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& gy, const Tensor& x, const Tensor& w,
+                               at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                               int64_t groups, std::array<bool, 3> mask) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    const ConvParams p{stride.vec(), padding.vec(), dilation.vec(), groups};
+    auto g = call_conv2d_backward(gy, x, w, p, mask);
+    p.save(ctx);
+    ctx->saved_data["mask"] = c10::List<bool>({mask[0], mask[1], mask[2]});
+    ctx->save_for_backward({gy, x, w});
+    ctx->set_materialize_grads(false);  // an output nobody used (or one masked off) has no gradient
+    return {std::get<0>(g), std::get<1>(g), std::get<2>(g)};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list gg) {
+    const auto s = ctx->get_saved_variables();
+    const Tensor &gy = s[0], &x = s[1], &w = s[2];
+    const ConvParams p = ConvParams::load(ctx);
+    // a masked-off output is an empty tensor: its incoming gradient, if any, is ignored
+    const auto mask = ctx->saved_data["mask"].toBoolList();
+    const Tensor ggx = mask[0] ? gg[0] : Tensor(), ggw = mask[1] ? gg[1] : Tensor(), ggb = mask[2] ? gg[2] : Tensor();
+    Tensor dgy, dx, dw;
+    auto add = [&](const Tensor& t) { dgy = dgy.defined() ? dgy + t : t; };
+    if (ctx->needs_input_grad(0)) {
+      if (ggx.defined()) add(call_conv2d(ggx, w, Tensor(), p, "none", Tensor()));
+      if (ggw.defined()) add(call_conv2d(x, ggw, Tensor(), p, "none", Tensor()));
+      if (ggb.defined()) add(ggb.reshape({1, -1, 1, 1}).expand(gy.sizes()));
+    }
+    if (ctx->needs_input_grad(1) && ggw.defined()) dx = std::get<0>(call_conv2d_backward(gy, x, ggw, p, {true, false, false}));
+    if (ctx->needs_input_grad(2) && ggx.defined()) dw = std::get<1>(call_conv2d_backward(gy, ggx, w, p, {false, true, false}));
+    return {dgy, dx, dw, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -180,12 +227,24 @@ Tensor conv2d_autograd(const Tensor& x, const Tensor& w, const OptTensor& bias, 
   return Conv2dFn::apply(x, w, bias, stride, padding, dilation, groups, act, res);
 }
 
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward_autograd(const Tensor& gy, const Tensor& x, const Tensor& w,
+                                                            at::IntArrayRef stride, at::IntArrayRef padding,
+                                                            at::IntArrayRef dilation, int64_t groups,
+                                                            std::array<bool, 3> mask) {
+  check_defined("_conv2d_backward", gy, "grad_out");
+  check_defined("_conv2d_backward", x, "x");
+  check_defined("_conv2d_backward", w, "weight");
+  auto g = Conv2dBackwardFn::apply(gy, x, w, stride, padding, dilation, groups, mask);
+  return {g[0], g[1], g[2]};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(tileops, Autograd, m) {
   m.impl("matmul", &matmul_autograd);
   m.impl("linear", &linear_autograd);
   m.impl("conv2d", &conv2d_autograd);
+  m.impl("_conv2d_backward", &conv2d_backward_autograd);
 }
 
 }  // namespace ops
