@@ -87,10 +87,56 @@ TmaLayout sm90_layout(const GemmArgs& a) {
   return l;
 }
 
+// One pass for a TF32 operand: a [batch, rows, cols] strided float view is read once and written
+// once into a [batch, rows, pitch] buffer, each value rounded to the nearest TF32 (cvt.rna: ties
+// away from zero; NaN and Inf kept), so wgmma's truncation of the low 13 bits leaves it as it is.
+// 32x32 tiles through shared memory: reads run along whichever of rows and cols has the unit
+// stride (B's K-major copy is a transpose), writes along cols. The row padding is never written.
+constexpr int kTile = 32, kTileRowsPerPass = 8;
+__global__ void __launch_bounds__(kTile * kTileRowsPerPass)
+    copy_round_tf32_kernel(const float* __restrict__ src, int64_t sb, int64_t sr, int64_t sc, float* __restrict__ dst,
+                           int64_t rows, int64_t cols, int64_t pitch) {
+  __shared__ float tile[kTile][kTile + 1];  // +1: the transposed accesses hit 32 different banks
+  const bool along_rows = sr == 1 && sc != 1;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c0 = int64_t(blockIdx.x) * kTile;
+  const float* s = src + blockIdx.z * sb;
+  float* d = dst + blockIdx.z * rows * pitch;
+  for (int64_t r0 = int64_t(blockIdx.y) * kTile; r0 < rows; r0 += int64_t(gridDim.y) * kTile) {
+    for (int i = ty; i < kTile; i += kTileRowsPerPass) {
+      const int tr = along_rows ? tx : i, tc = along_rows ? i : tx;  // this thread's element of the tile
+      const int64_t r = r0 + tr, c = c0 + tc;
+      if (r < rows && c < cols) {
+        uint32_t v;
+        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(v) : "f"(s[r * sr + c * sc]));
+        tile[tr][tc] = __uint_as_float(v);
+      }
+    }
+    __syncthreads();
+    for (int i = ty; i < kTile; i += kTileRowsPerPass) {
+      const int64_t r = r0 + i, c = c0 + tx;
+      if (r < rows && c < cols) d[r * pitch + c] = tile[i][tx];
+    }
+    __syncthreads();  // the tile is refilled for the next rows
+  }
+}
+
+void copy_round_tf32(const at::Tensor& v, const at::Tensor& out) {  // v: [batch, rows, cols]; out: [batch, rows, pitch]
+  const int64_t batch = v.size(0), rows = v.size(1), cols = v.size(2);
+  if (batch * rows * cols == 0) return;
+  const dim3 grid(unsigned((cols + kTile - 1) / kTile), unsigned(std::min<int64_t>((rows + kTile - 1) / kTile, 65535)),
+                  unsigned(batch));
+  copy_round_tf32_kernel<<<grid, dim3(kTile, kTileRowsPerPass), 0, at::cuda::getCurrentCUDAStream()>>>(
+      v.const_data_ptr<float>(), batch == 1 ? 0 : v.stride(0), v.stride(1), v.stride(2), out.data_ptr<float>(), rows,
+      cols, out.size(2));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 // An operand TMA cannot read in place is copied once, through the caching allocator, into a
 // buffer whose rows are padded to 16 bytes (the padding is never read: the maps' K and N stay
 // exact, and TMA zero-fills past them): A row-major (M x K); B K-major (N x K) for fp32, whose
 // wgmma takes no MN-major B, else row-major (K x N). The other operand is used in place.
+// fp32 runs as TF32: both operands are always copied, rounded on the way (copy_round_tf32).
 struct Padded {
   at::Tensor a, b;
   GemmArgs args;
@@ -104,7 +150,8 @@ Padded pad_operands(const GemmArgs& in, const TmaLayout& l) {
   // view [batch, rows, cols] -> a [batch, rows, pitch] copy; its (batch, row) strides
   auto padded_rows = [&](const at::Tensor& v) {
     at::Tensor t = at::empty({v.size(0), v.size(1), up(v.size(2))}, opts);
-    t.narrow(2, 0, v.size(2)).copy_(v);
+    if (in.dtype == at::kFloat) copy_round_tf32(v, t);
+    else t.narrow(2, 0, v.size(2)).copy_(v);
     return t;
   };
   auto row_strides = [](const at::Tensor& t) { return std::make_pair(t.size(0) == 1 ? 0 : t.stride(0), t.stride(1)); };
@@ -236,35 +283,11 @@ void run_sm90(const GemmArgs& a, BLayout bl, bool padded) {
       kSm90Names, heuristic, launch);
 }
 
-// Rounds the first `cols` floats of each `pitch`-long row to the nearest TF32 value in place
-// (cvt.rna: ties away from zero; NaN and Inf kept), so wgmma's truncation of the low 13 bits
-// leaves them as they are. The row padding is never written by the copy, so never read here.
-__global__ void round_tf32_kernel(float* p, int64_t rows, int64_t cols, int64_t pitch) {
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    float* q = p + (i / cols) * pitch + i % cols;
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(*q));
-    *q = __uint_as_float(r);
-  }
-}
-void round_tf32(const at::Tensor& t, int64_t cols) {  // t: a padded copy, [batch, rows, pitch]
-  const int64_t rows = t.size(0) * t.size(1);
-  if (rows * cols == 0) return;
-  round_tf32_kernel<<<blocks_for(rows * cols), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-      static_cast<float*>(t.data_ptr()), rows, cols, t.size(2));
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
 template <typename T>
 void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
   if constexpr (sm90::kTf32<T>) l.a_ok = l.b_ok = false;  // TF32: both operands become rounded copies
   if (l.a_ok && l.b_ok) return run_sm90<T>(a, l.bl, false);
   const Padded p = pad_operands(a, l);
-  if constexpr (sm90::kTf32<T>) {
-    round_tf32(p.a, a.K);  // A: [batch, M, K pitch]; B: [batch, N, K pitch] (K-major)
-    round_tf32(p.b, a.K);
-  }
   const TmaLayout pl = sm90_layout(p.args);
   TORCH_INTERNAL_ASSERT(pl.a_ok && pl.b_ok, "tileops: padded operands not TMA-readable");
   run_sm90<T>(p.args, pl.bl, true);
