@@ -4,7 +4,8 @@
 
 ViT-S/16 at batch 128 under bf16 autocast; ResNet-50 channels_last under bf16 autocast at batch
 64. For each: a training step (forward, backward, AdamW step), eager and torch.compile'd (default
-mode), and inference (eval, no_grad) at batch 1 and 64, eager (and compiled with --compile-inference).
+mode), and inference (eval, no_grad) at batch 1 and 64, eager, "fused" (tileops.fuse_for_inference
+against stock eager) and compiled with --compile-inference.
 Each row records both times, ratio = torch_ms / tileops_ms (below 1: tileops is slower) and the
 peak memory of each run (torch.cuda.max_memory_allocated after a reset; it includes the weights
 and, for training, AdamW's state). A row whose compile or run fails keeps its error and the
@@ -107,6 +108,8 @@ def run_one(spec, impl, mode, pass_, batch, args):
     torch._dynamo.reset()
     model, opt = make(spec, impl, args.device, pass_ == "train")
     x, y = inputs(spec, batch, args.device, args.img)
+    if mode == "fused" and impl == "tileops":  # BatchNorm folded, activations and residual adds fused
+        model = tileops.fuse_for_inference(model)
     if mode == "compiled":
         model = torch.compile(model, mode=args.compile_mode if pass_ == "train" else "reduce-overhead")
     fn = train_step_fn(model, opt, x, y, args.device) if pass_ == "train" else infer_fn(model, x, args.device)
@@ -231,6 +234,7 @@ def main():
             todo.append((spec, "compiled", "train", spec[2]))
         for b in (1, 64):
             todo.append((spec, "eager", "infer", b))
+            todo.append((spec, "fused", "infer", b))
             if args.compile_inference and not args.quick:
                 todo.append((spec, "compiled", "infer", b))
     t_start, records = time.perf_counter(), []

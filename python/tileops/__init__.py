@@ -5,6 +5,7 @@
     y = tileops.linear(x, w, bias, activation="gelu")
     y = tileops.conv2d(x, w, bias, stride=1, padding=1, activation="relu")
     model = tileops.convert(model)          # nn.Linear / nn.Conv2d -> tileops.nn.*
+    fast = tileops.fuse_for_inference(model.eval())  # BatchNorm folded, activation + residual fused
     torch.ops.tileops.matmul(a, b)          # the registered ops themselves
     tileops.autotune.enable()               # time kernel configs once per problem class, cache them
 """
@@ -22,6 +23,7 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
     ) from e
 
 from . import autotune, models, nn  # noqa: E402
+from .fuse import fuse_for_inference  # noqa: E402
 from .nn import convert  # noqa: E402
 from .ops import ACTIVATIONS, ALGOS, conv2d, linear, matmul  # noqa: E402
 
@@ -33,4 +35,4 @@ def build_info():
     return dict(_C.build_info())
 
 
-__all__ = ["ACTIVATIONS", "ALGOS", "autotune", "build_info", "conv2d", "convert", "linear", "matmul", "models", "nn"]
+__all__ = ["ACTIVATIONS", "ALGOS", "autotune", "build_info", "conv2d", "convert", "fuse_for_inference", "linear", "matmul", "models", "nn"]

@@ -46,7 +46,7 @@ class Attention(nn.Module):
         self.proj = nn.Linear(dim, dim)
 
     def forward(self, x):
-        b, n, d = x.shape
+        b, n, d = x.shape[0], x.shape[1], x.shape[2]  # indexed, not unpacked: torch.fx can trace it
         q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
         x = F.scaled_dot_product_attention(q, k, v)
         return self.proj(x.transpose(1, 2).reshape(b, n, d))
