@@ -390,3 +390,29 @@ def test_matmul_autotuned_cuda():
                                                         "bn256-nosplit"), new
     dev = _C._autotune_device_key(torch.cuda.current_device())
     assert all(k.startswith(dev + " :: matmul_sm90|") for k in new), new
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", ["bn64", "bn128"])
+@pytest.mark.parametrize("case", ["3x3_c64", "resnet_3x3_64@56", "3x3_c64_s2", "5x5_c128_p0"])
+def test_conv_fwd_sm90_candidates_cuda(config, case):
+    """Each candidate of the Hopper implicit-GEMM conv, pinned, on output-channel counts below, at
+    and above its tile width (7, 64, 72, 200), against float64."""
+    from test_conv2d import run_forward, sized
+
+    with autotune.pinned("conv_fwd_sm90", config):
+        run_forward(sized(case, "cuda"), case, "cuda", "bfloat16", "channels_last", act="relu", bias=True)
+
+
+@pytest.mark.cuda
+def test_conv_autotuned_cuda():
+    """bf16 channels_last 3x3 conv with autotuning on: the implicit-GEMM conv is timed once and
+    its choice kept under its own family; the result is right either way."""
+    from test_conv2d import run_forward, sized
+
+    before = autotune.entries()
+    with autotune.enabled():
+        for _ in range(2):  # a miss (every candidate runs), then the cached choice
+            run_forward(sized("resnet_3x3_64@56", "cuda"), "resnet_3x3_64@56", "cuda", "bfloat16", "channels_last")
+    new = {k: v for k, v in autotune.entries().items() if k not in before}
+    assert len(new) == 1 and "conv_fwd_sm90|" in list(new)[0] and list(new.values())[0] in ("bn64", "bn128"), new

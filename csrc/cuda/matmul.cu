@@ -306,15 +306,26 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   if (!x_ok || !b_ok) return false;
   const uint64_t db[3] = {uint64_t(g.K), uint64_t(g.N), 1};
   const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, uint64_t(o.sb[2]) * g.N * 2};
-  const bool narrow = g.N <= 64;  // 64-channel layers: no half-empty 128-wide tiles
-  const CUtensorMap mb = tensor_map(o.b, g.dtype, db, sb, sm90::bk<c10::Half>, narrow ? 64 : 128);
-  auto launch = [&](auto tag) {
-    using T = decltype(tag);
-    if (narrow) launch_sm90<T, 64, 8, false, true>(g, mb, mb, 1, 1, 16, 1024);
-    else launch_sm90<T, 128, 6, false, true>(g, mb, mb, 1, 1, 16, 1024);
+  // The tile width over output channels, autotuned like matmul's (family "conv_fwd_sm90"); the
+  // heuristic: 64 for 64-channel layers (no half-empty 128-wide tiles), else 128.
+  static const std::vector<std::string> kNames = {"bn64", "bn128"};
+  auto launch = [&](int i) {
+    const bool narrow = i == 0;
+    const CUtensorMap mb = tensor_map(o.b, g.dtype, db, sb, sm90::bk<c10::Half>, narrow ? 64 : 128);
+    auto go = [&](auto tag) {
+      using T = decltype(tag);
+      if (narrow) launch_sm90<T, 64, 8, false, true>(g, mb, mb, 1, 1, 16, 1024);
+      else launch_sm90<T, 128, 6, false, true>(g, mb, mb, 1, 1, 16, 1024);
+    };
+    if (g.dtype == at::kBFloat16) go(c10::BFloat16{});
+    else go(c10::Half{});
   };
-  if (g.dtype == at::kBFloat16) launch(c10::BFloat16{});
-  else launch(c10::Half{});
+  autotune::run(
+      [&] {
+        return autotune::op_key({"conv_fwd_sm90", c10::toString(g.dtype), autotune::shape_class(g.M, g.N, g.K, 1),
+                                 "r" + std::to_string(c.R) + "s" + std::to_string(c.S)});
+      },
+      kNames, g.N <= 64 ? 0 : 1, launch);
   return true;
 }
 
