@@ -159,3 +159,32 @@ def test_fused_model_bf16_channels_last_cuda(name):
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
         out, ref = fused(x), model(x)
     torch.testing.assert_close(out.float(), ref.float(), rtol=2e-2, atol=2e-2 * ref.abs().max().item())
+
+
+class _Doubled(torch.nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+def test_subclass_with_own_forward_is_left_alone():
+    """As convert(): only exact nn.Linear / nn.Conv2d (and tileops') are replaced; a subclass keeps its
+    forward, and what follows it is not fused into it."""
+    model = torch.nn.Sequential(_Doubled(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2)).eval()
+    fused = tileops.fuse_for_inference(model)
+    assert isinstance(fused.get_submodule("0"), _Doubled) and _counts(fused).get("ReLU") == 1
+    x = torch.randn(5, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(fused(x), model(x))
+
+
+def test_untraceable_model_names_the_cause():
+    class Branchy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.fc(x) if x.sum() > 0 else x
+
+    with pytest.raises(RuntimeError, match="torch.fx could not trace Branchy"):
+        tileops.fuse_for_inference(Branchy().eval())

@@ -28,7 +28,9 @@ _ACT_FUNCTIONS = {F.relu: "relu", torch.relu: "relu", F.gelu: "gelu", F.silu: "s
 _ACT_METHODS = {"relu": "relu"}
 _ACT_MODULES = {torch.nn.ReLU: "relu", torch.nn.GELU: "gelu", torch.nn.SiLU: "silu"}
 _ACT_APPLY = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
-_OPS = (torch.nn.Linear, torch.nn.Conv2d)  # tileops' modules are subclasses
+_OPS = (torch.nn.Linear, torch.nn.Conv2d)  # traced as leaves, subclasses too
+# Fused are exactly these types (as convert() swaps): a subclass may have its own forward.
+_FUSABLE = {**tnn._SWAPS, tnn.Linear: tnn.Linear, tnn.Conv2d: tnn.Conv2d}
 
 
 class _Tracer(fx.Tracer):
@@ -136,12 +138,16 @@ def fuse_for_inference(model: torch.nn.Module) -> fx.GraphModule:
     if model.training:
         raise ValueError("tileops.fuse_for_inference: expected a model in eval mode (call model.eval()); "
                          "folding BatchNorm uses its running statistics")
-    graph = _Tracer().trace(model)
+    try:
+        graph = _Tracer().trace(model)
+    except Exception as e:
+        raise RuntimeError("tileops.fuse_for_inference: torch.fx could not trace %s (%s: %s); fuse_for_inference "
+                           "needs a model without data-dependent control flow" % (type(model).__name__, type(e).__name__, e)) from e
     gm = fx.GraphModule(model, graph)
     modules = dict(gm.named_modules())
     count = 0
     for node in list(gm.graph.nodes):
-        if node.op != "call_module" or not isinstance(modules.get(node.target), _OPS) or node.kwargs:
+        if node.op != "call_module" or type(modules.get(node.target)) not in _FUSABLE or node.kwargs:
             continue
         m = modules[node.target]
         if len(node.args) != 1 or getattr(m, "activation", "none") != "none":
@@ -162,9 +168,7 @@ def fuse_for_inference(model: torch.nn.Module) -> fx.GraphModule:
             act = _activation(nxt, modules)
             chain.append(nxt)
             last = nxt
-        swap = tnn._SWAPS.get(type(m))
-        op = swap.from_module(m, activation=act) if swap else copy.copy(m)
-        op.activation = act
+        op = _FUSABLE[type(m)].from_module(m, activation=act)  # parameters shared (or the folded ones)
         name = "fused_%d" % count
         count += 1
         modules[name] = FusedOp(op)
