@@ -192,3 +192,19 @@ def test_opcheck_conv2d_cuda_paths(dtype):
             if isinstance(a, torch.Tensor):
                 a.requires_grad_()
         torch.library.opcheck(op, args, test_utils=OPCHECK_TESTS[:-1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_ad_is_refused_not_dropped(device):
+    """Forward-mode AD (a dual tensor) is not implemented: a clear error, never a tangent silently lost
+    (the inputs do not require grad, so this is also the path that skips autograd's bookkeeping)."""
+    import torch.autograd.forward_ad as fwAD
+
+    gen, _ = fresh_generator()
+    a, b = randn((3, 4), torch.float64, device, gen), randn((4, 2), torch.float64, device, gen)
+    x, w = randn((1, 2, 5, 5), torch.float64, device, gen), randn((3, 2, 3, 3), torch.float64, device, gen)
+    with fwAD.dual_level():
+        for call, primal in ((lambda t: tileops.matmul(t, b), a), (lambda t: tileops.linear(t, b.t()), a),
+                             (lambda t: tileops.conv2d(t, w, None, 1, 1), x)):
+            with pytest.raises(RuntimeError, match="jvp is not implemented"):
+                call(fwAD.make_dual(primal, torch.randn_like(primal)))

@@ -205,10 +205,29 @@ struct Conv2dBackwardFn : torch::autograd::Function<Conv2dBackwardFn> {
   }
 };
 
+// A forward-mode tangent counts too: Function::apply then says that jvp is not implemented,
+// where the direct call would drop the tangent silently.
+bool has_tangent(const Tensor& t) { return t.defined() && t._fw_grad(/*level=*/0).defined(); }
+bool has_tangent(const OptTensor& t) { return t.has_value() && has_tangent(*t); }
+bool requires_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
+bool requires_grad(const OptTensor& t) { return t.has_value() && requires_grad(*t); }
+
+// Whether a call goes through autograd at all. When not (no input needs a gradient, or grad
+// mode is off: inference), the op runs straight below autograd, without the node and context
+// Function::apply builds even for calls it does not record.
+template <typename... Ts>
+bool recorded(const Ts&... inputs) {
+  return (c10::GradMode::is_enabled() && (requires_grad(inputs) || ...)) || (has_tangent(inputs) || ...);
+}
+
 // The defined checks come first here: autograd cannot record an input that is None.
 Tensor matmul_autograd(const Tensor& a, const Tensor& b, c10::string_view algo) {
   check_defined("matmul", a, "a");
   check_defined("matmul", b, "b");
+  if (!recorded(a, b)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return call_matmul(a, b, algo);
+  }
   return MatmulFn::apply(a, b, algo);
 }
 
@@ -216,6 +235,10 @@ Tensor linear_autograd(const Tensor& x, const Tensor& w, const OptTensor& bias, 
                        const OptTensor& res) {
   check_defined("linear", x, "x");
   check_defined("linear", w, "weight");
+  if (!recorded(x, w, bias, res)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return call_linear(x, w, bias.value_or(Tensor()), act, res.value_or(Tensor()));
+  }
   return LinearFn::apply(x, w, bias, act, res);
 }
 
@@ -224,6 +247,11 @@ Tensor conv2d_autograd(const Tensor& x, const Tensor& w, const OptTensor& bias, 
                        const OptTensor& res) {
   check_defined("conv2d", x, "x");
   check_defined("conv2d", w, "weight");
+  if (!recorded(x, w, bias, res)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    const ConvParams p{stride.vec(), padding.vec(), dilation.vec(), groups};
+    return call_conv2d(x, w, bias.value_or(Tensor()), p, act, res.value_or(Tensor()));
+  }
   return Conv2dFn::apply(x, w, bias, stride, padding, dilation, groups, act, res);
 }
 
@@ -234,6 +262,10 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward_autograd(const Tensor& gy, co
   check_defined("_conv2d_backward", gy, "grad_out");
   check_defined("_conv2d_backward", x, "x");
   check_defined("_conv2d_backward", w, "weight");
+  if (!recorded(gy, x, w)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return call_conv2d_backward(gy, x, w, ConvParams{stride.vec(), padding.vec(), dilation.vec(), groups}, mask);
+  }
   auto g = Conv2dBackwardFn::apply(gy, x, w, stride, padding, dilation, groups, mask);
   return {g[0], g[1], g[2]};
 }
