@@ -43,7 +43,10 @@ def _build(name, dtype, device):
 def _counts(gm):
     kinds = {}
     for n in gm.graph.nodes:
-        key = type(gm.get_submodule(n.target)).__name__ if n.op == "call_module" else getattr(n.target, "__name__", n.target)
+        if n.op == "call_module":
+            key = type(gm.get_submodule(n.target)).__name__
+        else:
+            key = getattr(n.target, "__name__", n.target)
         kinds[key] = kinds.get(key, 0) + 1
     return kinds
 
@@ -188,3 +191,28 @@ def test_untraceable_model_names_the_cause():
 
     with pytest.raises(RuntimeError, match="torch.fx could not trace Branchy"):
         tileops.fuse_for_inference(Branchy().eval())
+
+
+@pytest.mark.parametrize("padding", ["same", "valid", 1])
+@pytest.mark.parametrize("unbatched", [False, True])
+def test_conv_residual_shapes(padding, unbatched):
+    """The run-time fit check computes the conv's output shape for every padding form and for 3-D
+    input: a fitting residual is fused (no fallback), the result is the original's."""
+    conv = torch.nn.Conv2d(4, 4, 3, padding=padding).double().eval()
+
+    class Res(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = conv
+
+        def forward(self, x, r):
+            return torch.relu(self.conv(x) + r)
+
+    model = Res().eval()
+    x = torch.randn((2, 4, 7, 6) if not unbatched else (4, 7, 6), dtype=torch.float64)
+    r = torch.randn_like(conv(x))
+    fused = tileops.fuse_for_inference(model)
+    op = [m for m in fused.modules() if isinstance(m, FusedOp)]
+    assert len(op) == 1 and op[0]._fits(x, r)
+    with torch.no_grad():
+        torch.testing.assert_close(fused(x, r), model(x, r), rtol=1e-12, atol=1e-12)

@@ -199,8 +199,10 @@ struct Conv2dBackwardFn : torch::autograd::Function<Conv2dBackwardFn> {
       if (ggw.defined()) add(call_conv2d(x, ggw, Tensor(), p, "none", Tensor()));
       if (ggb.defined()) add(ggb.reshape({1, -1, 1, 1}).expand(gy.sizes()));
     }
-    if (ctx->needs_input_grad(1) && ggw.defined()) dx = std::get<0>(call_conv2d_backward(gy, x, ggw, p, {true, false, false}));
-    if (ctx->needs_input_grad(2) && ggx.defined()) dw = std::get<1>(call_conv2d_backward(gy, ggx, w, p, {false, true, false}));
+    if (ctx->needs_input_grad(1) && ggw.defined())
+      dx = std::get<0>(call_conv2d_backward(gy, x, ggw, p, {true, false, false}));
+    if (ctx->needs_input_grad(2) && ggx.defined())
+      dw = std::get<1>(call_conv2d_backward(gy, ggx, w, p, {false, true, false}));
     return {dgy, dx, dw, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };

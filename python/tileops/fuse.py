@@ -65,10 +65,11 @@ class FusedOp(torch.nn.Module):
         m = self.op
         if isinstance(m, torch.nn.Linear):
             return (*x.shape[:-1], m.out_features)
-        if isinstance(m.padding, str):  # 'same' keeps the size (stride 1), 'valid' is no padding
-            hw = tuple(x.shape[-2:]) if m.padding == "same" else ops._conv_out_hw(*x.shape[-2:], m.weight, m.stride, (0, 0), m.dilation)
+        if m.padding == "same":  # stride 1: the size is kept
+            hw = tuple(x.shape[-2:])
         else:
-            hw = ops._conv_out_hw(*x.shape[-2:], m.weight, m.stride, m.padding, m.dilation)
+            padding = (0, 0) if m.padding == "valid" else m.padding
+            hw = ops._conv_out_hw(*x.shape[-2:], m.weight, m.stride, padding, m.dilation)
         return (*x.shape[:-3], m.out_channels, *hw)
 
     def extra_repr(self):
@@ -141,8 +142,9 @@ def fuse_for_inference(model: torch.nn.Module) -> fx.GraphModule:
     try:
         graph = _Tracer().trace(model)
     except Exception as e:
-        raise RuntimeError("tileops.fuse_for_inference: torch.fx could not trace %s (%s: %s); fuse_for_inference "
-                           "needs a model without data-dependent control flow" % (type(model).__name__, type(e).__name__, e)) from e
+        why = "%s: %s" % (type(e).__name__, e)
+        raise RuntimeError("tileops.fuse_for_inference: torch.fx could not trace %s (%s); fuse_for_inference needs a "
+                           "model without data-dependent control flow" % (type(model).__name__, why)) from e
     gm = fx.GraphModule(model, graph)
     modules = dict(gm.named_modules())
     count = 0
@@ -156,8 +158,9 @@ def fuse_for_inference(model: torch.nn.Module) -> fx.GraphModule:
             continue
         chain, last, residual, act = [], node, None, "none"
         nxt = _only_user(last)
-        if nxt is not None and isinstance(m, torch.nn.Conv2d) and nxt.op == "call_module" and _foldable_bn(modules[nxt.target]):
-            m = _fold_bn(m, modules[nxt.target])
+        bn = modules[nxt.target] if nxt is not None and nxt.op == "call_module" else None
+        if isinstance(m, torch.nn.Conv2d) and _foldable_bn(bn):
+            m = _fold_bn(m, bn)
             chain.append(nxt)
             last, nxt = nxt, _only_user(nxt)
         if nxt is not None and _residual(nxt, last) is not None:
@@ -169,8 +172,9 @@ def fuse_for_inference(model: torch.nn.Module) -> fx.GraphModule:
             chain.append(nxt)
             last = nxt
         op = _FUSABLE[type(m)].from_module(m, activation=act)  # parameters shared (or the folded ones)
+        while "fused_%d" % count in modules:  # a name the model does not use already
+            count += 1
         name = "fused_%d" % count
-        count += 1
         modules[name] = FusedOp(op)
         gm.add_submodule(name, modules[name])
         with gm.graph.inserting_before(last):
