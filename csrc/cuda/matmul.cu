@@ -32,8 +32,8 @@ EncodeTiled encode_tiled() {  // a driver entry point: no libcuda link needed
   return fn;
 }
 
-// 3-D tiled map (inner dim first) with 128-byte swizzle; tails read as zero. fp32 is copied
-// as plain fp32 (the kernel rounds it to TF32 in shared memory).
+// 3-D tiled map (inner dim first) with 128-byte swizzle; tails read as zero. fp32 (TF32)
+// operands are the copies copy_round_tf32 already rounded.
 CUtensorMap tensor_map(const void* base, at::ScalarType st, const uint64_t dims[3], const uint64_t strides[2],
                        uint32_t box0, uint32_t box1) {
   CUtensorMap m;

@@ -21,16 +21,6 @@ using torch::autograd::variable_list;
 using OptTensor = c10::optional<Tensor>;
 OptTensor opt(const Tensor& t) { return t.defined() ? OptTensor(t) : c10::nullopt; }
 
-Tensor call_matmul(const Tensor& a, const Tensor& b, c10::string_view algo) {
-  static auto h = typed_op<decltype(ops::matmul)>("tileops::matmul");
-  return h.call(a, b, algo);
-}
-
-Tensor call_linear(const Tensor& x, const Tensor& w, const Tensor& bias, c10::string_view act, const Tensor& res) {
-  static auto h = typed_op<decltype(ops::linear)>("tileops::linear");
-  return h.call(x, w, opt(bias), act, opt(res));
-}
-
 // The conv parameters a backward needs, kept in the context between forward and backward.
 struct ConvParams {
   std::vector<int64_t> stride, padding, dilation;
@@ -48,16 +38,14 @@ struct ConvParams {
   }
 };
 
-std::tuple<Tensor, Tensor, Tensor> call_conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w,
-                                                        const ConvParams& p, std::array<bool, 3> mask) {
-  static auto h = typed_op<decltype(ops::conv2d_backward)>("tileops::_conv2d_backward");
-  return h.call(gy, x, w, p.stride, p.padding, p.dilation, p.groups, mask);
+// The conv ops with saved parameters and saved (possibly undefined) bias and residual.
+Tensor conv(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p, c10::string_view act,
+            const Tensor& res) {
+  return dispatch_conv2d(x, w, opt(bias), p.stride, p.padding, p.dilation, p.groups, act, opt(res));
 }
-
-Tensor call_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p, c10::string_view act,
-                   const Tensor& res) {
-  static auto h = typed_op<decltype(ops::conv2d)>("tileops::conv2d");
-  return h.call(x, w, opt(bias), p.stride, p.padding, p.dilation, p.groups, act, opt(res));
+std::tuple<Tensor, Tensor, Tensor> conv_backward(const Tensor& gy, const Tensor& x, const Tensor& w,
+                                                 const ConvParams& p, std::array<bool, 3> mask) {
+  return dispatch_conv2d_backward(gy, x, w, p.stride, p.padding, p.dilation, p.groups, mask);
 }
 
 // gelu and silu need their input, which is recomputed with one more forward (residual
@@ -103,15 +91,15 @@ struct MatmulFn : torch::autograd::Function<MatmulFn> {
   static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b, c10::string_view algo) {
     at::AutoDispatchBelowADInplaceOrView below;
     ctx->save_for_backward({a, b});
-    return call_matmul(a, b, algo);
+    return dispatch_matmul(a, b, algo);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
     const Tensor &a = s[0], &b = s[1], &g = grads[0];
     Tensor ga, gb;
     // sum_to_size: batch dimensions that broadcast in the forward sum in the backward
-    if (ctx->needs_input_grad(0)) ga = call_matmul(g, b.mT(), "auto").sum_to_size(a.sizes());
-    if (ctx->needs_input_grad(1)) gb = call_matmul(a.mT(), g, "auto").sum_to_size(b.sizes());
+    if (ctx->needs_input_grad(0)) ga = dispatch_matmul(g, b.mT(), "auto").sum_to_size(a.sizes());
+    if (ctx->needs_input_grad(1)) gb = dispatch_matmul(a.mT(), g, "auto").sum_to_size(b.sizes());
     return {ga, gb, Tensor()};
   }
 };
@@ -120,7 +108,7 @@ struct LinearFn : torch::autograd::Function<LinearFn> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& w, const OptTensor& bias,
                         c10::string_view act, const OptTensor& res) {
     at::AutoDispatchBelowADInplaceOrView below;
-    Tensor y = call_linear(x, w, bias.value_or(Tensor()), act, res.value_or(Tensor()));
+    Tensor y = dispatch_linear(x, w, bias, act, res);
     save_fused(ctx, x, w, bias, act, res, y);
     return y;
   }
@@ -128,12 +116,12 @@ struct LinearFn : torch::autograd::Function<LinearFn> {
     const auto s = ctx->get_saved_variables();
     const Tensor &x = s[0], &w = s[1], &bias = s[2];
     const Tensor gz = pre_activation_grad(grads[0], ctx->saved_data["act"].toStringRef(), s[3],
-                                          [&] { return call_linear(x, w, bias, "none", s[4]); });
+                                          [&] { return dispatch_linear(x, w, opt(bias), "none", opt(s[4])); });
     const Tensor gz2 = gz.reshape({-1, w.size(0)});
     const Needs needs(ctx, bias);
     Tensor gx, gw, gb, gr;
-    if (needs.x) gx = call_matmul(gz2, w, "auto").reshape(x.sizes());
-    if (needs.w) gw = call_matmul(gz2.t(), x.reshape({-1, w.size(1)}), "auto");
+    if (needs.x) gx = dispatch_matmul(gz2, w, "auto").reshape(x.sizes());
+    if (needs.w) gw = dispatch_matmul(gz2.t(), x.reshape({-1, w.size(1)}), "auto");
     if (needs.bias) gb = gz2.sum(0);
     if (needs.res) gr = gz;  // the residual's gradient is the pre-activation one
     return {gx, gw, gb, Tensor(), gr};
@@ -145,9 +133,8 @@ struct Conv2dFn : torch::autograd::Function<Conv2dFn> {
                         at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                         c10::string_view act, const OptTensor& res) {
     at::AutoDispatchBelowADInplaceOrView below;
-    const ConvParams p{stride.vec(), padding.vec(), dilation.vec(), groups};
-    Tensor y = call_conv2d(x, w, bias.value_or(Tensor()), p, act, res.value_or(Tensor()));
-    p.save(ctx);
+    Tensor y = dispatch_conv2d(x, w, bias, stride, padding, dilation, groups, act, res);
+    ConvParams{stride.vec(), padding.vec(), dilation.vec(), groups}.save(ctx);
     save_fused(ctx, x, w, bias, act, res, y);
     return y;
   }
@@ -156,11 +143,11 @@ struct Conv2dFn : torch::autograd::Function<Conv2dFn> {
     const Tensor &x = s[0], &w = s[1], &bias = s[2];
     const ConvParams p = ConvParams::load(ctx);
     const Tensor gz = pre_activation_grad(grads[0], ctx->saved_data["act"].toStringRef(), s[3],
-                                          [&] { return call_conv2d(x, w, bias, p, "none", s[4]); });
+                                          [&] { return conv(x, w, bias, p, "none", s[4]); });
     const bool unbatched = x.dim() == 3;  // (C, H, W): the backward op takes a batch of one
     const Needs needs(ctx, bias);
     const std::array<bool, 3> mask{needs.x, needs.w, needs.bias};
-    auto g = call_conv2d_backward(unbatched ? gz.unsqueeze(0) : gz, unbatched ? x.unsqueeze(0) : x, w, p, mask);
+    auto g = conv_backward(unbatched ? gz.unsqueeze(0) : gz, unbatched ? x.unsqueeze(0) : x, w, p, mask);
     Tensor gx = mask[0] ? (unbatched ? std::get<0>(g).squeeze(0) : std::get<0>(g)) : Tensor();
     Tensor gr = needs.res ? gz : Tensor();
     return {gx,       mask[1] ? std::get<1>(g) : Tensor(), mask[2] ? std::get<2>(g) : Tensor(), Tensor(), Tensor(),
@@ -177,9 +164,8 @@ struct Conv2dBackwardFn : torch::autograd::Function<Conv2dBackwardFn> {
                                at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                int64_t groups, std::array<bool, 3> mask) {
     at::AutoDispatchBelowADInplaceOrView below;
-    const ConvParams p{stride.vec(), padding.vec(), dilation.vec(), groups};
-    auto g = call_conv2d_backward(gy, x, w, p, mask);
-    p.save(ctx);
+    auto g = dispatch_conv2d_backward(gy, x, w, stride, padding, dilation, groups, mask);
+    ConvParams{stride.vec(), padding.vec(), dilation.vec(), groups}.save(ctx);
     ctx->saved_data["mask"] = c10::List<bool>({mask[0], mask[1], mask[2]});
     ctx->save_for_backward({gy, x, w});
     ctx->set_materialize_grads(false);  // an output nobody used (or one masked off) has no gradient
@@ -195,14 +181,14 @@ struct Conv2dBackwardFn : torch::autograd::Function<Conv2dBackwardFn> {
     Tensor dgy, dx, dw;
     auto add = [&](const Tensor& t) { dgy = dgy.defined() ? dgy + t : t; };
     if (ctx->needs_input_grad(0)) {
-      if (ggx.defined()) add(call_conv2d(ggx, w, Tensor(), p, "none", Tensor()));
-      if (ggw.defined()) add(call_conv2d(x, ggw, Tensor(), p, "none", Tensor()));
+      if (ggx.defined()) add(conv(ggx, w, Tensor(), p, "none", Tensor()));
+      if (ggw.defined()) add(conv(x, ggw, Tensor(), p, "none", Tensor()));
       if (ggb.defined()) add(ggb.reshape({1, -1, 1, 1}).expand(gy.sizes()));
     }
     if (ctx->needs_input_grad(1) && ggw.defined())
-      dx = std::get<0>(call_conv2d_backward(gy, x, ggw, p, {true, false, false}));
+      dx = std::get<0>(conv_backward(gy, x, ggw, p, {true, false, false}));
     if (ctx->needs_input_grad(2) && ggx.defined())
-      dw = std::get<1>(call_conv2d_backward(gy, ggx, w, p, {false, true, false}));
+      dw = std::get<1>(conv_backward(gy, ggx, w, p, {false, true, false}));
     return {dgy, dx, dw, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
@@ -228,7 +214,7 @@ Tensor matmul_autograd(const Tensor& a, const Tensor& b, c10::string_view algo) 
   check_defined("matmul", b, "b");
   if (!recorded(a, b)) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return call_matmul(a, b, algo);
+    return dispatch_matmul(a, b, algo);
   }
   return MatmulFn::apply(a, b, algo);
 }
@@ -239,7 +225,7 @@ Tensor linear_autograd(const Tensor& x, const Tensor& w, const OptTensor& bias, 
   check_defined("linear", w, "weight");
   if (!recorded(x, w, bias, res)) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return call_linear(x, w, bias.value_or(Tensor()), act, res.value_or(Tensor()));
+    return dispatch_linear(x, w, bias, act, res);
   }
   return LinearFn::apply(x, w, bias, act, res);
 }
@@ -251,8 +237,7 @@ Tensor conv2d_autograd(const Tensor& x, const Tensor& w, const OptTensor& bias, 
   check_defined("conv2d", w, "weight");
   if (!recorded(x, w, bias, res)) {
     at::AutoDispatchBelowADInplaceOrView below;
-    const ConvParams p{stride.vec(), padding.vec(), dilation.vec(), groups};
-    return call_conv2d(x, w, bias.value_or(Tensor()), p, act, res.value_or(Tensor()));
+    return dispatch_conv2d(x, w, bias, stride, padding, dilation, groups, act, res);
   }
   return Conv2dFn::apply(x, w, bias, stride, padding, dilation, groups, act, res);
 }
@@ -266,7 +251,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward_autograd(const Tensor& gy, co
   check_defined("_conv2d_backward", w, "weight");
   if (!recorded(gy, x, w)) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return call_conv2d_backward(gy, x, w, ConvParams{stride.vec(), padding.vec(), dilation.vec(), groups}, mask);
+    return dispatch_conv2d_backward(gy, x, w, stride, padding, dilation, groups, mask);
   }
   auto g = Conv2dBackwardFn::apply(gy, x, w, stride, padding, dilation, groups, mask);
   return {g[0], g[1], g[2]};

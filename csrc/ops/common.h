@@ -120,8 +120,7 @@ inline void run_gemm(const GemmArgs& a, const at::Device& device) {
   }
 }
 
-// A handle to call a registered op through the dispatcher (autocast and autograd call the ops
-// this way, so every layer below them, tracing included, sees the call).
+// A handle to call a registered op through the dispatcher (the dispatch_* calls below).
 template <typename Sig>
 c10::TypedOperatorHandle<Sig> typed_op(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
@@ -138,6 +137,31 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(const at::Tensor&
                                                                const at::Tensor& weight, at::IntArrayRef stride,
                                                                at::IntArrayRef padding, at::IntArrayRef dilation,
                                                                int64_t groups, std::array<bool, 3> output_mask);
+
+// The ops called again through the dispatcher, by the layers above the kernels (autocast,
+// autograd), so that every layer below the caller, tracing included, sees the call.
+inline at::Tensor dispatch_matmul(const at::Tensor& a, const at::Tensor& b, c10::string_view algo) {
+  static auto h = typed_op<decltype(matmul)>("tileops::matmul");
+  return h.call(a, b, algo);
+}
+inline at::Tensor dispatch_linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                                  c10::string_view activation, const c10::optional<at::Tensor>& residual) {
+  static auto h = typed_op<decltype(linear)>("tileops::linear");
+  return h.call(x, weight, bias, activation, residual);
+}
+inline at::Tensor dispatch_conv2d(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                  int64_t groups, c10::string_view activation,
+                                  const c10::optional<at::Tensor>& residual) {
+  static auto h = typed_op<decltype(conv2d)>("tileops::conv2d");
+  return h.call(x, weight, bias, stride, padding, dilation, groups, activation, residual);
+}
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor> dispatch_conv2d_backward(
+    const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  static auto h = typed_op<decltype(conv2d_backward)>("tileops::_conv2d_backward");
+  return h.call(grad_out, x, weight, stride, padding, dilation, groups, output_mask);
+}
 
 }  // namespace ops
 }  // namespace tileops

@@ -22,21 +22,18 @@ struct Autocast {
 
   static at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, c10::string_view algo) {
     Guard g(key());
-    static auto h = typed_op<decltype(ops::matmul)>("tileops::matmul");
-    return h.call(cast(a), cast(b), algo);
+    return dispatch_matmul(cast(a), cast(b), algo);
   }
   static at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
                            c10::string_view act, const c10::optional<at::Tensor>& res) {
     Guard g(key());
-    static auto h = typed_op<decltype(ops::linear)>("tileops::linear");
-    return h.call(cast(x), cast(w), cast(b), act, cast(res));
+    return dispatch_linear(cast(x), cast(w), cast(b), act, cast(res));
   }
   static at::Tensor conv2d(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
                            at::IntArrayRef st, at::IntArrayRef pd, at::IntArrayRef dl, int64_t groups,
                            c10::string_view act, const c10::optional<at::Tensor>& res) {
     Guard g(key());
-    static auto h = typed_op<decltype(ops::conv2d)>("tileops::conv2d");
-    return h.call(cast(x), cast(w), cast(b), st, pd, dl, groups, act, cast(res));
+    return dispatch_conv2d(cast(x), cast(w), cast(b), st, pd, dl, groups, act, cast(res));
   }
 };
 

@@ -49,12 +49,7 @@ class FusedOp(torch.nn.Module):
     def forward(self, x, residual=None):
         if residual is None or self._fits(x, residual):
             return self.op(x, residual)
-        m = self.op
-        if isinstance(m, torch.nn.Linear):
-            y = ops.linear(x, m.weight, m.bias)
-        else:  # padding_mode 'zeros' (the only one fused)
-            y = ops.conv2d(x, m.weight, m.bias, m.stride, m.padding, m.dilation, m.groups)
-        return _ACT_APPLY[m.activation](y + residual)
+        return _ACT_APPLY[self.op.activation](self.op._forward(x, None, "none") + residual)
 
     def _fits(self, x, r):
         if not isinstance(r, torch.Tensor) or r.device != x.device or r.dtype != _compute_dtype(x):

@@ -24,7 +24,10 @@ class Linear(torch.nn.Linear):
 
     def forward(self, x, residual=None):
         """activation(x @ weight.T + bias + residual); residual: optional, the output's shape."""
-        return ops.linear(x, self.weight, self.bias, self.activation, residual)
+        return self._forward(x, residual, self.activation)
+
+    def _forward(self, x, residual, activation):
+        return ops.linear(x, self.weight, self.bias, activation, residual)
 
     def extra_repr(self):
         s = super().extra_repr()
@@ -64,12 +67,15 @@ class Conv2d(torch.nn.Conv2d):
 
     def forward(self, x, residual=None):
         """activation(conv2d(x) + bias + residual); residual: optional, the output's shape."""
+        return self._forward(x, residual, self.activation)
+
+    def _forward(self, x, residual, activation):
         padding = self.padding
         if self.padding_mode != "zeros":  # as torch: pad explicitly, then a conv without padding
             x = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             padding = 0
         return ops.conv2d(
-            x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups, self.activation, residual
+            x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups, activation, residual
         )
 
     def extra_repr(self):
