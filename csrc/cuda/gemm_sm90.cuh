@@ -339,23 +339,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 #endif
 }
 
-// Sums the split-K partials in split order, then bias, residual, activation and cast (one thread per
-// output element; coalesced along n).
-template <typename T, Act A>
-__global__ void splitk_reduce_kernel(const float* __restrict__ partial, int splits, int64_t M, int64_t N,
-                                     int64_t batch, MatmulProblem<T> p, Epilogue<T> epi) {
-  const int64_t total = batch * M * N;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t g = i / (M * N), mn = i % (M * N), m = mn / N, n = mn % N;
-    const float* src = partial + g * splits * M * N + mn;
-    float v = 0.f;
-    for (int s = 0; s < splits; ++s) v += src[s * M * N];
-    if (epi.bias != nullptr) v += static_cast<float>(epi.bias[p.bias_index(g, n)]);
-    T* dst = p.c(p.row_c(g, m), n);
-    *dst = epi.template finish<A>(v, dst);
-  }
-}
-
 }  // namespace sm90
 }  // namespace cuda
 }  // namespace tileops

@@ -13,6 +13,7 @@
 #include "cuda_util.h"
 #include "gemm_sm90.cuh"
 #include "launch.cuh"
+#include "splitk.cuh"
 
 namespace tileops::cuda {
 namespace {
@@ -222,14 +223,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
                   unsigned(a.batch * sk.splits));
   kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, lbo, sbo, vec, sk, a.conv);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (sk.splits > 1) {
-    const unsigned blocks = blocks_for(a.batch * a.M * a.N, 65535);
-    with_act(a.act, [&](auto act) {
-      sm90::splitk_reduce_kernel<T, decltype(act)::value>
-          <<<blocks, 256, 0, stream>>>(sk.partial, sk.splits, a.M, a.N, a.batch, p, epi);
-    });
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
+  if (sk.splits > 1) splitk_reduce<T, float>(sk.partial, sk.splits, a);
 }
 
 // Hopper configs as data: tile width x split-K allowed. The heuristic: 256-wide tiles for
