@@ -1,5 +1,6 @@
 """Split-K (skinny M, long K) on Hopper (fp16/bf16) and on the SIMT rungs (fp32 with TF32 off,
-fp64): the partial tiles and their fixed-order reduction, with bias, activations, residuals,
+fp64; M > 16), and the skinny kernel (fp32 and fp64, M <= 16, K chunks summed the same way):
+the partial tiles and their fixed-order reduction, with bias, activations, residuals,
 odd N and K, strided operands, batches and run-to-run bitwise determinism."""
 import pytest
 import torch
@@ -46,7 +47,7 @@ def test_splitk_matmul_transposed(kind):
 
 # (M, N, K): few 128x128 (fp32) or 64x64 (fp64) output tiles and K long enough for several
 # 256-deep splits; odd K leaves a remainder chunk; the last has tiles enough to run unsplit
-SIMT_SPLIT_SIZES = [(1, 4096, 4096), (8, 300, 5003), (64, 152, 20000), (130, 64, 2064), (7, 9, 777), (1024, 1280, 600)]
+SIMT_SPLIT_SIZES = [(17, 4096, 4096), (32, 300, 5003), (64, 152, 20000), (130, 64, 2064), (40, 9, 777), (1024, 1280, 600)]
 
 
 @pytest.mark.cuda
@@ -89,3 +90,63 @@ def test_splitk_simt_matmul_strided(kind, view):
         out = run_poisoned(lambda: tileops.matmul(a, b), M * N, dt, "cuda")
     a64, b64 = a.double().cpu(), b.double().cpu()
     check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "SIMT split-K matmul %s seed=%d" % (view, seed))
+
+
+# The skinny kernel (M <= 16): every row count it rounds up to (1, 2, 4, 8, 16) and the rows
+# between; K = 0, K under one 128-deep stage, odd K, K split into many chunks
+SKINNY_SIZES = [(1, 4096, 4096), (2, 33, 130), (3, 1000, 1), (5, 257, 5003), (8, 4096, 4096), (9, 64, 0),
+                (16, 4096, 4096), (16, 7, 20000)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float32", "tf32", "float64"])
+@pytest.mark.parametrize("size", SKINNY_SIZES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("op", ["linear", "matmul"])  # a linear weight is K-major B; matmul's b N-major
+def test_skinny(kind, size, op):
+    M, N, K = size
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    x = randn((M, K), dt, "cuda", gen)
+    w = randn((N, K) if op == "linear" else (K, N), dt, "cuda", gen)
+    bias, res = randn((N,), dt, "cuda", gen), randn((M, N), dt, "cuda", gen)
+    with tf32(kind == "tf32"):
+        if op == "linear":
+            fn = lambda: tileops.linear(x, w, bias, "gelu", res)  # noqa: E731
+        else:
+            fn = lambda: tileops.matmul(x, w)  # noqa: E731
+        out = run_poisoned(fn, M * N, dt, "cuda")
+        again = fn()
+    x64, w64 = x.double().cpu(), w.double().cpu()
+    wk = w64.t() if op == "linear" else w64
+    if op == "linear":
+        pre = x64 @ wk + bias.double().cpu() + res.double().cpu()
+        ref, mag = F.gelu(pre), x64.abs() @ wk.abs() + bias.double().cpu().abs() + res.double().cpu().abs()
+    else:
+        ref, mag = x64 @ wk, x64.abs() @ wk.abs()
+    # fp32 math even where TF32 is allowed: held to the fp32 bound
+    check(out, ref, mag, "float32" if kind == "tf32" else kind, "skinny %s %s seed=%d" % (op, size, seed))
+    assert torch.equal(out, again), "skinny result differs run to run"
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float32", "float64"])
+@pytest.mark.parametrize("view", ["batched", "broadcast_b", "a_transposed", "b_sliced", "out_of_both"])
+def test_skinny_views(kind, view):
+    """Batches (grid z), a broadcast B, transposed and sliced operands through the index maps."""
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    B, M, N, K = 3, 6, 300, 2000
+    if view == "batched":
+        a, b = randn((B, M, K), dt, "cuda", gen), randn((B, K, N), dt, "cuda", gen)
+    elif view == "broadcast_b":
+        a, b = randn((B, M, K), dt, "cuda", gen), randn((K, N), dt, "cuda", gen).expand(B, K, N)
+    elif view == "a_transposed":
+        a, b = randn((B, K, M), dt, "cuda", gen).transpose(1, 2), randn((B, N, K), dt, "cuda", gen).transpose(1, 2)
+    elif view == "b_sliced":
+        a, b = randn((B, M, K), dt, "cuda", gen), randn((B, K, 2 * N), dt, "cuda", gen)[:, :, ::2]
+    else:
+        a, b = randn((B, M, 2 * K), dt, "cuda", gen)[:, :, K:], randn((B, 2 * K, N), dt, "cuda", gen)[:, ::2]
+    with tf32(False):
+        out = run_poisoned(lambda: tileops.matmul(a, b), B * M * N, dt, "cuda")
+    a64, b64 = a.double().cpu(), b.double().cpu()
+    check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "skinny matmul %s seed=%d" % (view, seed))

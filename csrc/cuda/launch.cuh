@@ -22,6 +22,7 @@ using TiledPadded = TiledConfig<32, 1>;
 using Simt = SimtConfig<64, 64, 16, 4, 4>;  // 'register', every dtype
 // 'vectorized':            BM   BN  BK  warps  TM TN  blocks/SM (registers <= 65536 / (256 * it))
 using VecF32 = VecConfig<128, 128, 16, 4, 2, 8, 8, 2>;  // 128 registers, no spills
+using VecF32N64 = VecConfig<128, 64, 16, 4, 2, 8, 4, 3>;  // N <= 64 (64-channel convs): no half-empty tiles
 using VecF16 = VecConfig<128, 128, 16, 4, 2, 8, 8, 1>;  // 8-element vectors: 150 registers, 1 block/SM
 using VecF64 = VecConfig<64, 64, 8, 4, 2, 4, 4, 2>;     // double accumulators: a quarter of the tile
 using Tc16 = TcConfig<128, 128, 32, 2, 4>;              // 'mma', fp16 / bf16
@@ -52,9 +53,11 @@ void launch_gemm(const P& p, const GemmArgs& a, Extra... extra) {
 
 // The vectorized kernel takes one batch entry per grid z: batches past the z limit go in
 // chunks, each with its operands' pointers moved to its first entry.
-template <typename T>
+template <typename T, class Cfg = VecFor<T>>
 void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a) {
-  using Cfg = VecFor<T>;
+  if constexpr (std::is_same<Cfg, VecF32>::value) {
+    if (a.N <= VecF32N64::BN) return launch_vectorized<T, VecF32N64>(p, a);
+  }
   const VecLayout lay = vec_layout(a, int(sizeof(T)), Cfg::BK);
   constexpr int64_t kMaxZ = 65535;
   for (int64_t g0 = 0; g0 < a.batch; g0 += kMaxZ) {
@@ -114,6 +117,9 @@ void launch_problem(const GemmArgs& a, const Operands& ops) {
 // Matmul on every rung but 'wgmma' (matmul_ladder.cu, its own translation unit so that the
 // ladder's kernels compile beside the Hopper ones).
 void launch_matmul(const GemmArgs& a);
+// The skinny family (gemm_skinny.cuh) where 'auto' takes it: fp32 (TF32 allowed or not: fp32
+// math loses nothing) and fp64 with M <= 16. False: it does not apply.
+bool matmul_skinny(const GemmArgs& a);
 
 }  // namespace cuda
 }  // namespace tileops

@@ -1,5 +1,6 @@
 // Matmul on the generic rungs (naive ... vectorized, mma): every kernel instantiated for
 // MatmulProblem lives in this translation unit, which compiles beside matmul.cu (Hopper).
+#include "gemm_skinny.cuh"
 #include "launch.cuh"
 #include "splitk.cuh"
 
@@ -54,7 +55,50 @@ bool simt_splitk(const GemmArgs& a) {
   return true;
 }
 
+// Calls fn(std::integral_constant<int, MT>{}) for the skinny kernel's row count MT >= M.
+template <typename Fn>
+void with_rows(int64_t M, Fn&& fn) {
+  if (M <= 1) fn(std::integral_constant<int, 1>{});
+  else if (M <= 2) fn(std::integral_constant<int, 2>{});
+  else if (M <= 4) fn(std::integral_constant<int, 4>{});
+  else if (M <= 8) fn(std::integral_constant<int, 8>{});
+  else fn(std::integral_constant<int, kSkinnyMaxM>{});
+}
+
 }  // namespace
+
+// K is cut into chunks until the blocks fill the GPU about four times over; each chunk at least
+// one shared-memory stage deep.
+bool matmul_skinny(const GemmArgs& a) {
+  if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.batch > 65535 || (a.dtype != at::kFloat && a.dtype != at::kDouble))
+    return false;
+  const bool kmajor = a.mm.sb[1] == 1 && a.mm.sb[2] != 1;
+  const int64_t blocks_n = (a.N + (kmajor ? skinny_cols<true>() : skinny_cols<false>()) - 1) /
+                           (kmajor ? skinny_cols<true>() : skinny_cols<false>());
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t stages = std::max<int64_t>(1, (a.K + kSkinnyKs - 1) / kSkinnyKs);
+  const int64_t want = std::max<int64_t>(1, std::min<int64_t>({4 * sms / (blocks_n * a.batch), stages, 64}));
+  const int64_t kc = (stages + want - 1) / want * kSkinnyKs, splits = std::max<int64_t>(1, (a.K + kc - 1) / kc);
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const dim3 grid(unsigned(blocks_n), unsigned(splits), unsigned(a.batch));
+  with_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value) {
+      at::Tensor work;  // the chunks' partial sums when K is split
+      if (splits > 1) work = at::empty({a.batch, splits, a.M, a.N}, cuda_options(a.dtype));
+      T* part = splits > 1 ? work.data_ptr<T>() : nullptr;
+      const MatmulProblem<T> p(a.mm);
+      with_rows(a.M, [&](auto mt) {
+        constexpr int MT = decltype(mt)::value;
+        if (kmajor) gemm_skinny_kernel<T, MT, true><<<grid, kSkinnyThreads, 0, stream>>>(p, a.M, a.N, a.K, kc, epilogue_of<T>(a), part);
+        else gemm_skinny_kernel<T, MT, false><<<grid, kSkinnyThreads, 0, stream>>>(p, a.M, a.N, a.K, kc, epilogue_of<T>(a), part);
+      });
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      if (splits > 1) splitk_reduce<T, T>(part, int(splits), a);
+    }
+  });
+  return true;
+}
 
 void launch_matmul(const GemmArgs& a) {
   if (!simt_splitk(a)) launch_problem<MatmulProblem>(a, a.mm);
