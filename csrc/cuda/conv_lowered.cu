@@ -28,8 +28,9 @@ Geom geom(const ConvOperands& c) {
 }
 
 // cols[m, k] for images [n0, n0 + rows / PQ): each thread fills 8 consecutive columns.
-// VEC: C % 8 == 0 and x is channel-contiguous with 16-byte aligned strides, so the 8 columns
-// are 8 channels of one input pixel and move as one 16-byte load.
+// VEC: C is a multiple of a 16-byte vector's elements (8 halves, 4 floats) and x is
+// channel-contiguous with 16-byte aligned strides, so each vector of the 8 columns is that
+// many channels of one input pixel and moves as one 16-byte load.
 template <typename T, bool VEC>
 __global__ void im2col_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1, int64_t xs2, int64_t xs3, Geom g,
                               int64_t n0, int64_t rows, T* __restrict__ cols) {
@@ -39,12 +40,16 @@ __global__ void im2col_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1,
     const int64_t n = n0 + m / (g.P * g.Q), pq = m % (g.P * g.Q), p = pq / g.Q, q = pq % g.Q;
     T* dst = cols + m * g.Kp + k0;
     if constexpr (VEC) {
-      const int64_t rs = k0 / g.C, c = k0 % g.C, r = rs / g.S, s = rs % g.S;
-      const int64_t h = p * g.sh - g.ph + r * g.dh, w = q * g.sw - g.pw + s * g.dw;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (k0 < RSC && h >= 0 && h < g.H && w >= 0 && w < g.W)
-        v = *reinterpret_cast<const uint4*>(x + n * xs0 + c * xs1 + h * xs2 + w * xs3);
-      *reinterpret_cast<uint4*>(dst) = v;
+      constexpr int V = 16 / sizeof(T);
+#pragma unroll
+      for (int j = 0; j < 8; j += V) {
+        const int64_t k = k0 + j, rs = k / g.C, c = k % g.C, r = rs / g.S, s = rs % g.S;
+        const int64_t h = p * g.sh - g.ph + r * g.dh, w = q * g.sw - g.pw + s * g.dw;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (k < RSC && h >= 0 && h < g.H && w >= 0 && w < g.W)
+          v = *reinterpret_cast<const uint4*>(x + n * xs0 + c * xs1 + h * xs2 + w * xs3);
+        *reinterpret_cast<uint4*>(dst + j) = v;
+      }
     } else {
       const int Ci = int(g.C), Si = int(g.S);  // 32-bit: the column math is the hot part here
 #pragma unroll
@@ -102,16 +107,18 @@ at::Tensor wrap(void* p, at::IntArrayRef sizes, const int64_t* strides, const Ge
   return at::from_blob(p, sizes, at::IntArrayRef(strides, 4), cuda_options(a.dtype));
 }
 
-// The 16-byte path: channel-contiguous, 16-byte aligned base and strides, C % 8 == 0.
+// The 16-byte path: channel-contiguous, 16-byte aligned base and strides, C a multiple of the
+// vector's elements (v).
 bool vec_ok(const at::Tensor& t) {
-  return t.size(1) % 8 == 0 && t.stride(1) == 1 && reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 &&
-         t.stride(0) % 8 == 0 && t.stride(2) % 8 == 0 && t.stride(3) % 8 == 0;
+  const int64_t v = 16 / t.element_size();
+  return t.size(1) % v == 0 && t.stride(1) == 1 && reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 &&
+         t.stride(0) % v == 0 && t.stride(2) % v == 0 && t.stride(3) % v == 0;
 }
 
 // x as the gather reads it best: channel-contiguous (copied to channels_last once if not),
 // with the 16-byte path where the dtype and C allow it.
 at::Tensor gather_ready(const at::Tensor& x) {
-  const bool want_vec = x.element_size() == 2 && x.size(1) % 8 == 0;
+  const bool want_vec = x.size(1) % (16 / x.element_size()) == 0;
   return x.stride(1) != 1 || (want_vec && !vec_ok(x)) ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
 }
 
@@ -128,7 +135,7 @@ void with_gather_dtype(const GemmArgs& a, Fn&& fn) {
 
 void im2col(const GemmArgs& a, const at::Tensor& x, const Geom& g, int64_t n0, int64_t images, at::Tensor& cols) {
   const int64_t rows = images * g.P * g.Q;
-  const bool vec = vec_ok(x) && x.element_size() == 2;
+  const bool vec = vec_ok(x);  // fp32 too: two 16-byte vectors per thread
   const auto stream = at::cuda::getCurrentCUDAStream();
   with_gather_dtype(a, [&](auto tag) {
     using T = decltype(tag);
@@ -198,6 +205,35 @@ bool implicit_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr,
   return conv_fwd_sm90(g);
 }
 
+// A 1x1 stride-1 unpadded conv of an NCHW input into an NCHW output, without bias: per image,
+// Y[n] (K x HW) = W (K x C) . X[n] (C x HW), a batched GEMM on the tensors as they are (the
+// general path would copy x to channels_last and the output back). The epilogue's bias runs
+// along output columns, here pixels, so a conv with bias takes the general path.
+bool nchw_1x1(const GemmArgs& a) {
+  const auto& c = a.conv;
+  const bool shape = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && a.bias == nullptr;
+  const bool rows = c.xs[3] == 1 && c.xs[2] == c.W && c.ys[3] == 1 && c.ys[2] == c.Q && c.xs[1] != 1;
+  if (!shape || !rows || c.N > 65535) return false;
+  GemmArgs g;
+  g.kind = Kind::Matmul;
+  g.dtype = a.dtype;
+  g.allow_tf32 = a.allow_tf32;
+  g.fused() = a.fused();
+  g.batch = c.N;
+  g.M = c.K;
+  g.N = c.H * c.W;
+  g.K = c.C;
+  g.mm.a = c.w;
+  g.mm.b = c.x;
+  g.mm.c = c.y;
+  const int64_t sa[3] = {0, c.ws[0], c.ws[1]}, sb[3] = {c.xs[0], c.xs[1], 1}, sc[3] = {c.ys[0], c.ys[1], 1};
+  std::copy(sa, sa + 3, g.mm.sa);
+  std::copy(sb, sb + 3, g.mm.sb);
+  std::copy(sc, sc + 3, g.mm.sc);
+  gemm_cuda_matmul(g);
+  return true;
+}
+
 bool lowerable(const GemmArgs& a) {
   return a.conv.groups == 1 && (a.dtype == at::kHalf || a.dtype == at::kBFloat16 || a.dtype == at::kFloat);
 }
@@ -206,6 +242,7 @@ bool lowerable(const GemmArgs& a) {
 
 bool conv_fwd_lowered(const GemmArgs& a) {
   if (!lowerable(a)) return false;
+  if (nchw_1x1(a)) return true;
   const auto& c = a.conv;
   const Geom g = geom(c);
   const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
