@@ -277,3 +277,34 @@ def test_outputs_are_fresh_and_deterministic(device):
     o1, o2 = tileops.matmul(a, b), tileops.matmul(a, b)
     assert torch.equal(o1, o2)
     assert o1.data_ptr() not in (a.data_ptr(), b.data_ptr(), o2.data_ptr())
+
+
+# MN-major A on Hopper (fp16/bf16): a column-major A whose row stride is 1 and column stride
+# 16-byte aligned is read in place (dY^T and x^T of weight gradients); M past one 64-row atom,
+# partial atoms, K tails, batches (broadcast or not), B in both layouts, split-K (few tiles)
+A_MN_CASES = [(8, 64, 128), (64, 256, 1000), (200, 136, 77), (1000, 96, 4096), (128, 2048, 8192)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("size", A_MN_CASES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("b_layout", ["N", "T"])
+@pytest.mark.parametrize("batch", [0, 3, -3], ids=["2d", "batched", "broadcast_a"])
+def test_matmul_a_mn_major_cuda(kind, size, b_layout, batch):
+    M, N, K = size
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    Mp = (M + 7) // 8 * 8  # column stride of A: 16-byte aligned
+    B = abs(batch)
+    if batch > 0:
+        a = randn((B, K, Mp), dt, "cuda", gen)[:, :, :M].transpose(1, 2)
+    else:
+        a = randn((K, Mp), dt, "cuda", gen)[:, :M].t()
+        a = a.expand(B, M, K) if batch < 0 else a
+    if b_layout == "T":
+        b = randn((B, N, K) if batch else (N, K), dt, "cuda", gen).transpose(-1, -2)
+    else:
+        b = randn((B, K, N) if batch else (K, N), dt, "cuda", gen)
+    out = run_poisoned(lambda: tileops.matmul(a, b), max(B, 1) * M * N, dt, "cuda")
+    ref, mag = ref_mm(a, b)
+    check(out, ref, mag, kind, "MN-major A %s b=%s batch=%d seed=%d" % (size, b_layout, batch, seed))

@@ -331,8 +331,11 @@ bool conv_wgrad_lowered(const GemmArgs& a) {
   const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
   at::Tensor cols = at::empty({c.N * c.P * c.Q, g.Kp}, cuda_options(a.dtype));
   im2col(a, x, g, 0, c.N, cols);
-  // A = dY^T [K, NPQ] (row-major: one transposing copy, so TMA reads it K-major)
-  const at::Tensor dyt = dy.permute({1, 0, 2, 3}).reshape({c.K, c.N * c.P * c.Q}).contiguous();
+  // A = dY^T [K, NPQ]: of a channels_last dY a view (column-major: the Hopper kernel reads it
+  // MN-major, the SIMT kernels through its strides), else one transposing copy
+  const int64_t npq = c.N * c.P * c.Q;
+  const at::Tensor dyt = nhwc_dense(dy) ? dy.permute({0, 2, 3, 1}).reshape({npq, c.K}).t()
+                                        : dy.permute({1, 0, 2, 3}).reshape({c.K, npq}).contiguous();
   at::Tensor dwr = at::empty({c.K, g.Kp}, cuda_options(a.dtype));
   gemm(a, dyt, cols, false, dwr);
   dw.copy_(dwr.narrow(1, 0, c.R * c.S * c.C).view({c.K, c.R, c.S, c.C}).permute({0, 3, 1, 2}));

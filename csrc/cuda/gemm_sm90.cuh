@@ -72,12 +72,12 @@ __device__ __forceinline__ uint64_t make_desc(const void* p, uint32_t lbo, uint3
   return uint64_t((smem_u32(p) & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) |
          (uint64_t(1) << 62);
 }
-template <int BN, int TB, typename F>
+template <int BN, int TA, int TB, typename F>
 __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t db, F* tag) {
   static_assert(BN == 64 || BN == 128 || BN == 256, "scripts/gen_wgmma.py generates n64, n128 and n256");
-  if constexpr (BN == 256) wgmma_m64n256<TB>(d, da, db, 1, tag);
-  else if constexpr (BN == 128) wgmma_m64n128<TB>(d, da, db, 1, tag);
-  else wgmma_m64n64<TB>(d, da, db, 1, tag);
+  if constexpr (BN == 256) wgmma_m64n256<TA, TB>(d, da, db, 1, tag);
+  else if constexpr (BN == 128) wgmma_m64n128<TA, TB>(d, da, db, 1, tag);
+  else wgmma_m64n64<TA, TB>(d, da, db, 1, tag);
 }
 #endif
 
@@ -146,8 +146,11 @@ struct SplitK {
 // 128 bytes with cp.async in the 128B-swizzled layout TMA would have produced (zeros where
 // the tap falls into padding). B (weight rows, K-major) still comes by TMA.
 //
+// A_MN_MAJOR (16-bit types): A is given transposed (column-major M x K, e.g. dY^T of a weight
+// gradient) and read as MN-major tiles, as B_MN_MAJOR reads B: two 64-row atoms per stage.
+//
 // p supplies C's index map (row_c, c, bias_index); batch_a / batch_b: 1 when broadcast.
-template <typename T, int BN, bool B_MN_MAJOR, int STAGES, bool CONV = false>
+template <typename T, int BN, bool B_MN_MAJOR, int STAGES, bool CONV = false, bool A_MN_MAJOR = false>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                      MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
@@ -155,6 +158,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
   static_assert(!(CONV && kTf32<T>), "the conv gather copies x as it is; TF32 needs rounded operands");
+  static_assert(!(A_MN_MAJOR && (kTf32<T> || CONV)), "MN-major A: 16-bit types, TMA-loaded A only");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16,
                                std::conditional_t<kTf32<T>, float, __half>>;
   constexpr int BK = bk<T>, KSTEP = 32 / int(sizeof(T));  // one wgmma consumes 32 bytes of each row
@@ -193,7 +197,12 @@ __global__ void __launch_bounds__(THREADS, 1)
           if (kt >= STAGES) mbar_wait(&empty[s], ((kt / STAGES) - 1) & 1);
           mbar_expect_tx(&full[s], (BM + BN) * BK * sizeof(T));
           const int k = (kt0 + kt) * BK;
-          tma_load(As + s * BM * BK, &tm_a, &full[s], k, m0, ga);
+          if constexpr (A_MN_MAJOR) {
+            for (int j = 0; j < BM / 64; ++j)
+              tma_load(As + s * BM * BK + j * 64 * BK, &tm_a, &full[s], m0 + 64 * j, k, ga);
+          } else {
+            tma_load(As + s * BM * BK, &tm_a, &full[s], k, m0, ga);
+          }
           if constexpr (B_MN_MAJOR) {
             for (int j = 0; j < BN / 64; ++j)
               tma_load(Bs + s * BN * BK + j * 64 * BK, &tm_b, &full[s], n0 + 64 * j, k, gb);
@@ -215,10 +224,13 @@ __global__ void __launch_bounds__(THREADS, 1)
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk) {
-        const uint64_t da = make_desc(a_half + s * BM * BK + kk * KSTEP, 16, 1024);
+        // MN-major A: the layout of an MN-major B (matmul.cu: 64-row atoms 8 KiB apart, groups
+        // of 8 k-rows 1 KiB apart); each consumer's 64 rows are one atom; a k step is 16 k-rows
+        const uint64_t da = A_MN_MAJOR ? make_desc(a_half + s * BM * BK + kk * 16 * 64, 8192, 1024)
+                                       : make_desc(a_half + s * BM * BK + kk * KSTEP, 16, 1024);
         const uint64_t db = B_MN_MAJOR ? make_desc(Bs + s * BN * BK + kk * 16 * 64, b_lbo, b_sbo)
                                        : make_desc(Bs + s * BN * BK + kk * KSTEP, 16, 1024);
-        wgmma<BN, B_MN_MAJOR ? 1 : 0>(d, da, db, static_cast<F*>(nullptr));
+        wgmma<BN, A_MN_MAJOR ? 1 : 0, B_MN_MAJOR ? 1 : 0>(d, da, db, static_cast<F*>(nullptr));
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired

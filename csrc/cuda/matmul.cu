@@ -70,17 +70,22 @@ const char* sm90_unavailable(const GemmArgs& a) {
 }
 
 // Which operands TMA can read in place (16-byte aligned base and strides, a unit stride along
-// K for A; along K or, for the 16-bit types, along N for B), and B's layout when it can.
+// K or, for the 16-bit types, along M for A; along K or, for the 16-bit types, along N for B),
+// and their layouts when it can.
 struct TmaLayout {
   bool a_ok, b_ok;
   BLayout bl = BLayout::None;
+  bool a_mn = false;  // A is MN-major (column-major M x K: dY^T, x^T of a weight gradient)
 };
 TmaLayout sm90_layout(const GemmArgs& a) {
   const auto& o = a.mm;
   const int64_t es = c10::elementSize(a.dtype);
   auto al16 = [es](int64_t elems) { return (elems * es) % 16 == 0; };
   TmaLayout l;
-  l.a_ok = reinterpret_cast<uintptr_t>(o.a) % 16 == 0 && o.sa[2] == 1 && al16(o.sa[1]) && o.sa[1] >= a.K && al16(o.sa[0]);
+  const bool a_al = reinterpret_cast<uintptr_t>(o.a) % 16 == 0;
+  l.a_ok = a_al && o.sa[2] == 1 && al16(o.sa[1]) && o.sa[1] >= a.K && al16(o.sa[0]);
+  if (!l.a_ok && a_al && es == 2 && o.sa[1] == 1 && al16(o.sa[2]) && o.sa[2] >= a.M && al16(o.sa[0]))
+    l.a_ok = l.a_mn = true;
   const bool b_al = reinterpret_cast<uintptr_t>(o.b) % 16 == 0;
   if (b_al && o.sb[1] == 1 && al16(o.sb[2]) && o.sb[2] >= a.K && al16(o.sb[0])) l.bl = BLayout::KMajor;
   else if (b_al && es == 2 && o.sb[2] == 1 && al16(o.sb[1]) && o.sb[1] >= a.N && al16(o.sb[0])) l.bl = BLayout::MNMajor;
@@ -189,7 +194,7 @@ int splitk_factor(const GemmArgs& a, int bn, int bk) {
   return int((ktiles + per - 1) / per);  // no empty split
 }
 
-template <typename T, int BN, int STAGES, bool MN, bool CONV = false>
+template <typename T, int BN, int STAGES, bool MN, bool CONV = false, bool A_MN = false>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb, uint32_t lbo,
                  uint32_t sbo, bool allow_split = true) {
   const auto& o = a.mm;  // 16-byte stores (and residual loads) along output rows when rows and bases are aligned
@@ -197,7 +202,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   const bool vec = o.sc[2] == 1 && o.sc[1] % vec_elems == 0 && o.sc[0] % vec_elems == 0 &&
                    reinterpret_cast<uintptr_t>(o.c) % 16 == 0 && reinterpret_cast<uintptr_t>(a.residual) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(a.out_base) % 16 == 0;
-  auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, CONV>;
+  auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, CONV, A_MN>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   // a per-device attribute: set once on each device (bit d of set_on), not on every launch
   static std::atomic<uint64_t> set_on{0};
@@ -236,24 +241,35 @@ const std::vector<std::string> kSm90Names = {"bn64", "bn128", "bn256", "bn64-nos
 const Sm90Config kSm90Configs[] = {{64, true}, {128, true}, {256, true}, {64, false}, {128, false}, {256, false}};
 
 template <typename T>
-void run_sm90(const GemmArgs& a, BLayout bl, bool padded) {
+void run_sm90(const GemmArgs& a, BLayout bl, bool a_mn, bool padded) {
   const auto& o = a.mm;
   const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
   constexpr uint32_t BK = sm90::bk<T>;
   auto bytes = [](int64_t s, int64_t fallback) { return uint64_t(s == 0 ? fallback : s) * sizeof(T); };
-  const uint64_t da[3] = {uint64_t(a.K), uint64_t(a.M), uint64_t(ba)};
-  const uint64_t sa[2] = {bytes(o.sa[1], 0), bytes(o.sa[0], o.sa[1] * a.M)};
-  const CUtensorMap ma = tensor_map(o.a, a.dtype, da, sa, BK, sm90::BM);
+  CUtensorMap ma;
+  if (a_mn) {  // 64-row boxes along M (one swizzle atom each), BK k-rows
+    const uint64_t da[3] = {uint64_t(a.M), uint64_t(a.K), uint64_t(ba)};
+    const uint64_t sa[2] = {bytes(o.sa[2], 0), bytes(o.sa[0], o.sa[2] * a.K)};
+    ma = tensor_map(o.a, a.dtype, da, sa, 64, BK);
+  } else {
+    const uint64_t da[3] = {uint64_t(a.K), uint64_t(a.M), uint64_t(ba)};
+    const uint64_t sa[2] = {bytes(o.sa[1], 0), bytes(o.sa[0], o.sa[1] * a.M)};
+    ma = tensor_map(o.a, a.dtype, da, sa, BK, sm90::BM);
+  }
   const bool kmajor = bl == BLayout::KMajor;
-  auto launch = [&](int i) {
+  // A_MN: the MN-major A variants; they come in 128 and 256 wide only (bn64 runs as bn128),
+  // which keeps the number of Hopper kernels this file instantiates down
+  auto launch_a = [&](int i, auto a_mn_tag) {
+    constexpr bool AMN = decltype(a_mn_tag)::value;
     const Sm90Config cfg = kSm90Configs[i];
+    const bool wide = cfg.bn == 256, narrow = cfg.bn == 64 && !AMN;
     if (kmajor) {
       const uint64_t db[3] = {uint64_t(a.K), uint64_t(a.N), uint64_t(bb)};
       const uint64_t sb[2] = {bytes(o.sb[2], 0), bytes(o.sb[0], o.sb[2] * a.N)};
-      const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, BK, cfg.bn);
-      if (cfg.bn == 256) launch_sm90<T, 256, 4, false>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
-      else if (cfg.bn == 128) launch_sm90<T, 128, 6, false>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
-      else launch_sm90<T, 64, 8, false>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
+      const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, BK, wide ? 256 : narrow ? 64 : 128);
+      if (wide) launch_sm90<T, 256, 4, false, false, AMN>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
+      else if (!narrow) launch_sm90<T, 128, 6, false, false, AMN>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
+      else if constexpr (!AMN) launch_sm90<T, 64, 8, false>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
     } else if constexpr (!sm90::kTf32<T>) {
       const uint64_t db[3] = {uint64_t(a.N), uint64_t(a.K), uint64_t(bb)};
       const uint64_t sb[2] = {bytes(o.sb[1], 0), bytes(o.sb[0], o.sb[1] * a.K)};
@@ -261,18 +277,24 @@ void run_sm90(const GemmArgs& a, BLayout bl, bool padded) {
       // MN-major SW128: 64-column atoms are 64 k-rows x 128 B = 8 KiB apart (leading byte
       // offset); groups of 8 k-rows are 1 KiB apart (stride byte offset). Checked on an H200
       // against the swapped and equal alternatives, which give wrong results.
-      if (cfg.bn == 256) launch_sm90<T, 256, 4, true>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
-      else if (cfg.bn == 128) launch_sm90<T, 128, 6, true>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
-      else launch_sm90<T, 64, 8, true>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
+      if (wide) launch_sm90<T, 256, 4, true, false, AMN>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
+      else if (!narrow) launch_sm90<T, 128, 6, true, false, AMN>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
+      else if constexpr (!AMN) launch_sm90<T, 64, 8, true>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
     } else {
       TORCH_INTERNAL_ASSERT(false, "tileops: fp32 (TF32) wgmma needs a K-major B");
     }
+  };
+  auto launch = [&](int i) {
+    if constexpr (!sm90::kTf32<T>) {
+      if (a_mn) return launch_a(i, std::true_type{});
+    }
+    launch_a(i, std::false_type{});
   };
   const int heuristic = a.N > 128 ? 2 : 1;  // bn64 measured slower on 1x1-conv GEMMs (N = 64); autotune may pick it
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
-                                 std::string(kmajor ? "bk" : "bmn") + (padded ? "+pad" : "")});
+                                 std::string(a_mn ? "amn+" : "") + (kmajor ? "bk" : "bmn") + (padded ? "+pad" : "")});
       },
       kSm90Names, heuristic, launch);
 }
@@ -280,11 +302,11 @@ void run_sm90(const GemmArgs& a, BLayout bl, bool padded) {
 template <typename T>
 void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
   if constexpr (sm90::kTf32<T>) l.a_ok = l.b_ok = false;  // TF32: both operands become rounded copies
-  if (l.a_ok && l.b_ok) return run_sm90<T>(a, l.bl, false);
+  if (l.a_ok && l.b_ok) return run_sm90<T>(a, l.bl, l.a_mn, false);
   const Padded p = pad_operands(a, l);
   const TmaLayout pl = sm90_layout(p.args);
   TORCH_INTERNAL_ASSERT(pl.a_ok && pl.b_ok, "tileops: padded operands not TMA-readable");
-  run_sm90<T>(p.args, pl.bl, true);
+  run_sm90<T>(p.args, pl.bl, pl.a_mn, true);
 }
 
 }  // namespace
