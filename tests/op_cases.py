@@ -101,19 +101,20 @@ def _conv_out_shape(x_shape, w_shape, p):
 
 
 def conv_case(name, kind, x_shape, w_shape, stride, padding, dilation, groups, act, channels_last=False,
-              residual=False):
+              residual=False, bias=True):
     p = (stride, padding, dilation, groups)
 
     def make(dt, device, gen):
         inputs = [_x(x_shape, dt, device, gen, channels_last), randn(w_shape, dt, device, gen),
-                  randn((w_shape[0],), dt, device, gen)]
+                  randn((w_shape[0],), dt, device, gen) if bias else torch.zeros(w_shape[0], dtype=dt, device=device)]
         return _with_residual(inputs, _conv_out_shape(x_shape, w_shape, p), residual, dt, device, gen)
 
     def ref(i):
         z, mag = _residual_ref(i, 3, lambda x, w, b: F.conv2d(x, w, b, *p))
         return [ACT[act](z)], [mag]
 
-    return Case(name, kind, make, lambda i: tileops.conv2d(i[0], i[1], i[2], *p, act, *i[3:]), ref)
+    # bias=False: the op gets None (the reference adds the zeros in inputs[2])
+    return Case(name, kind, make, lambda i: tileops.conv2d(i[0], i[1], i[2] if bias else None, *p, act, *i[3:]), ref)
 
 
 def conv_bwd_case(name, kind, x_shape, w_shape, stride, padding, dilation, groups, mask, channels_last=False):
@@ -160,6 +161,10 @@ CASES = [
     linear_case("linear-bf16-tma-residual-relu", "bfloat16", (2, 129, 72), 120, "relu", residual=True),
     linear_case("linear-f16-splitk-residual", "float16", (8, 2048), 64, "none", residual=True),
     linear_case("linear-f32-residual-gelu", "float32", (70, 33), 45, "gelu", residual=True),
+    matmul_case("matmul-f32-skinny-splitk", "float32", (5, 3000), (3000, 300)),  # skinny, B N-major, K chunks
+    linear_case("linear-f64-skinny-residual", "float64", (3, 2000), 130, "silu", residual=True),  # B K-major
+    matmul_case("matmul-f32-simt-splitk", "float32", (40, 5000), (5000, 100)),  # one tile: SIMT split-K
+    matmul_case("matmul-bf16-tma-a-mn", "bfloat16", (256, 136), (136, 264), a_transposed=True),  # MN-major A
     conv_case("conv-f32", "float32", (2, 5, 11, 9), (7, 5, 3, 3), (2, 2), (1, 1), (1, 1), 1, "relu"),
     conv_case("conv-tf32-groups-cl", "tf32", (2, 6, 10, 9), (9, 2, 3, 3), (1, 1), (2, 2), (2, 2), 3, "none",
               channels_last=True),
@@ -170,6 +175,8 @@ CASES = [
               channels_last=True, residual=True),
     conv_case("conv-f16-nchw-residual", "float16", (2, 16, 9, 9), (24, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1, "silu",
               residual=True),
+    conv_case("conv-f32-nchw-1x1-nobias", "float32", (2, 16, 9, 9), (24, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1, "relu",
+              bias=False),  # NCHW 1x1 without bias: one batched GEMM on x and y in place
     conv_case("conv-f32-depthwise-cl-residual", "float32", (2, 16, 9, 9), (16, 1, 3, 3), (1, 1), (1, 1), (1, 1), 16,
               "relu", channels_last=True, residual=True),
     conv_bwd_case("conv-bwd-f32", "float32", (2, 4, 9, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 1), 2, [True, True, True]),
