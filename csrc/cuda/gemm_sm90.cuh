@@ -5,8 +5,9 @@
 // group reading it retires. The epilogue (shared functor) goes through padded shared memory
 // so global stores are 16-byte vectors along rows.
 //
-// A is K-major (row-major M x K). B is K-major (B^T row-major, e.g. a linear weight) or, for
-// the 16-bit types, MN-major (row-major K x N), read through the transpose bit. TMA zero-fills
+// A is K-major (row-major M x K) or, for the 16-bit types, MN-major (column-major, e.g. dY^T of
+// a weight gradient). B is K-major (B^T row-major, e.g. a linear weight) or, for the 16-bit
+// types, MN-major (row-major K x N). MN-major operands are read through wgmma's transpose bits. TMA zero-fills
 // tile tails. A k tile is 128 bytes of every row (64 16-bit elements, 32 fp32 ones), so the
 // swizzle, descriptors and stage sizes are the same for every element type.
 //
