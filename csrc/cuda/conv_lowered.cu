@@ -150,25 +150,28 @@ void im2col(const GemmArgs& a, const at::Tensor& x, const Geom& g, int64_t n0, i
 
 // Row-major GEMM C = A . B (M x K . K x N) as matmul arguments. b_kmajor: B is given
 // transposed (N x K row-major, a linear weight); else K x N row-major. A is set by the caller.
-GemmArgs matmul_args(const GemmArgs& conv, int64_t M, int64_t K, const at::Tensor& B, bool b_kmajor,
-                     const at::Tensor& C, const Fused& epi) {
+// A matmul problem lowered from a conv problem: its dtype and TF32 flag, epilogue `epi`.
+GemmArgs lowered(const GemmArgs& conv, const Fused& epi, int64_t batch, int64_t M, int64_t N, int64_t K,
+                 const MatmulOperands& mm) {
   GemmArgs g;
   g.kind = Kind::Matmul;
   g.dtype = conv.dtype;
   g.allow_tf32 = conv.allow_tf32;
   g.fused() = epi;
+  g.batch = batch;
   g.M = M;
+  g.N = N;
   g.K = K;
-  g.N = C.size(1);
-  g.mm.b = B.const_data_ptr();
-  g.mm.c = C.data_ptr();
-  const int64_t sb[3] = {0, b_kmajor ? B.stride(1) : B.stride(0), b_kmajor ? B.stride(0) : B.stride(1)};
-  const int64_t sc[3] = {0, C.stride(0), C.stride(1)};
-  for (int i = 0; i < 3; ++i) {
-    g.mm.sb[i] = sb[i];
-    g.mm.sc[i] = sc[i];
-  }
+  g.mm = mm;
   return g;
+}
+
+GemmArgs matmul_args(const GemmArgs& conv, int64_t M, int64_t K, const at::Tensor& B, bool b_kmajor,
+                     const at::Tensor& C, const Fused& epi) {
+  const MatmulOperands mm{nullptr, B.const_data_ptr(), C.data_ptr(), {0, 0, 0},
+                          {0, b_kmajor ? B.stride(1) : B.stride(0), b_kmajor ? B.stride(0) : B.stride(1)},
+                          {0, C.stride(0), C.stride(1)}};
+  return lowered(conv, epi, 1, M, C.size(1), K, mm);
 }
 
 // The same GEMM on the matmul dispatch (Hopper for fp16/bf16 where it can run).
@@ -214,23 +217,8 @@ bool nchw_1x1(const GemmArgs& a) {
   const bool shape = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && a.bias == nullptr;
   const bool rows = c.xs[3] == 1 && c.xs[2] == c.W && c.ys[3] == 1 && c.ys[2] == c.Q && c.xs[1] != 1;
   if (!shape || !rows || c.N > 65535) return false;
-  GemmArgs g;
-  g.kind = Kind::Matmul;
-  g.dtype = a.dtype;
-  g.allow_tf32 = a.allow_tf32;
-  g.fused() = a.fused();
-  g.batch = c.N;
-  g.M = c.K;
-  g.N = c.H * c.W;
-  g.K = c.C;
-  g.mm.a = c.w;
-  g.mm.b = c.x;
-  g.mm.c = c.y;
-  const int64_t sa[3] = {0, c.ws[0], c.ws[1]}, sb[3] = {c.xs[0], c.xs[1], 1}, sc[3] = {c.ys[0], c.ys[1], 1};
-  std::copy(sa, sa + 3, g.mm.sa);
-  std::copy(sb, sb + 3, g.mm.sb);
-  std::copy(sc, sc + 3, g.mm.sc);
-  gemm_cuda_matmul(g);
+  const MatmulOperands mm{c.w, c.x, c.y, {0, c.ws[0], c.ws[1]}, {c.xs[0], c.xs[1], 1}, {c.ys[0], c.ys[1], 1}};
+  gemm_cuda_matmul(lowered(a, a.fused(), c.N, c.K, c.H * c.W, c.C, mm));
   return true;
 }
 

@@ -73,6 +73,26 @@ __device__ __forceinline__ uint64_t make_desc(const void* p, uint32_t lbo, uint3
   return uint64_t((smem_u32(p) & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) |
          (uint64_t(1) << 62);
 }
+// One operand's tile of a stage, ROWS x BK, by TMA: K-major, one box (k, row0); MN-major, ROWS/64
+// boxes (row0 + 64j, k) of 64 rows each, one 128-byte swizzle atom wide.
+template <int ROWS, int BK, bool MN, typename T>
+__device__ __forceinline__ void tma_load_tile(T* dst, const CUtensorMap* map, uint64_t* bar, int row0, int k, int g) {
+  if constexpr (MN) {
+    for (int j = 0; j < ROWS / 64; ++j) tma_load(dst + j * 64 * BK, map, bar, row0 + 64 * j, k, g);
+  } else {
+    tma_load(dst, map, bar, k, row0, g);
+  }
+}
+// The wgmma descriptor of k step kk (32 bytes of k) of an operand tile: K-major, the step is
+// KSTEP elements along each row; MN-major, 16 k-rows of 64 elements. Byte offsets in the 128B
+// swizzle: K-major, groups of 8 rows 1 KiB apart (stride offset; the leading one is unused);
+// MN-major, 64-element atoms 64 k-rows x 128 B = 8 KiB apart (leading offset) and groups of 8
+// k-rows 1 KiB apart (stride offset). Checked on an H200 against the swapped and equal
+// alternatives, which give wrong results.
+template <bool MN, int KSTEP, typename T>
+__device__ __forceinline__ uint64_t operand_desc(const T* tile, int kk) {
+  return MN ? make_desc(tile + kk * 16 * 64, 8192, 1024) : make_desc(tile + kk * KSTEP, 16, 1024);
+}
 template <int BN, int TA, int TB, typename F>
 __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t db, F* tag) {
   static_assert(BN == 64 || BN == 128 || BN == 256, "scripts/gen_wgmma.py generates n64, n128 and n256");
@@ -105,7 +125,7 @@ __device__ __forceinline__ void conv_gather_producer(const ConvOperands& cv, con
     if (kt >= STAGES) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
     if (t == 0) {
       mbar_expect_tx(&full[st], BN * BK * sizeof(T));
-      tma_load(Bs + st * BN * BK, &tm_b, &full[st], (kt0 + kt) * BK, n0, 0);
+      tma_load_tile<BN, BK, false>(Bs + st * BN * BK, &tm_b, &full[st], n0, (kt0 + kt) * BK, 0);
     }
     const int64_t h = h0 + r * cv.dh, w = w0 + s * cv.dw;
     const bool ok = row_ok && h >= 0 && h < cv.H && w >= 0 && w < cv.W;
@@ -155,7 +175,7 @@ template <typename T, int BN, bool B_MN_MAJOR, int STAGES, bool CONV = false, bo
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                      MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
-                     uint32_t b_lbo, uint32_t b_sbo, bool vec_store, SplitK sk, ConvOperands conv) {
+                     bool vec_store, SplitK sk, ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
   static_assert(!(CONV && kTf32<T>), "the conv gather copies x as it is; TF32 needs rounded operands");
@@ -198,18 +218,8 @@ __global__ void __launch_bounds__(THREADS, 1)
           if (kt >= STAGES) mbar_wait(&empty[s], ((kt / STAGES) - 1) & 1);
           mbar_expect_tx(&full[s], (BM + BN) * BK * sizeof(T));
           const int k = (kt0 + kt) * BK;
-          if constexpr (A_MN_MAJOR) {
-            for (int j = 0; j < BM / 64; ++j)
-              tma_load(As + s * BM * BK + j * 64 * BK, &tm_a, &full[s], m0 + 64 * j, k, ga);
-          } else {
-            tma_load(As + s * BM * BK, &tm_a, &full[s], k, m0, ga);
-          }
-          if constexpr (B_MN_MAJOR) {
-            for (int j = 0; j < BN / 64; ++j)
-              tma_load(Bs + s * BN * BK + j * 64 * BK, &tm_b, &full[s], n0 + 64 * j, k, gb);
-          } else {
-            tma_load(Bs + s * BN * BK, &tm_b, &full[s], k, n0, gb);
-          }
+          tma_load_tile<BM, BK, A_MN_MAJOR>(As + s * BM * BK, &tm_a, &full[s], m0, k, ga);
+          tma_load_tile<BN, BK, B_MN_MAJOR>(Bs + s * BN * BK, &tm_b, &full[s], n0, k, gb);
         }
       }
     }
@@ -225,12 +235,9 @@ __global__ void __launch_bounds__(THREADS, 1)
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk) {
-        // MN-major A: the layout of an MN-major B (matmul.cu: 64-row atoms 8 KiB apart, groups
-        // of 8 k-rows 1 KiB apart); each consumer's 64 rows are one atom; a k step is 16 k-rows
-        const uint64_t da = A_MN_MAJOR ? make_desc(a_half + s * BM * BK + kk * 16 * 64, 8192, 1024)
-                                       : make_desc(a_half + s * BM * BK + kk * KSTEP, 16, 1024);
-        const uint64_t db = B_MN_MAJOR ? make_desc(Bs + s * BN * BK + kk * 16 * 64, b_lbo, b_sbo)
-                                       : make_desc(Bs + s * BN * BK + kk * KSTEP, 16, 1024);
+        // MN-major A: each consumer's 64 rows are one atom
+        const uint64_t da = operand_desc<A_MN_MAJOR, KSTEP>(a_half + s * BM * BK, kk);
+        const uint64_t db = operand_desc<B_MN_MAJOR, KSTEP>(Bs + s * BN * BK, kk);
         wgmma<BN, A_MN_MAJOR ? 1 : 0, B_MN_MAJOR ? 1 : 0>(d, da, db, static_cast<F*>(nullptr));
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");

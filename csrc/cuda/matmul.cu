@@ -51,7 +51,8 @@ CUtensorMap tensor_map(const void* base, at::ScalarType st, const uint64_t dims[
   return m;
 }
 
-enum class BLayout { None, KMajor, MNMajor };
+// How TMA reads an operand in place: along K, along its rows (M for A, N for B), or not at all.
+enum class Major { None, K, MN };
 
 // Why the Hopper family cannot run on this build, GPU and dtype, or nullptr when it can.
 const char* sm90_unavailable(const GemmArgs& a) {
@@ -69,28 +70,25 @@ const char* sm90_unavailable(const GemmArgs& a) {
   return nullptr;
 }
 
-// Which operands TMA can read in place (16-byte aligned base and strides, a unit stride along
-// K or, for the 16-bit types, along M for A; along K or, for the 16-bit types, along N for B),
-// and their layouts when it can.
-struct TmaLayout {
-  bool a_ok, b_ok;
-  BLayout bl = BLayout::None;
-  bool a_mn = false;  // A is MN-major (column-major M x K: dY^T, x^T of a weight gradient)
-};
-TmaLayout sm90_layout(const GemmArgs& a) {
-  const auto& o = a.mm;
-  const int64_t es = c10::elementSize(a.dtype);
+// Whether TMA can read an operand in place, and along what: 16-byte aligned base and strides,
+// and a unit stride along K or, for the 16-bit types, along the operand's rows. (s_batch, s_row,
+// s_k): the strides of its (batch, row, k) view; rows: M for A, N for B.
+Major operand_major(const void* p, int64_t s_batch, int64_t s_row, int64_t s_k, int64_t rows, int64_t K, int64_t es) {
   auto al16 = [es](int64_t elems) { return (elems * es) % 16 == 0; };
-  TmaLayout l;
-  const bool a_al = reinterpret_cast<uintptr_t>(o.a) % 16 == 0;
-  l.a_ok = a_al && o.sa[2] == 1 && al16(o.sa[1]) && o.sa[1] >= a.K && al16(o.sa[0]);
-  if (!l.a_ok && a_al && es == 2 && o.sa[1] == 1 && al16(o.sa[2]) && o.sa[2] >= a.M && al16(o.sa[0]))
-    l.a_ok = l.a_mn = true;
-  const bool b_al = reinterpret_cast<uintptr_t>(o.b) % 16 == 0;
-  if (b_al && o.sb[1] == 1 && al16(o.sb[2]) && o.sb[2] >= a.K && al16(o.sb[0])) l.bl = BLayout::KMajor;
-  else if (b_al && es == 2 && o.sb[2] == 1 && al16(o.sb[1]) && o.sb[1] >= a.N && al16(o.sb[0])) l.bl = BLayout::MNMajor;
-  l.b_ok = l.bl != BLayout::None;
-  return l;
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0 || !al16(s_batch)) return Major::None;
+  if (s_k == 1 && al16(s_row) && s_row >= K) return Major::K;
+  if (es == 2 && s_row == 1 && al16(s_k) && s_k >= rows) return Major::MN;
+  return Major::None;
+}
+struct TmaLayout {
+  Major a = Major::None, b = Major::None;  // MN-major A: column-major M x K (dY^T, x^T of a weight gradient)
+  bool ok() const { return a != Major::None && b != Major::None; }
+};
+TmaLayout sm90_layout(const GemmArgs& g) {
+  const auto& o = g.mm;
+  const int64_t es = c10::elementSize(g.dtype);
+  return {operand_major(o.a, o.sa[0], o.sa[1], o.sa[2], g.M, g.K, es),
+          operand_major(o.b, o.sb[0], o.sb[2], o.sb[1], g.N, g.K, es)};
 }
 
 // One pass for a TF32 operand: a [batch, rows, cols] strided float view is read once and written
@@ -162,14 +160,14 @@ Padded pad_operands(const GemmArgs& in, const TmaLayout& l) {
   };
   auto row_strides = [](const at::Tensor& t) { return std::make_pair(t.size(0) == 1 ? 0 : t.stride(0), t.stride(1)); };
   Padded p{at::Tensor(), at::Tensor(), in};
-  if (!l.a_ok) {
+  if (l.a == Major::None) {
     p.a = padded_rows(at::from_blob(const_cast<void*>(o.a), {ba, in.M, in.K}, {o.sa[0], o.sa[1], o.sa[2]}, opts));
     p.args.mm.a = p.a.const_data_ptr();
     const auto [sb0, sr] = row_strides(p.a);
     const int64_t sa[3] = {sb0, sr, 1};
     std::copy(sa, sa + 3, p.args.mm.sa);
   }
-  if (!l.b_ok) {
+  if (l.b == Major::None) {
     const auto bv = at::from_blob(const_cast<void*>(o.b), {bb, in.K, in.N}, {o.sb[0], o.sb[1], o.sb[2]}, opts);
     const bool kmajor = in.dtype == at::kFloat;
     p.b = padded_rows(kmajor ? bv.transpose(1, 2) : bv);
@@ -195,8 +193,8 @@ int splitk_factor(const GemmArgs& a, int bn, int bk) {
 }
 
 template <typename T, int BN, int STAGES, bool MN, bool CONV = false, bool A_MN = false>
-void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb, uint32_t lbo,
-                 uint32_t sbo, bool allow_split = true) {
+void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb,
+                 bool allow_split = true) {
   const auto& o = a.mm;  // 16-byte stores (and residual loads) along output rows when rows and bases are aligned
   constexpr int vec_elems = 16 / sizeof(T), BK = sm90::bk<T>;
   const bool vec = o.sc[2] == 1 && o.sc[1] % vec_elems == 0 && o.sc[0] % vec_elems == 0 &&
@@ -226,7 +224,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   }
   const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
                   unsigned(a.batch * sk.splits));
-  kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, lbo, sbo, vec, sk, a.conv);
+  kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, vec, sk, a.conv);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (sk.splits > 1) splitk_reduce<T, float>(sk.partial, sk.splits, a);
 }
@@ -241,72 +239,68 @@ const std::vector<std::string> kSm90Names = {"bn64", "bn128", "bn256", "bn64-nos
 const Sm90Config kSm90Configs[] = {{64, true}, {128, true}, {256, true}, {64, false}, {128, false}, {256, false}};
 
 template <typename T>
-void run_sm90(const GemmArgs& a, BLayout bl, bool a_mn, bool padded) {
+void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
   const auto& o = a.mm;
   const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
   constexpr uint32_t BK = sm90::bk<T>;
   auto bytes = [](int64_t s, int64_t fallback) { return uint64_t(s == 0 ? fallback : s) * sizeof(T); };
-  CUtensorMap ma;
-  if (a_mn) {  // 64-row boxes along M (one swizzle atom each), BK k-rows
-    const uint64_t da[3] = {uint64_t(a.M), uint64_t(a.K), uint64_t(ba)};
-    const uint64_t sa[2] = {bytes(o.sa[2], 0), bytes(o.sa[0], o.sa[2] * a.K)};
-    ma = tensor_map(o.a, a.dtype, da, sa, 64, BK);
-  } else {
-    const uint64_t da[3] = {uint64_t(a.K), uint64_t(a.M), uint64_t(ba)};
-    const uint64_t sa[2] = {bytes(o.sa[1], 0), bytes(o.sa[0], o.sa[1] * a.M)};
-    ma = tensor_map(o.a, a.dtype, da, sa, BK, sm90::BM);
-  }
-  const bool kmajor = bl == BLayout::KMajor;
-  // A_MN: the MN-major A variants; they come in 128 and 256 wide only (bn64 runs as bn128),
-  // which keeps the number of Hopper kernels this file instantiates down
-  auto launch_a = [&](int i, auto a_mn_tag) {
-    constexpr bool AMN = decltype(a_mn_tag)::value;
-    const Sm90Config cfg = kSm90Configs[i];
-    const bool wide = cfg.bn == 256, narrow = cfg.bn == 64 && !AMN;
-    if (kmajor) {
-      const uint64_t db[3] = {uint64_t(a.K), uint64_t(a.N), uint64_t(bb)};
-      const uint64_t sb[2] = {bytes(o.sb[2], 0), bytes(o.sb[0], o.sb[2] * a.N)};
-      const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, BK, wide ? 256 : narrow ? 64 : 128);
-      if (wide) launch_sm90<T, 256, 4, false, false, AMN>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
-      else if (!narrow) launch_sm90<T, 128, 6, false, false, AMN>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
-      else if constexpr (!AMN) launch_sm90<T, 64, 8, false>(a, ma, mb, ba, bb, 16, 1024, cfg.split);
-    } else if constexpr (!sm90::kTf32<T>) {
-      const uint64_t db[3] = {uint64_t(a.N), uint64_t(a.K), uint64_t(bb)};
-      const uint64_t sb[2] = {bytes(o.sb[1], 0), bytes(o.sb[0], o.sb[1] * a.K)};
-      const CUtensorMap mb = tensor_map(o.b, a.dtype, db, sb, 64, BK);
-      // MN-major SW128: 64-column atoms are 64 k-rows x 128 B = 8 KiB apart (leading byte
-      // offset); groups of 8 k-rows are 1 KiB apart (stride byte offset). Checked on an H200
-      // against the swapped and equal alternatives, which give wrong results.
-      if (wide) launch_sm90<T, 256, 4, true, false, AMN>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
-      else if (!narrow) launch_sm90<T, 128, 6, true, false, AMN>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
-      else if constexpr (!AMN) launch_sm90<T, 64, 8, true>(a, ma, mb, ba, bb, 8192, 1024, cfg.split);
-    } else {
-      TORCH_INTERNAL_ASSERT(false, "tileops: fp32 (TF32) wgmma needs a K-major B");
+  // MN-major operands: boxes of 64 rows (one swizzle atom each) by BK k-rows; K-major: BK by the tile's rows
+  auto map_of = [&](const void* p, int64_t rows, const int64_t* s, int batch, Major m, uint32_t tile_rows) {
+    if (m == Major::MN) {
+      const uint64_t d[3] = {uint64_t(rows), uint64_t(a.K), uint64_t(batch)};
+      const uint64_t st[2] = {bytes(s[2], 0), bytes(s[0], s[2] * a.K)};
+      return tensor_map(p, a.dtype, d, st, 64, BK);
     }
+    const uint64_t d[3] = {uint64_t(a.K), uint64_t(rows), uint64_t(batch)};
+    const uint64_t st[2] = {bytes(s[1], 0), bytes(s[0], s[1] * rows)};
+    return tensor_map(p, a.dtype, d, st, BK, tile_rows);
   };
+  // B's strides as (batch, row = n, k), the order map_of reads
+  const int64_t sb[3] = {o.sb[0], o.sb[2], o.sb[1]};
+  const CUtensorMap ma = map_of(o.a, a.M, o.sa, ba, l.a, sm90::BM);
+  // The MN-major A variants come in 128 and 256 wide only (bn64 runs as bn128), which keeps
+  // the number of Hopper kernels this file instantiates down.
+  auto launch_with = [&](int i, auto a_mn, auto b_mn) {
+    constexpr bool AMN = decltype(a_mn)::value, BMN = decltype(b_mn)::value;
+    const Sm90Config cfg = kSm90Configs[i];
+    const int bn = cfg.bn == 64 && AMN ? 128 : cfg.bn;
+    const CUtensorMap mb = map_of(o.b, a.N, sb, bb, l.b, uint32_t(bn));
+    if (bn == 256) launch_sm90<T, 256, 4, BMN, false, AMN>(a, ma, mb, ba, bb, cfg.split);
+    else if (bn == 128) launch_sm90<T, 128, 6, BMN, false, AMN>(a, ma, mb, ba, bb, cfg.split);
+    else if constexpr (!AMN) launch_sm90<T, 64, 8, BMN>(a, ma, mb, ba, bb, cfg.split);
+  };
+  const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
   auto launch = [&](int i) {
-    if constexpr (!sm90::kTf32<T>) {
-      if (a_mn) return launch_a(i, std::true_type{});
+    using No = std::false_type;
+    using Yes = std::true_type;
+    if constexpr (sm90::kTf32<T>) {
+      TORCH_INTERNAL_ASSERT(!a_mn && !b_mn, "tileops: fp32 (TF32) wgmma needs K-major operands");
+      launch_with(i, No{}, No{});
+    } else if (a_mn) {
+      if (b_mn) launch_with(i, Yes{}, Yes{});
+      else launch_with(i, Yes{}, No{});
+    } else {
+      if (b_mn) launch_with(i, No{}, Yes{});
+      else launch_with(i, No{}, No{});
     }
-    launch_a(i, std::false_type{});
   };
   const int heuristic = a.N > 128 ? 2 : 1;  // bn64 measured slower on 1x1-conv GEMMs (N = 64); autotune may pick it
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
-                                 std::string(a_mn ? "amn+" : "") + (kmajor ? "bk" : "bmn") + (padded ? "+pad" : "")});
+                                 std::string(a_mn ? "amn+" : "") + (b_mn ? "bmn" : "bk") + (padded ? "+pad" : "")});
       },
       kSm90Names, heuristic, launch);
 }
 
 template <typename T>
 void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
-  if constexpr (sm90::kTf32<T>) l.a_ok = l.b_ok = false;  // TF32: both operands become rounded copies
-  if (l.a_ok && l.b_ok) return run_sm90<T>(a, l.bl, l.a_mn, false);
+  if constexpr (sm90::kTf32<T>) l = TmaLayout{};  // TF32: both operands become rounded copies
+  if (l.ok()) return run_sm90<T>(a, l, false);
   const Padded p = pad_operands(a, l);
   const TmaLayout pl = sm90_layout(p.args);
-  TORCH_INTERNAL_ASSERT(pl.a_ok && pl.b_ok, "tileops: padded operands not TMA-readable");
-  run_sm90<T>(p.args, pl.bl, pl.a_mn, true);
+  TORCH_INTERNAL_ASSERT(pl.ok(), "tileops: padded operands not TMA-readable");
+  run_sm90<T>(p.args, pl, true);
 }
 
 }  // namespace
@@ -318,8 +312,7 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   if (!half || sm90_unavailable(g) != nullptr || c.C % sm90::bk<c10::Half> != 0 || g.batch != 1) return false;
   // x channels_last dense and 16-byte aligned; B = weight rows [K, R*S*C], K-major
   const bool x_ok = nhwc_dense(c.xs, c.C, c.H, c.W) && reinterpret_cast<uintptr_t>(c.x) % 16 == 0;
-  const bool b_ok = o.sb[1] == 1 && o.sb[2] % 8 == 0 && o.sb[2] >= g.K && reinterpret_cast<uintptr_t>(o.b) % 16 == 0;
-  if (!x_ok || !b_ok) return false;
+  if (!x_ok || sm90_layout(g).b != Major::K) return false;
   const uint64_t db[3] = {uint64_t(g.K), uint64_t(g.N), 1};
   const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, uint64_t(o.sb[2]) * g.N * 2};
   // The tile width over output channels, autotuned like matmul's (family "conv_fwd_sm90"); the
@@ -330,8 +323,8 @@ bool conv_fwd_sm90(const GemmArgs& g) {
     const CUtensorMap mb = tensor_map(o.b, g.dtype, db, sb, sm90::bk<c10::Half>, narrow ? 64 : 128);
     auto go = [&](auto tag) {
       using T = decltype(tag);
-      if (narrow) launch_sm90<T, 64, 8, false, true>(g, mb, mb, 1, 1, 16, 1024);
-      else launch_sm90<T, 128, 6, false, true>(g, mb, mb, 1, 1, 16, 1024);
+      if (narrow) launch_sm90<T, 64, 8, false, true>(g, mb, mb, 1, 1);
+      else launch_sm90<T, 128, 6, false, true>(g, mb, mb, 1, 1);
     };
     if (g.dtype == at::kBFloat16) go(c10::BFloat16{});
     else go(c10::Half{});
@@ -349,10 +342,10 @@ void gemm_cuda_matmul(const GemmArgs& a) {
   if (matmul_skinny(a)) return;  // M <= 16 in fp32/fp64: bound by reading B, no tile fits it
   const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && tensor_core_dtype(a));
   const char* why = want ? sm90_unavailable(a) : "not requested";
-  const TmaLayout l = why == nullptr ? sm90_layout(a) : TmaLayout{false, false};
+  const TmaLayout l = why == nullptr ? sm90_layout(a) : TmaLayout{};
   // Auto: tiny problems that would need copies stay on one WMMA launch.
   const bool small = double(a.batch) * a.M * a.N * a.K < double(1 << 22);
-  if (want && why == nullptr && (a.algo == Algo::Wgmma || !small || (l.a_ok && l.b_ok))) {
+  if (want && why == nullptr && (a.algo == Algo::Wgmma || !small || l.ok())) {
     if (a.dtype == at::kBFloat16) run_sm90_any_layout<c10::BFloat16>(a, l);
     else if (a.dtype == at::kHalf) run_sm90_any_layout<c10::Half>(a, l);
     else run_sm90_any_layout<float>(a, l);

@@ -73,8 +73,7 @@ bool matmul_skinny(const GemmArgs& a) {
   if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.batch > 65535 || (a.dtype != at::kFloat && a.dtype != at::kDouble))
     return false;
   const bool kmajor = a.mm.sb[1] == 1 && a.mm.sb[2] != 1;
-  const int64_t blocks_n = (a.N + (kmajor ? skinny_cols<true>() : skinny_cols<false>()) - 1) /
-                           (kmajor ? skinny_cols<true>() : skinny_cols<false>());
+  const int64_t cols = kmajor ? skinny_cols<true>() : skinny_cols<false>(), blocks_n = (a.N + cols - 1) / cols;
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t stages = std::max<int64_t>(1, (a.K + kSkinnyKs - 1) / kSkinnyKs);
   const int64_t want = std::max<int64_t>(1, std::min<int64_t>({4 * sms / (blocks_n * a.batch), stages, 64}));

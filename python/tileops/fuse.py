@@ -151,19 +151,19 @@ def fuse_for_inference(model: torch.nn.Module) -> fx.GraphModule:
             continue
         if isinstance(m, torch.nn.Conv2d) and m.padding_mode != "zeros":
             continue
-        chain, last, residual, act = [], node, None, "none"
+        chain, last = [], node
         nxt = _only_user(last)
         bn = modules[nxt.target] if nxt is not None and nxt.op == "call_module" else None
         if isinstance(m, torch.nn.Conv2d) and _foldable_bn(bn):
             m = _fold_bn(m, bn)
             chain.append(nxt)
             last, nxt = nxt, _only_user(nxt)
-        if nxt is not None and _residual(nxt, last) is not None:
-            residual = _residual(nxt, last)
+        residual = _residual(nxt, last) if nxt is not None else None
+        if residual is not None:
             chain.append(nxt)
             last, nxt = nxt, _only_user(nxt)
-        if nxt is not None and _activation(nxt, modules) is not None:
-            act = _activation(nxt, modules)
+        act = (_activation(nxt, modules) if nxt is not None else None) or "none"
+        if act != "none":
             chain.append(nxt)
             last = nxt
         op = _FUSABLE[type(m)].from_module(m, activation=act)  # parameters shared (or the folded ones)
