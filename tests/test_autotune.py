@@ -393,8 +393,8 @@ def test_matmul_autotuned_cuda():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", ["bn64", "bn128"])
-@pytest.mark.parametrize("case", ["3x3_c64", "resnet_3x3_64@56", "3x3_c64_s2", "5x5_c128_p0"])
+@pytest.mark.parametrize("config", ["bn64", "bn128", "bn64x2"])
+@pytest.mark.parametrize("case", ["3x3_c64", "resnet_3x3_64@56", "3x3_c64_s2", "3x3_c64_dilated", "5x5_c128_p0"])
 def test_conv_fwd_sm90_candidates_cuda(config, case):
     """Each candidate of the Hopper implicit-GEMM conv, pinned, on output-channel counts below, at
     and above its tile width (7, 64, 72, 200), against float64."""
@@ -415,4 +415,4 @@ def test_conv_autotuned_cuda():
         for _ in range(2):  # a miss (every candidate runs), then the cached choice
             run_forward(sized("resnet_3x3_64@56", "cuda"), "resnet_3x3_64@56", "cuda", "bfloat16", "channels_last")
     new = {k: v for k, v in autotune.entries().items() if k not in before}
-    assert len(new) == 1 and "conv_fwd_sm90|" in list(new)[0] and list(new.values())[0] in ("bn64", "bn128"), new
+    assert len(new) == 1 and "conv_fwd_sm90|" in list(new)[0] and list(new.values())[0] in ("bn64", "bn128", "bn64x2"), new

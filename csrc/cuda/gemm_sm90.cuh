@@ -19,6 +19,9 @@
 #pragma once
 #include <cuda.h>
 
+#include <climits>
+#include <cstdint>
+
 #include "../common/epilogue.h"
 #include "../common/problems.h"
 #include "wgmma_ops.h"
@@ -38,6 +41,15 @@ constexpr size_t smem_bytes() {
   static_assert(STAGES * (BM + BN) * ROW_BYTES >= 2 * 64 * (BN + 8) * sizeof(float) + 2 * BN * sizeof(float),
                 "epilogue staging (fp32 with a residual) and bias tiles must fit in the stages");
   return size_t(STAGES) * (BM + BN) * ROW_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + alignment slack
+}
+
+// Thread blocks per SM the kernel is built for: two where two fit in shared memory and the
+// kernel is CONV (its warpgroups keep their registers; the others rebalance with setmaxnreg,
+// which needs the SM's whole register file). Two blocks overlap one's pipeline fill and
+// epilogue with the other's main loop: the implicit-GEMM conv's K (R*S*C) is short.
+template <int BN, int STAGES, typename T, bool CONV>
+constexpr int blocks_per_sm() {
+  return CONV && 2 * (smem_bytes<BN, STAGES, T>() + 1024) <= 228 * 1024 ? 2 : 1;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -103,23 +115,38 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t 
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// The CONV producer (see gemm_sm90_kernel). Each thread copies its row of stage kt, then
-// publishes an older stage once its own copies of it landed: wait, proxy fence (cp.async
-// writes are generic-proxy; wgmma reads through the async proxy), mbarrier arrive.
+// The CONV producer (see gemm_sm90_kernel). Eight lanes share a row: lane group t / 8 copies
+// 16-byte chunk t % 8 of rows t / 8 + 16 i (i < 8), so one warp instruction moves four whole
+// 128-byte lines (a thread per row moved 32 half sectors: twice the L2 traffic, eight times the
+// requests). Each thread then publishes an older stage once its own copies of it landed: wait,
+// proxy fence (cp.async writes are generic-proxy; wgmma reads through the async proxy), arrive.
 template <typename T, int BN, int STAGES>
 __device__ __forceinline__ void conv_gather_producer(const ConvOperands& cv, const CUtensorMap& tm_b, T* As, T* Bs,
                                                      uint64_t* full, uint64_t* empty, int64_t M, int m0, int n0,
                                                      int kt0, int ktiles, int t) {
   // Stage kt is published LAG iterations after its copies were issued, so LAG stages of
-  // copies are in flight; the wait on empty[] needs stage kt - STAGES published: LAG < STAGES.
-  constexpr int LAG = STAGES - 2, BK = bk<T>;
-  const int64_t m = m0 + t;
-  const bool row_ok = m < M;
-  const int64_t n = row_ok ? m / (cv.P * cv.Q) : 0, pq = row_ok ? m % (cv.P * cv.Q) : 0;
-  const T* xn = static_cast<const T*>(cv.x) + n * cv.H * cv.W * cv.C;
-  const int64_t h0 = (pq / cv.Q) * cv.sh - cv.ph, w0 = (pq % cv.Q) * cv.sw - cv.pw;
+  // copies are in flight; the wait on empty[] needs stage kt - STAGES published: LAG < STAGES,
+  // and the consumers release a stage one iteration late: LAG < STAGES - 1.
+  constexpr int LAG = STAGES - 2, BK = bk<T>, ROWS = BM / 16, VEC = 16 / int(sizeof(T));
+  const int chunk = t % 8, row0 = t / 8;
+  const T* base[ROWS];  // row i's image, at this thread's chunk
+  int h0[ROWS], w0[ROWS];  // row i's first input pixel; rows past M: far outside, always zero-filled
+  // 32-bit index math: M < 2^31 (sm90_unavailable), and 64-bit division is a long call
+  const uint32_t pq_n = uint32_t(cv.P * cv.Q), q_n = uint32_t(cv.Q);
+#pragma unroll
+  for (int i = 0; i < ROWS; ++i) {
+    const uint32_t m = uint32_t(m0 + row0 + 16 * i), n = m / pq_n, pq = m - n * pq_n, p = pq / q_n;
+    const bool ok = m < M;
+    base[i] = static_cast<const T*>(cv.x) + (ok ? int64_t(n) * cv.H * cv.W * cv.C : 0) + chunk * VEC;
+    h0[i] = ok ? int(p * cv.sh - cv.ph) : INT_MIN / 2;
+    w0[i] = int((pq - p * q_n) * cv.sw - cv.pw);
+  }
+  const int H = int(cv.H), W = int(cv.W);
+  // chunk j of row r lands at chunk j ^ (r % 8), as TMA's 128B swizzle puts it; r % 8 = row0 % 8
+  const uint32_t dst0 = smem_u32(As) + row0 * ROW_BYTES + ((chunk ^ (row0 & 7)) << 4);
   const int64_t k_first = int64_t(kt0) * BK;  // this split's first k: tap (r, s), channel c0
-  int64_t c0 = k_first % cv.C, s = (k_first / cv.C) % cv.S, r = k_first / (cv.C * cv.S);
+  int64_t c0 = k_first % cv.C;
+  int s = int((k_first / cv.C) % cv.S), r = int(k_first / (cv.C * cv.S));
   for (int kt = 0; kt < ktiles; ++kt) {
     const int st = kt % STAGES;
     if (kt >= STAGES) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
@@ -127,15 +154,17 @@ __device__ __forceinline__ void conv_gather_producer(const ConvOperands& cv, con
       mbar_expect_tx(&full[st], BN * BK * sizeof(T));
       tma_load_tile<BN, BK, false>(Bs + st * BN * BK, &tm_b, &full[st], n0, (kt0 + kt) * BK, 0);
     }
-    const int64_t h = h0 + r * cv.dh, w = w0 + s * cv.dw;
-    const bool ok = row_ok && h >= 0 && h < cv.H && w >= 0 && w < cv.W;
-    const T* src = ok ? xn + (h * cv.W + w) * cv.C + c0 : static_cast<const T*>(cv.x);
-    const uint32_t dst = smem_u32(As + st * BM * BK + t * BK);
+    const int dh = r * int(cv.dh), dw = s * int(cv.dw);
 #pragma unroll
-    for (int j = 0; j < 8; ++j)  // 16-byte chunk j of the row lands at chunk j ^ (row % 8)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst + ((j ^ (t & 7)) << 4)),
-                   "l"(src + j * (16 / sizeof(T))), "r"(ok ? 16 : 0)
+    for (int i = 0; i < ROWS; ++i) {
+      const int h = h0[i] + dh, w = w0[i] + dw;
+      const bool ok = h >= 0 && h < H && w >= 0 && w < W;
+      const T* src = ok ? base[i] + (int64_t(h) * W + w) * cv.C + c0 : static_cast<const T*>(cv.x);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst0 + st * BM * ROW_BYTES +
+                                                                             i * 16 * ROW_BYTES),
+                   "l"(src), "r"(ok ? 16 : 0)
                    : "memory");
+    }
     asm volatile("cp.async.commit_group;" ::: "memory");
     if (kt >= LAG) {  // keep LAG stages of copies in flight; publish the oldest
       asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");
@@ -172,7 +201,7 @@ struct SplitK {
 //
 // p supplies C's index map (row_c, c, bias_index); batch_a / batch_b: 1 when broadcast.
 template <typename T, int BN, bool B_MN_MAJOR, int STAGES, bool CONV = false, bool A_MN_MAJOR = false>
-__global__ void __launch_bounds__(THREADS, 1)
+__global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T, CONV>()))
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                      MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
                      bool vec_store, SplitK sk, ConvOperands conv) {

@@ -315,16 +315,19 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   if (!x_ok || sm90_layout(g).b != Major::K) return false;
   const uint64_t db[3] = {uint64_t(g.K), uint64_t(g.N), 1};
   const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, uint64_t(o.sb[2]) * g.N * 2};
-  // The tile width over output channels, autotuned like matmul's (family "conv_fwd_sm90"); the
-  // heuristic: 64 for 64-channel layers (no half-empty 128-wide tiles), else 128.
-  static const std::vector<std::string> kNames = {"bn64", "bn128"};
+  // The tile width over output channels and the depth of the ring, autotuned like matmul's
+  // (family "conv_fwd_sm90"): bn64 and bn128 one block per SM with deep rings; bn64x2 a 4-stage
+  // ring, two blocks per SM (sm90::blocks_per_sm). The heuristic: 64 wide for 64-channel layers
+  // (no half-empty 128-wide tiles), else 128.
+  static const std::vector<std::string> kNames = {"bn64", "bn128", "bn64x2"};
   auto launch = [&](int i) {
-    const bool narrow = i == 0;
+    const bool narrow = i != 1;
     const CUtensorMap mb = tensor_map(o.b, g.dtype, db, sb, sm90::bk<c10::Half>, narrow ? 64 : 128);
     auto go = [&](auto tag) {
       using T = decltype(tag);
-      if (narrow) launch_sm90<T, 64, 8, false, true>(g, mb, mb, 1, 1);
-      else launch_sm90<T, 128, 6, false, true>(g, mb, mb, 1, 1);
+      if (i == 0) launch_sm90<T, 64, 8, false, true>(g, mb, mb, 1, 1);
+      else if (i == 1) launch_sm90<T, 128, 6, false, true>(g, mb, mb, 1, 1);
+      else launch_sm90<T, 64, 4, false, true>(g, mb, mb, 1, 1);
     };
     if (g.dtype == at::kBFloat16) go(c10::BFloat16{});
     else go(c10::Half{});
