@@ -117,12 +117,13 @@ def conv_case(name, kind, x_shape, w_shape, stride, padding, dilation, groups, a
     return Case(name, kind, make, lambda i: tileops.conv2d(i[0], i[1], i[2] if bias else None, *p, act, *i[3:]), ref)
 
 
-def conv_bwd_case(name, kind, x_shape, w_shape, stride, padding, dilation, groups, mask, channels_last=False):
+def conv_bwd_case(name, kind, x_shape, w_shape, stride, padding, dilation, groups, mask, channels_last=False,
+                  gy_channels_last=False):
     p = (stride, padding, dilation, groups)
 
     def make(dt, device, gen):
         x, w = _x(x_shape, dt, device, gen, channels_last), randn(w_shape, dt, device, gen)
-        return [randn(_conv_out_shape(x_shape, w_shape, p), dt, device, gen), x, w]
+        return [_x(tuple(_conv_out_shape(x_shape, w_shape, p)), dt, device, gen, gy_channels_last), x, w]
 
     def run(i):
         gx, gw, gb = ops._conv2d_backward(i[0], i[1], i[2], list(stride), list(padding), list(dilation), groups, mask)
@@ -182,6 +183,9 @@ CASES = [
     conv_bwd_case("conv-bwd-f32", "float32", (2, 4, 9, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 1), 2, [True, True, True]),
     conv_bwd_case("conv-bwd-bf16-cl", "bfloat16", (2, 8, 10, 10), (8, 8, 3, 3), (1, 1), (1, 1), (1, 1), 1,
                   [True, True, False], channels_last=True),
+    # C % 64 == 0, x and grad_out channels_last: the Hopper implicit weight gradient (split-K)
+    conv_bwd_case("conv-bwd-bf16-cl-c64-wgrad", "bfloat16", (2, 64, 9, 9), (24, 64, 3, 3), (2, 1), (1, 1), (1, 1), 1,
+                  [False, True, False], channels_last=True, gy_channels_last=True),
     conv_bwd_case("conv-bwd-f16-dilated", "float16", (1, 3, 12, 11), (5, 3, 3, 3), (1, 2), (2, 1), (2, 1), 1,
                   [True, True, True]),
 ]

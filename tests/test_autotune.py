@@ -405,6 +405,35 @@ def test_conv_fwd_sm90_candidates_cuda(config, case):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("config", ["bn64", "bn128"])
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", ["resnet_3x3_64@56", "3x3_big", "3x3_c64_s2", "3x3_c64_dilated", "3x5_c64_stride_2x1",
+                                  "5x5_c128_p0", "1x1_stride2", "resnet_1x1_256to64@56"])
+def test_conv_wgrad_sm90_candidates_cuda(config, kind, case):
+    """Each candidate of the Hopper implicit weight gradient, pinned (split-K where the reduction is
+    long), channels_last x and grad_out, output channels below, at and above its tile width, every
+    stride/dilation/padding of the C % 64 cases, against float64."""
+    from test_conv2d import CUDA_CASES, run_backward_op
+
+    with autotune.pinned("conv_wgrad_sm90", config):
+        run_backward_op(CUDA_CASES[case], case, "cuda", kind, "channels_last", mask=(False, True, False))
+
+
+@pytest.mark.cuda
+def test_conv_wgrad_sm90_runs_cuda():
+    """The implicit weight gradient is what a channels_last bf16 backward takes (its autotune
+    family gets an entry), and a contiguous one (NCHW grad_out) is still right."""
+    from test_conv2d import CUDA_CASES, run_backward_op
+
+    before = autotune.entries()
+    with autotune.enabled():
+        run_backward_op(CUDA_CASES["3x3_big"], "3x3_big", "cuda", "bfloat16", "channels_last")
+    new = {k: v for k, v in autotune.entries().items() if k not in before}
+    assert any("conv_wgrad_sm90|" in k for k in new), new
+    run_backward_op(CUDA_CASES["3x3_big"], "3x3_big", "cuda", "bfloat16", "contiguous")
+
+
+@pytest.mark.cuda
 def test_conv_autotuned_cuda():
     """bf16 channels_last 3x3 conv with autotuning on: the implicit-GEMM conv is timed once and
     its choice kept under its own family; the result is right either way."""

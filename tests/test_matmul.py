@@ -308,3 +308,31 @@ def test_matmul_a_mn_major_cuda(kind, size, b_layout, batch):
     out = run_poisoned(lambda: tileops.matmul(a, b), max(B, 1) * M * N, dt, "cuda")
     ref, mag = ref_mm(a, b)
     check(out, ref, mag, kind, "MN-major A %s b=%s batch=%d seed=%d" % (size, b_layout, batch, seed))
+
+
+# Each Hopper config pinned (autotune family "matmul_sm90"): tile widths, split-K or not, and
+# bn64x2 (two blocks per SM, a 4-stage ring, no register rebalance), on tails in M, N and K,
+# both B layouts, batches and split-K-sized problems; tf32 takes K-major operands (copies).
+SM90_CONFIGS = ["bn64", "bn128", "bn256", "bn64-nosplit", "bn128-nosplit", "bn256-nosplit", "bn64x2"]
+SM90_CASES = [(1, 200, 72, 136), (1, 8, 264, 4096), (3, 130, 100, 64), (1, 1000, 64, 1000)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", SM90_CONFIGS)
+@pytest.mark.parametrize("kind", ["bfloat16", "float16", "tf32"])
+@pytest.mark.parametrize("size", SM90_CASES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("b_layout", ["N", "T"])
+def test_matmul_sm90_configs_cuda(config, kind, size, b_layout):
+    from tileops import autotune
+
+    batch, M, N, K = size
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    lead = (batch,) if batch > 1 else ()
+    a = randn(lead + (M, K), dt, "cuda", gen)
+    b = randn(lead + (N, K), dt, "cuda", gen).transpose(-1, -2) if b_layout == "T" else randn(lead + (K, N), dt,
+                                                                                                "cuda", gen)
+    with autotune.pinned("matmul_sm90", config), tf32(kind == "tf32"):
+        out = run_poisoned(lambda: tileops.matmul(a, b, algo="wgmma"), batch * M * N, dt, "cuda")
+    ref, mag = ref_mm(a, b)
+    check(out, ref, mag, kind, "sm90 %s %s b=%s seed=%d" % (config, size, b_layout, seed))

@@ -208,6 +208,24 @@ bool implicit_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr,
   return conv_fwd_sm90(g);
 }
 
+// Hopper implicit weight gradient (no column buffer): dW^T [R*S*C, K] = cols(x)^T . dY with the
+// columns gathered inside the kernel, dY's rows read in place (channels_last), into a small
+// [R*S*C, K] buffer that one copy permutes into dw's (K, C, R, S) in whatever layout dw has.
+bool implicit_wgrad_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& dy, const at::Tensor& dw) {
+  const auto& c = a.conv;
+  if (x.element_size() != 2 || !nhwc_dense(x) || !nhwc_dense(dy)) return false;
+  const int64_t npq = c.N * c.P * c.Q, rsc = c.R * c.S * c.C;
+  at::Tensor dwt = at::empty({rsc, c.K}, cuda_options(a.dtype));
+  const MatmulOperands mm{nullptr, dy.const_data_ptr(), dwt.data_ptr(), {0, 0, 0}, {0, c.K, 1}, {0, c.K, 1}};
+  GemmArgs g = lowered(a, Fused{}, 1, rsc, c.K, npq, mm);
+  g.conv = c;
+  g.conv.x = const_cast<void*>(x.const_data_ptr());
+  for (int i = 0; i < 4; ++i) g.conv.xs[i] = x.stride(i);
+  if (!conv_wgrad_sm90(g)) return false;
+  dw.copy_(dwt.view({c.R, c.S, c.C, c.K}).permute({3, 2, 0, 1}));
+  return true;
+}
+
 // A 1x1 stride-1 unpadded conv of an NCHW input into an NCHW output, without bias: per image,
 // Y[n] (K x HW) = W (K x C) . X[n] (C x HW), a batched GEMM on the tensors as they are (the
 // general path would copy x to channels_last and the output back). The epilogue's bias runs
@@ -317,6 +335,7 @@ bool conv_wgrad_lowered(const GemmArgs& a) {
   const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
   const at::Tensor dw = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
   const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
+  if (implicit_wgrad_sm90(a, x, dy, dw)) return true;
   at::Tensor cols = at::empty({c.N * c.P * c.Q, g.Kp}, cuda_options(a.dtype));
   im2col(a, x, g, 0, c.N, cols);
   // A = dY^T [K, NPQ]: of a channels_last dY a view (column-major: the Hopper kernel reads it

@@ -43,13 +43,19 @@ constexpr size_t smem_bytes() {
   return size_t(STAGES) * (BM + BN) * ROW_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + alignment slack
 }
 
-// Thread blocks per SM the kernel is built for: two where two fit in shared memory and the
-// kernel is CONV (its warpgroups keep their registers; the others rebalance with setmaxnreg,
-// which needs the SM's whole register file). Two blocks overlap one's pipeline fill and
-// epilogue with the other's main loop: the implicit-GEMM conv's K (R*S*C) is short.
-template <int BN, int STAGES, typename T, bool CONV>
+// Where the A tile comes from: TMA (None), or gathered by the producer warpgroup from a
+// channels_last conv input x: ConvFwd, rows = output pixels, k = (r, s, c) (A K-major);
+// ConvWgrad, rows = (r, s, c), k = output pixels (A MN-major: the weight gradient's dW^T).
+enum class Gather { None, ConvFwd, ConvWgrad };
+
+// Thread blocks per SM the kernel is built for: two where two fit in shared memory (shallow
+// rings), else one. Two blocks overlap one's pipeline fill and epilogue with the other's main
+// loop, for short K (the implicit-GEMM conv's R*S*C, 1x1 convs). One block rebalances registers
+// with setmaxnreg (the producer gives its share to the consumers), which needs the SM's whole
+// register file; two blocks, and the conv producers, which gather with 128 threads, keep theirs.
+template <int BN, int STAGES, typename T>
 constexpr int blocks_per_sm() {
-  return CONV && 2 * (smem_bytes<BN, STAGES, T>() + 1024) <= 228 * 1024 ? 2 : 1;
+  return 2 * (smem_bytes<BN, STAGES, T>() + 1024) <= 228 * 1024 ? 2 : 1;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -115,70 +121,128 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t 
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// The CONV producer (see gemm_sm90_kernel). Eight lanes share a row: lane group t / 8 copies
-// 16-byte chunk t % 8 of rows t / 8 + 16 i (i < 8), so one warp instruction moves four whole
-// 128-byte lines (a thread per row moved 32 half sectors: twice the L2 traffic, eight times the
-// requests). Each thread then publishes an older stage once its own copies of it landed: wait,
-// proxy fence (cp.async writes are generic-proxy; wgmma reads through the async proxy), arrive.
-template <typename T, int BN, int STAGES>
-__device__ __forceinline__ void conv_gather_producer(const ConvOperands& cv, const CUtensorMap& tm_b, T* As, T* Bs,
-                                                     uint64_t* full, uint64_t* empty, int64_t M, int m0, int n0,
-                                                     int kt0, int ktiles, int t) {
+// The conv producers (see gemm_sm90_kernel): each of the producer warpgroup's 128 threads
+// gathers its share of stage kt's A tile with cp.async (zeros where a tap falls into padding or
+// past the problem), thread 0 loads B by TMA; then each thread publishes an older stage once its
+// own copies of it landed: wait, proxy fence (cp.async writes are generic-proxy; wgmma reads
+// through the async proxy), arrive. Eight lanes share a 128-byte row: lane group t / 8 copies
+// 16-byte chunk t % 8 of rows t / 8 + 16 i, so one warp instruction moves four whole lines (a
+// thread per row moved 32 half sectors: twice the L2 traffic, eight times the requests). Chunk j
+// of row r lands at chunk j ^ (r % 8), as TMA's 128B swizzle puts it, and r % 8 = (t / 8) % 8.
+template <typename T, int BN, int STAGES, bool B_MN, typename GatherStage>
+__device__ __forceinline__ void conv_producer(const CUtensorMap& tm_b, T* Bs, uint64_t* full, uint64_t* empty,
+                                              int n0, int kt0, int ktiles, int t, GatherStage&& gather) {
   // Stage kt is published LAG iterations after its copies were issued, so LAG stages of
   // copies are in flight; the wait on empty[] needs stage kt - STAGES published: LAG < STAGES,
   // and the consumers release a stage one iteration late: LAG < STAGES - 1.
-  constexpr int LAG = STAGES - 2, BK = bk<T>, ROWS = BM / 16, VEC = 16 / int(sizeof(T));
-  const int chunk = t % 8, row0 = t / 8;
-  const T* base[ROWS];  // row i's image, at this thread's chunk
-  int h0[ROWS], w0[ROWS];  // row i's first input pixel; rows past M: far outside, always zero-filled
-  // 32-bit index math: M < 2^31 (sm90_unavailable), and 64-bit division is a long call
-  const uint32_t pq_n = uint32_t(cv.P * cv.Q), q_n = uint32_t(cv.Q);
-#pragma unroll
-  for (int i = 0; i < ROWS; ++i) {
-    const uint32_t m = uint32_t(m0 + row0 + 16 * i), n = m / pq_n, pq = m - n * pq_n, p = pq / q_n;
-    const bool ok = m < M;
-    base[i] = static_cast<const T*>(cv.x) + (ok ? int64_t(n) * cv.H * cv.W * cv.C : 0) + chunk * VEC;
-    h0[i] = ok ? int(p * cv.sh - cv.ph) : INT_MIN / 2;
-    w0[i] = int((pq - p * q_n) * cv.sw - cv.pw);
-  }
-  const int H = int(cv.H), W = int(cv.W);
-  // chunk j of row r lands at chunk j ^ (r % 8), as TMA's 128B swizzle puts it; r % 8 = row0 % 8
-  const uint32_t dst0 = smem_u32(As) + row0 * ROW_BYTES + ((chunk ^ (row0 & 7)) << 4);
-  const int64_t k_first = int64_t(kt0) * BK;  // this split's first k: tap (r, s), channel c0
-  int64_t c0 = k_first % cv.C;
-  int s = int((k_first / cv.C) % cv.S), r = int(k_first / (cv.C * cv.S));
+  constexpr int LAG = STAGES - 2, BK = bk<T>;
   for (int kt = 0; kt < ktiles; ++kt) {
     const int st = kt % STAGES;
     if (kt >= STAGES) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
     if (t == 0) {
       mbar_expect_tx(&full[st], BN * BK * sizeof(T));
-      tma_load_tile<BN, BK, false>(Bs + st * BN * BK, &tm_b, &full[st], n0, (kt0 + kt) * BK, 0);
+      tma_load_tile<BN, BK, B_MN>(Bs + st * BN * BK, &tm_b, &full[st], n0, (kt0 + kt) * BK, 0);
     }
-    const int dh = r * int(cv.dh), dw = s * int(cv.dw);
-#pragma unroll
-    for (int i = 0; i < ROWS; ++i) {
-      const int h = h0[i] + dh, w = w0[i] + dw;
-      const bool ok = h >= 0 && h < H && w >= 0 && w < W;
-      const T* src = ok ? base[i] + (int64_t(h) * W + w) * cv.C + c0 : static_cast<const T*>(cv.x);
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst0 + st * BM * ROW_BYTES +
-                                                                             i * 16 * ROW_BYTES),
-                   "l"(src), "r"(ok ? 16 : 0)
-                   : "memory");
-    }
+    gather(kt, st);
     asm volatile("cp.async.commit_group;" ::: "memory");
     if (kt >= LAG) {  // keep LAG stages of copies in flight; publish the oldest
       asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       mbar_arrive(&full[(kt - LAG) % STAGES]);
     }
-    if ((c0 += BK) == cv.C) {
-      c0 = 0;
-      if (++s == cv.S) s = 0, ++r;
-    }
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   for (int kt = max(0, ktiles - LAG); kt < ktiles; ++kt) mbar_arrive(&full[kt % STAGES]);
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+
+// An output pixel's image and first input row/column (32-bit: M and N*P*Q < 2^31, checked by
+// the host; 64-bit division is a long call). Pixels past `count`: far outside, so zero-filled.
+struct Pixel {
+  uint32_t n;
+  int h, w;
+};
+__device__ __forceinline__ Pixel pixel_of(const ConvOperands& cv, uint32_t m, int64_t count) {
+  const uint32_t pq_n = uint32_t(cv.P * cv.Q), q_n = uint32_t(cv.Q);
+  const uint32_t n = m / pq_n, pq = m - n * pq_n, p = pq / q_n;
+  if (int64_t(m) >= count) return {0, INT_MIN / 2, 0};
+  return {n, int(p * cv.sh - cv.ph), int((pq - p * q_n) * cv.sw - cv.pw)};
+}
+// The address of x[n, h, w, c] when (h, w) is inside the image, else nullptr.
+template <typename T>
+__device__ __forceinline__ const T* tap_src(const ConvOperands& cv, const T* x, uint32_t n, int h, int w, int64_t c) {
+  if (h < 0 || h >= int(cv.H) || w < 0 || w >= int(cv.W)) return nullptr;
+  return x + ((int64_t(n) * cv.H + h) * cv.W + w) * cv.C + c;
+}
+
+// ConvFwd: A row i of stage kt is output pixel m0 + i at tap (r, s), channels c0.. of k tile
+// kt0 + kt; a thread's 8 rows stay the same over the k loop, the tap moves.
+template <typename T, int BN, int STAGES>
+__device__ __forceinline__ void conv_fwd_producer(const ConvOperands& cv, const CUtensorMap& tm_b, T* As, T* Bs,
+                                                  uint64_t* full, uint64_t* empty, int64_t M, int m0, int n0,
+                                                  int kt0, int ktiles, int t) {
+  constexpr int BK = bk<T>, ROWS = BM / 16, VEC = 16 / int(sizeof(T));
+  const int chunk = t % 8, row0 = t / 8;
+  const T* x = static_cast<const T*>(cv.x) + chunk * VEC;
+  Pixel px[ROWS];
+#pragma unroll
+  for (int i = 0; i < ROWS; ++i) px[i] = pixel_of(cv, uint32_t(m0 + row0 + 16 * i), M);
+  const uint32_t dst0 = smem_u32(As) + row0 * ROW_BYTES + ((chunk ^ (row0 & 7)) << 4);
+  const int64_t k_first = int64_t(kt0) * BK;  // this split's first k: tap (r, s), channel c0
+  int64_t c0 = k_first % cv.C;
+  int s = int((k_first / cv.C) % cv.S), r = int(k_first / (cv.C * cv.S));
+  conv_producer<T, BN, STAGES, false>(tm_b, Bs, full, empty, n0, kt0, ktiles, t, [&](int, int st) {
+    const int dh = r * int(cv.dh), dw = s * int(cv.dw);
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+      const T* src = tap_src(cv, x, px[i].n, px[i].h + dh, px[i].w + dw, c0);
+      cp_async16(dst0 + (st * BM + i * 16) * ROW_BYTES, src ? src : x, src != nullptr);
+    }
+    if ((c0 += BK) == cv.C) {
+      c0 = 0;
+      if (++s == cv.S) s = 0, ++r;
+    }
+  });
+}
+
+// ConvWgrad (dW^T = cols(x)^T . dY): A is MN-major, two 64-row atoms per stage; atom j holds
+// rows m0 + 64 j.. = one tap (r, s) and 64 channels (C % 64 == 0), and its k-row kr is output
+// pixel (kt0 + kt) * BK + kr (of npq). The taps stay the same over the k loop, the pixels move.
+template <typename T, int BN, int STAGES>
+__device__ __forceinline__ void conv_wgrad_producer(const ConvOperands& cv, const CUtensorMap& tm_b, T* As, T* Bs,
+                                                    uint64_t* full, uint64_t* empty, int64_t M, int64_t npq, int m0,
+                                                    int n0, int kt0, int ktiles, int t) {
+  constexpr int BK = bk<T>, ATOMS = BM / 64, KROWS = BK / 16, VEC = 16 / int(sizeof(T));
+  static_assert(BK == 64, "an atom's k-rows are a k tile");
+  const int chunk = t % 8, krow0 = t / 8;
+  const T* x = static_cast<const T*>(cv.x) + chunk * VEC;
+  int dh[ATOMS], dw[ATOMS];
+  int64_t c[ATOMS];
+  bool live[ATOMS];
+#pragma unroll
+  for (int j = 0; j < ATOMS; ++j) {
+    const int64_t i = m0 + 64 * j;  // (r, s, c) of the atom's first row
+    live[j] = i < M;
+    c[j] = i % cv.C;
+    dw[j] = int((i / cv.C) % cv.S * cv.dw);
+    dh[j] = int(i / (cv.C * cv.S) * cv.dh);
+  }
+  const uint32_t dst0 = smem_u32(As) + krow0 * ROW_BYTES + ((chunk ^ (krow0 & 7)) << 4);
+  conv_producer<T, BN, STAGES, true>(tm_b, Bs, full, empty, n0, kt0, ktiles, t, [&](int kt, int st) {
+#pragma unroll
+    for (int i = 0; i < KROWS; ++i) {
+      const Pixel px = pixel_of(cv, uint32_t((kt0 + kt) * BK + krow0 + 16 * i), npq);
+#pragma unroll
+      for (int j = 0; j < ATOMS; ++j) {
+        const T* src = live[j] ? tap_src(cv, x, px.n, px.h + dh[j], px.w + dw[j], c[j]) : nullptr;
+        cp_async16(dst0 + ((st * ATOMS + j) * 64 + i * 16) * ROW_BYTES, src ? src : x, src != nullptr);
+      }
+    }
+  });
 }
 #endif
 
@@ -190,25 +254,29 @@ struct SplitK {
   float* partial = nullptr;  // nullptr: no split, the epilogue writes C
 };
 
-// CONV (implicit-GEMM conv2d forward): A is not read by TMA but gathered from a channels_last
-// input (conv.x, C % bk<T> == 0, so one k tile is bk channels of one (r, s) tap): each of the
-// producer warpgroup's 128 threads owns one row (output pixel) of the A tile and copies its
-// 128 bytes with cp.async in the 128B-swizzled layout TMA would have produced (zeros where
-// the tap falls into padding). B (weight rows, K-major) still comes by TMA.
+// Gather::ConvFwd (implicit-GEMM conv2d forward): A is not read by TMA but gathered from a
+// channels_last input (conv.x, C % bk<T> == 0, so one k tile is bk channels of one (r, s) tap)
+// in the 128B-swizzled layout TMA would have produced; B (weight rows, K-major) by TMA.
+// Gather::ConvWgrad (implicit-GEMM weight gradient, dW^T[RSC, K] = cols(x)^T . dY, K = N*P*Q):
+// A gathered from x as MN-major atoms (C % 64 == 0), B = dY rows by TMA, MN-major.
 //
 // A_MN_MAJOR (16-bit types): A is given transposed (column-major M x K, e.g. dY^T of a weight
 // gradient) and read as MN-major tiles, as B_MN_MAJOR reads B: two 64-row atoms per stage.
 //
 // p supplies C's index map (row_c, c, bias_index); batch_a / batch_b: 1 when broadcast.
-template <typename T, int BN, bool B_MN_MAJOR, int STAGES, bool CONV = false, bool A_MN_MAJOR = false>
-__global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T, CONV>()))
+template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G = Gather::None, bool A_MN_MAJOR = false>
+__global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                      MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
                      bool vec_store, SplitK sk, ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
+  constexpr bool CONV = G != Gather::None, REBALANCE = !CONV && blocks_per_sm<BN, STAGES, T>() == 1;
   static_assert(!(CONV && kTf32<T>), "the conv gather copies x as it is; TF32 needs rounded operands");
-  static_assert(!(A_MN_MAJOR && (kTf32<T> || CONV)), "MN-major A: 16-bit types, TMA-loaded A only");
+  static_assert(!(A_MN_MAJOR && kTf32<T>), "MN-major A: 16-bit types only");
+  static_assert(G != Gather::ConvWgrad || (A_MN_MAJOR && B_MN_MAJOR),
+                "the weight-gradient gather fills MN-major A atoms and reads dY as MN-major B");
+  static_assert(!(G == Gather::ConvFwd && (A_MN_MAJOR || B_MN_MAJOR)), "the forward gather fills K-major A");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16,
                                std::conditional_t<kTf32<T>, float, __half>>;
   constexpr int BK = bk<T>, KSTEP = 32 / int(sizeof(T));  // one wgmma consumes 32 bytes of each row
@@ -236,10 +304,12 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T, CONV>()
   __syncthreads();
 
   if (wg == 0) {  // producer
-    if constexpr (CONV) {
-      conv_gather_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, m0, n0, kt0, ktiles, t);
+    if constexpr (G == Gather::ConvFwd) {
+      conv_fwd_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, m0, n0, kt0, ktiles, t);
+    } else if constexpr (G == Gather::ConvWgrad) {
+      conv_wgrad_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, K, m0, n0, kt0, ktiles, t);
     } else {
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+      if constexpr (REBALANCE) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
       if (t == 0) {
         const int ga = batch_a > 1 ? g : 0, gb = batch_b > 1 ? g : 0;
         for (int kt = 0; kt < ktiles; ++kt) {
@@ -253,7 +323,7 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T, CONV>()
       }
     }
   } else {  // consumers: warpgroup 1 -> rows 0..63, warpgroup 2 -> rows 64..127
-    if constexpr (!CONV) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    if constexpr (REBALANCE) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     float d[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;

@@ -18,6 +18,9 @@ bool conv_wgrad_lowered(const GemmArgs& a);
 // matmul.cu: implicit-GEMM forward on Hopper; a.mm holds B (weight rows, K-major) and C,
 // a.conv the channels_last input. False when it cannot run (dtype, GPU, C % 64, layout).
 bool conv_fwd_sm90(const GemmArgs& a);
+// matmul.cu: implicit-GEMM weight gradient on Hopper, dW^T [R*S*C, K] = cols(x)^T . dY; a.mm
+// holds B (dY rows [N*P*Q, K], MN-major) and C, a.conv the channels_last input. False as above.
+bool conv_wgrad_sm90(const GemmArgs& a);
 
 // grad_input of a stride-1 conv is the forward conv of dy with the flipped kernel, channels
 // swapped (per group) and padding dil*(R-1) - pad: possible while that padding is >= 0.

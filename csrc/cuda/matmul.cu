@@ -192,7 +192,7 @@ int splitk_factor(const GemmArgs& a, int bn, int bk) {
   return int((ktiles + per - 1) / per);  // no empty split
 }
 
-template <typename T, int BN, int STAGES, bool MN, bool CONV = false, bool A_MN = false>
+template <typename T, int BN, int STAGES, bool MN, sm90::Gather G = sm90::Gather::None, bool A_MN = false>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb,
                  bool allow_split = true) {
   const auto& o = a.mm;  // 16-byte stores (and residual loads) along output rows when rows and bases are aligned
@@ -200,7 +200,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   const bool vec = o.sc[2] == 1 && o.sc[1] % vec_elems == 0 && o.sc[0] % vec_elems == 0 &&
                    reinterpret_cast<uintptr_t>(o.c) % 16 == 0 && reinterpret_cast<uintptr_t>(a.residual) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(a.out_base) % 16 == 0;
-  auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, CONV, A_MN>;
+  auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, G, A_MN>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   // a per-device attribute: set once on each device (bit d of set_on), not on every launch
   static std::atomic<uint64_t> set_on{0};
@@ -229,31 +229,41 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   if (sk.splits > 1) splitk_reduce<T, float>(sk.partial, sk.splits, a);
 }
 
-// Hopper configs as data: tile width x split-K allowed. The heuristic: 256-wide tiles for
-// wide outputs, else 128; split-K where splitk_factor says.
+// Hopper configs as data: tile width x split-K allowed x two blocks per SM (a 4-stage ring,
+// sm90::blocks_per_sm: one block's fill and epilogue overlap the other's main loop, for short
+// K). The heuristic: 256-wide tiles for wide outputs, else 128; split-K where splitk_factor says.
 struct Sm90Config {
   int bn;
-  bool split;
+  bool split, two_blocks;
 };
-const std::vector<std::string> kSm90Names = {"bn64", "bn128", "bn256", "bn64-nosplit", "bn128-nosplit", "bn256-nosplit"};
-const Sm90Config kSm90Configs[] = {{64, true}, {128, true}, {256, true}, {64, false}, {128, false}, {256, false}};
+const std::vector<std::string> kSm90Names = {"bn64",          "bn128",         "bn256", "bn64-nosplit",
+                                             "bn128-nosplit", "bn256-nosplit", "bn64x2"};
+const Sm90Config kSm90Configs[] = {{64, true, false},  {128, true, false},  {256, true, false}, {64, false, false},
+                                   {128, false, false}, {256, false, false}, {64, true, true}};
+
+// The TMA map of a GEMM operand of `rows` rows (M for A, N for B), its strides s as (batch, row,
+// k): MN-major, boxes of 64 rows (one swizzle atom each) by BK k-rows; K-major, BK by tile_rows.
+template <typename T>
+CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const int64_t* s, int batch, Major m,
+                        uint32_t tile_rows) {
+  constexpr uint32_t BK = sm90::bk<T>;
+  auto bytes = [](int64_t st, int64_t fallback) { return uint64_t(st == 0 ? fallback : st) * sizeof(T); };
+  if (m == Major::MN) {
+    const uint64_t d[3] = {uint64_t(rows), uint64_t(a.K), uint64_t(batch)};
+    const uint64_t st[2] = {bytes(s[2], 0), bytes(s[0], s[2] * a.K)};
+    return tensor_map(p, a.dtype, d, st, 64, BK);
+  }
+  const uint64_t d[3] = {uint64_t(a.K), uint64_t(rows), uint64_t(batch)};
+  const uint64_t st[2] = {bytes(s[1], 0), bytes(s[0], s[1] * rows)};
+  return tensor_map(p, a.dtype, d, st, BK, tile_rows);
+}
 
 template <typename T>
 void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
   const auto& o = a.mm;
   const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
-  constexpr uint32_t BK = sm90::bk<T>;
-  auto bytes = [](int64_t s, int64_t fallback) { return uint64_t(s == 0 ? fallback : s) * sizeof(T); };
-  // MN-major operands: boxes of 64 rows (one swizzle atom each) by BK k-rows; K-major: BK by the tile's rows
   auto map_of = [&](const void* p, int64_t rows, const int64_t* s, int batch, Major m, uint32_t tile_rows) {
-    if (m == Major::MN) {
-      const uint64_t d[3] = {uint64_t(rows), uint64_t(a.K), uint64_t(batch)};
-      const uint64_t st[2] = {bytes(s[2], 0), bytes(s[0], s[2] * a.K)};
-      return tensor_map(p, a.dtype, d, st, 64, BK);
-    }
-    const uint64_t d[3] = {uint64_t(a.K), uint64_t(rows), uint64_t(batch)};
-    const uint64_t st[2] = {bytes(s[1], 0), bytes(s[0], s[1] * rows)};
-    return tensor_map(p, a.dtype, d, st, BK, tile_rows);
+    return operand_map<T>(a, p, rows, s, batch, m, tile_rows);
   };
   // B's strides as (batch, row = n, k), the order map_of reads
   const int64_t sb[3] = {o.sb[0], o.sb[2], o.sb[1]};
@@ -265,9 +275,13 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
     const Sm90Config cfg = kSm90Configs[i];
     const int bn = cfg.bn == 64 && AMN ? 128 : cfg.bn;
     const CUtensorMap mb = map_of(o.b, a.N, sb, bb, l.b, uint32_t(bn));
-    if (bn == 256) launch_sm90<T, 256, 4, BMN, false, AMN>(a, ma, mb, ba, bb, cfg.split);
-    else if (bn == 128) launch_sm90<T, 128, 6, BMN, false, AMN>(a, ma, mb, ba, bb, cfg.split);
-    else if constexpr (!AMN) launch_sm90<T, 64, 8, BMN>(a, ma, mb, ba, bb, cfg.split);
+    constexpr auto G = sm90::Gather::None;
+    if (bn == 256) launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
+    else if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
+    else if constexpr (!AMN) {
+      if (cfg.two_blocks) launch_sm90<T, 64, 4, BMN>(a, ma, mb, ba, bb, cfg.split);
+      else launch_sm90<T, 64, 8, BMN>(a, ma, mb, ba, bb, cfg.split);
+    }
   };
   const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
   auto launch = [&](int i) {
@@ -305,39 +319,67 @@ void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
 
 }  // namespace
 
-bool conv_fwd_sm90(const GemmArgs& g) {
+// Where the Hopper implicit-GEMM conv kernels can run: 16-bit types, an sm_90a build and GPU,
+// x channels_last dense and 16-byte aligned, C a multiple of 64 (a k tile, or an A atom, never
+// straddles a tap).
+bool conv_sm90_ok(const GemmArgs& g) {
   const auto& c = g.conv;
-  const auto& o = g.mm;
   const bool half = g.dtype == at::kHalf || g.dtype == at::kBFloat16;  // TF32 rounding is not wired into the gather
-  if (!half || sm90_unavailable(g) != nullptr || c.C % sm90::bk<c10::Half> != 0 || g.batch != 1) return false;
-  // x channels_last dense and 16-byte aligned; B = weight rows [K, R*S*C], K-major
-  const bool x_ok = nhwc_dense(c.xs, c.C, c.H, c.W) && reinterpret_cast<uintptr_t>(c.x) % 16 == 0;
-  if (!x_ok || sm90_layout(g).b != Major::K) return false;
-  const uint64_t db[3] = {uint64_t(g.K), uint64_t(g.N), 1};
-  const uint64_t sb[2] = {uint64_t(o.sb[2]) * 2, uint64_t(o.sb[2]) * g.N * 2};
-  // The tile width over output channels and the depth of the ring, autotuned like matmul's
-  // (family "conv_fwd_sm90"): bn64 and bn128 one block per SM with deep rings; bn64x2 a 4-stage
-  // ring, two blocks per SM (sm90::blocks_per_sm). The heuristic: 64 wide for 64-channel layers
-  // (no half-empty 128-wide tiles), else 128.
-  static const std::vector<std::string> kNames = {"bn64", "bn128", "bn64x2"};
-  auto launch = [&](int i) {
-    const bool narrow = i != 1;
-    const CUtensorMap mb = tensor_map(o.b, g.dtype, db, sb, sm90::bk<c10::Half>, narrow ? 64 : 128);
-    auto go = [&](auto tag) {
-      using T = decltype(tag);
-      if (i == 0) launch_sm90<T, 64, 8, false, true>(g, mb, mb, 1, 1);
-      else if (i == 1) launch_sm90<T, 128, 6, false, true>(g, mb, mb, 1, 1);
-      else launch_sm90<T, 64, 4, false, true>(g, mb, mb, 1, 1);
-    };
-    if (g.dtype == at::kBFloat16) go(c10::BFloat16{});
-    else go(c10::Half{});
-  };
+  return half && sm90_unavailable(g) == nullptr && c.C % 64 == 0 && g.batch == 1 &&
+         nhwc_dense(c.xs, c.C, c.H, c.W) && reinterpret_cast<uintptr_t>(c.x) % 16 == 0 &&
+         c.N * c.P * c.Q < (int64_t(1) << 31);
+}
+
+// One of a conv family's candidates, autotuned like matmul's under its own family name.
+template <typename Launch>
+void run_conv_candidates(const GemmArgs& g, const char* family, const std::vector<std::string>& names, int heuristic,
+                         Launch&& launch) {
+  const auto& c = g.conv;
   autotune::run(
       [&] {
-        return autotune::op_key({"conv_fwd_sm90", c10::toString(g.dtype), autotune::shape_class(g.M, g.N, g.K, 1),
+        return autotune::op_key({family, c10::toString(g.dtype), autotune::shape_class(g.M, g.N, g.K, 1),
                                  "r" + std::to_string(c.R) + "s" + std::to_string(c.S)});
       },
-      kNames, g.N <= 64 ? 0 : 1, launch);
+      names, heuristic, [&](int i) {
+        if (g.dtype == at::kBFloat16) launch(i, c10::BFloat16{});
+        else launch(i, c10::Half{});
+      });
+}
+
+bool conv_fwd_sm90(const GemmArgs& g) {
+  if (!conv_sm90_ok(g) || sm90_layout(g).b != Major::K) return false;  // B = weight rows [K, R*S*C], K-major
+  const int64_t sb[3] = {0, g.mm.sb[2], 1};
+  // The tile width over output channels and the depth of the ring, autotuned like matmul's
+  // (family "conv_fwd_sm90"): bn64 and bn128 one block per SM with deep rings; bn64x2 a 4-stage
+  // ring, two blocks per SM (sm90::blocks_per_sm). The heuristic: bn64x2 for <= 64 output
+  // channels (no half-empty 128-wide tiles; measured 0.87x cuDNN on 3x3 64@56 b32 against bn64's
+  // 0.63x, results/h200/50303d4), else bn128 (0.92-0.94x on 3x3 256@14 and 512@7, bn64x2 0.63-0.77x).
+  static const std::vector<std::string> kNames = {"bn64", "bn128", "bn64x2"};
+  constexpr auto G = sm90::Gather::ConvFwd;
+  run_conv_candidates(g, "conv_fwd_sm90", kNames, g.N <= 64 ? 2 : 1, [&](int i, auto tag) {
+    using T = decltype(tag);
+    const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, i == 1 ? 128 : 64);
+    if (i == 0) launch_sm90<T, 64, 8, false, G>(g, mb, mb, 1, 1);
+    else if (i == 1) launch_sm90<T, 128, 6, false, G>(g, mb, mb, 1, 1);
+    else launch_sm90<T, 64, 4, false, G>(g, mb, mb, 1, 1);
+  });
+  return true;
+}
+
+bool conv_wgrad_sm90(const GemmArgs& g) {
+  // B = dY rows [N*P*Q, K] (row-major K x N of the GEMM: MN-major)
+  if (!conv_sm90_ok(g) || sm90_layout(g).b != Major::MN) return false;
+  const int64_t sb[3] = {0, g.mm.sb[2], g.mm.sb[1]};  // (batch, row = n, k)
+  // The tile width over output channels (family "conv_wgrad_sm90"); split-K where
+  // splitk_factor says (the reduction N*P*Q is long, the output R*S*C x K small).
+  static const std::vector<std::string> kNames = {"bn64", "bn128"};
+  constexpr auto G = sm90::Gather::ConvWgrad;
+  run_conv_candidates(g, "conv_wgrad_sm90", kNames, g.N <= 64 ? 0 : 1, [&](int i, auto tag) {
+    using T = decltype(tag);
+    const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::MN, 64);
+    if (i == 0) launch_sm90<T, 64, 8, true, G, true>(g, mb, mb, 1, 1);
+    else launch_sm90<T, 128, 6, true, G, true>(g, mb, mb, 1, 1);
+  });
   return true;
 }
 
