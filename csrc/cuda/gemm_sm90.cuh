@@ -123,19 +123,20 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // The conv producers (see gemm_sm90_kernel): each of the producer warpgroup's 128 threads
 // gathers its share of stage kt's A tile with cp.async (zeros where a tap falls into padding or
-// past the problem), thread 0 loads B by TMA; then each thread publishes an older stage once its
-// own copies of it landed: wait, proxy fence (cp.async writes are generic-proxy; wgmma reads
-// through the async proxy), arrive. Eight lanes share a 128-byte row: lane group t / 8 copies
-// 16-byte chunk t % 8 of rows t / 8 + 16 i, so one warp instruction moves four whole lines (a
-// thread per row moved 32 half sectors: twice the L2 traffic, eight times the requests). Chunk j
-// of row r lands at chunk j ^ (r % 8), as TMA's 128B swizzle puts it, and r % 8 = (t / 8) % 8.
+// past the problem), thread 0 loads B by TMA. Each thread then hands its copies to the stage's
+// full barrier (cp.async.mbarrier.arrive.noinc: one arrival once they land) and goes on to the
+// next stage without waiting, so the whole ring can be in flight; the consumers fence the
+// proxies after the wait (cp.async writes are generic-proxy, wgmma reads the async proxy).
+// Waiting for each thread's own copies and fencing there instead held the ring to a few stages
+// and measured 0.67x cuDNN on 3x3 64@56 b32 (results/h200/14fecd3). Eight lanes share a 128-byte
+// row: lane group t / 8 copies 16-byte chunk t % 8 of rows t / 8 + 16 i, so one warp instruction
+// moves four whole lines (a thread per row moved 32 half sectors: twice the L2 traffic, eight
+// times the requests). Chunk j of row r lands at chunk j ^ (r % 8), as TMA's 128B swizzle puts
+// it, and r % 8 = (t / 8) % 8.
 template <typename T, int BN, int STAGES, bool B_MN, typename GatherStage>
 __device__ __forceinline__ void conv_producer(const CUtensorMap& tm_b, T* Bs, uint64_t* full, uint64_t* empty,
                                               int n0, int kt0, int ktiles, int t, GatherStage&& gather) {
-  // Stage kt is published LAG iterations after its copies were issued, so LAG stages of
-  // copies are in flight; the wait on empty[] needs stage kt - STAGES published: LAG < STAGES,
-  // and the consumers release a stage one iteration late: LAG < STAGES - 1.
-  constexpr int LAG = STAGES - 2, BK = bk<T>;
+  constexpr int BK = bk<T>;
   for (int kt = 0; kt < ktiles; ++kt) {
     const int st = kt % STAGES;
     if (kt >= STAGES) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
@@ -144,16 +145,9 @@ __device__ __forceinline__ void conv_producer(const CUtensorMap& tm_b, T* Bs, ui
       tma_load_tile<BN, BK, B_MN>(Bs + st * BN * BK, &tm_b, &full[st], n0, (kt0 + kt) * BK, 0);
     }
     gather(kt, st);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    if (kt >= LAG) {  // keep LAG stages of copies in flight; publish the oldest
-      asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      mbar_arrive(&full[(kt - LAG) % STAGES]);
-    }
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&full[st])) : "memory");
   }
-  asm volatile("cp.async.wait_group 0;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  for (int kt = max(0, ktiles - LAG); kt < ktiles; ++kt) mbar_arrive(&full[kt % STAGES]);
+  asm volatile("cp.async.wait_all;" ::: "memory");  // nothing in flight when the thread exits
 }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool ok) {
@@ -331,6 +325,7 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     for (int kt = 0; kt < ktiles; ++kt) {
       const int s = kt % STAGES;
       mbar_wait(&full[s], (kt / STAGES) & 1);
+      if constexpr (CONV) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // see conv_producer
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk) {

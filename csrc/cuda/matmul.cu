@@ -231,7 +231,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
 
 // Hopper configs as data: tile width x split-K allowed x two blocks per SM (a 4-stage ring,
 // sm90::blocks_per_sm: one block's fill and epilogue overlap the other's main loop, for short
-// K). The heuristic: 256-wide tiles for wide outputs, else 128; split-K where splitk_factor says.
+// K). The heuristic is in run_sm90; split-K where splitk_factor says.
 struct Sm90Config {
   int bn;
   bool split, two_blocks;
@@ -298,7 +298,14 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
       else launch_with(i, No{}, No{});
     }
   };
-  const int heuristic = a.N > 128 ? 2 : 1;  // bn64 measured slower on 1x1-conv GEMMs (N = 64); autotune may pick it
+  // The heuristic: bn64x2 where 128-wide tiles would leave SMs idle but 64-wide ones fill them
+  // without split-K, and for N <= 64 (measured, results/h200/14fecd3: square 1024 0.70 -> 1.10x,
+  // 1000^3 0.75 -> 0.92x, batched AV 1.00 -> 1.19x; 1x1-conv GEMMs with N = 64 unchanged; large
+  // problems are slower with it: ViT-B 0.36-0.67x); else 256 wide for wide outputs, 128 below.
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  auto tiles = [&](int64_t bn) { return (a.M + sm90::BM - 1) / sm90::BM * ((a.N + bn - 1) / bn) * a.batch; };
+  const bool x2 = !a_mn && (a.N <= 64 || (tiles(128) < sms && 2 * tiles(64) > sms));  // A MN-major: no bn64
+  const int heuristic = x2 ? 6 : a.N > 128 ? 2 : 1;
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
