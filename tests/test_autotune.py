@@ -405,6 +405,21 @@ def test_conv_fwd_sm90_candidates_cuda(config, case):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("case", ["3x3_c64", "resnet_3x3_64@56", "3x3_c64_s2", "3x3_c64_dilated", "3x5_c64_stride_2x1",
+                                  "5x5_c128_p0"])
+def test_conv_fwd_sm90_im2col_experimental_cuda(case, monkeypatch):
+    """The experimental TMA im2col candidate (TILEOPS_EXPERIMENTAL_IM2COL=1), pinned, on every
+    geometry of the gather's tests, against float64; without the variable it is no candidate."""
+    from test_conv2d import run_forward, sized
+
+    with pytest.raises(RuntimeError, match="bn64x2-im2col"), autotune.pinned("conv_fwd_sm90", "bn64x2-im2col"):
+        run_forward(sized(case, "cuda"), case, "cuda", "bfloat16", "channels_last", act="relu", bias=True)
+    monkeypatch.setenv("TILEOPS_EXPERIMENTAL_IM2COL", "1")
+    with autotune.pinned("conv_fwd_sm90", "bn64x2-im2col"):
+        run_forward(sized(case, "cuda"), case, "cuda", "bfloat16", "channels_last", act="relu", bias=True)
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("config", ["bn64", "bn128"])
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", ["resnet_3x3_64@56", "3x3_big", "3x3_c64_s2", "3x3_c64_dilated", "3x5_c64_stride_2x1",

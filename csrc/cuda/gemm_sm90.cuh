@@ -45,8 +45,15 @@ constexpr size_t smem_bytes() {
 
 // Where the A tile comes from: TMA (None), or gathered by the producer warpgroup from a
 // channels_last conv input x: ConvFwd, rows = output pixels, k = (r, s, c) (A K-major);
-// ConvWgrad, rows = (r, s, c), k = output pixels (A MN-major: the weight gradient's dW^T).
-enum class Gather { None, ConvFwd, ConvWgrad };
+// ConvWgrad, rows = (r, s, c), k = output pixels (A MN-major: the weight gradient's dW^T);
+// ConvFwdIm2col, ConvFwd's tile loaded by TMA in im2col mode (one thread, no cp.async).
+enum class Gather { None, ConvFwd, ConvWgrad, ConvFwdIm2col };
+
+// TMA im2col conventions that the documentation leaves open, in one place. NOT YET CONFIRMED on
+// a GPU: scripts/probe_tma_im2col.cu answers all three in one device call; set them from it.
+constexpr bool kIm2colCornersWH = true;  // pixel-box corner arrays ordered {W, H} (else {H, W})
+constexpr bool kIm2colOffsetsWH = true;  // the load's im2col offsets ordered {w, h} (else {h, w})
+constexpr int kIm2colUpperLess = 0;      // upper corner = pad - dilation * (kernel - 1) - this
 
 // Thread blocks per SM the kernel is built for: two where two fit in shared memory (shallow
 // rings), else one. Two blocks overlap one's pipeline fill and epilogue with the other's main
@@ -84,6 +91,17 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::
           "r"(smem_u32(dst)),
       "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+// TMA im2col load of 4-D NHWC x: the pixels from (n, h, w) on, channel c on, shifted by the
+// filter tap's offsets (ow, oh); zeros where a shifted pixel falls outside x.
+__device__ __forceinline__ void tma_load_im2col(void* dst, const CUtensorMap* map, uint64_t* bar, int c, int w, int h,
+                                                int n, uint16_t ow, uint16_t oh) {
+  const uint16_t o0 = kIm2colOffsetsWH ? ow : oh, o1 = kIm2colOffsetsWH ? oh : ow;
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2], {%7, %8};" ::"r"(smem_u32(dst)),
+      "l"(map), "r"(smem_u32(bar)), "r"(c), "r"(w), "r"(h), "r"(n), "h"(o0), "h"(o1)
       : "memory");
 }
 // Shared-memory matrix descriptor, 128-byte swizzle; offsets in bytes.
@@ -203,6 +221,33 @@ __device__ __forceinline__ void conv_fwd_producer(const ConvOperands& cv, const 
   });
 }
 
+// ConvFwdIm2col: ConvFwd's stages by TMA alone. The tile's 128 rows are the output pixels from
+// m0 on, which TMA's im2col traversal walks in the same (n, p, q) order (past the last image it
+// reads zeros); each k tile is one im2col load at tap (r, s), channels c0.., and one B tile.
+// Not yet run on a GPU (see kIm2colCornersWH).
+template <typename T, int BN, int STAGES>
+__device__ __forceinline__ void conv_im2col_producer(const ConvOperands& cv, const CUtensorMap& tm_a,
+                                                     const CUtensorMap& tm_b, T* As, T* Bs, uint64_t* full,
+                                                     uint64_t* empty, int m0, int n0, int kt0, int ktiles, int t) {
+  constexpr int BK = bk<T>;
+  if (t != 0) return;
+  const Pixel px = pixel_of(cv, uint32_t(m0), INT64_MAX);
+  const int64_t k_first = int64_t(kt0) * BK;
+  int c0 = int(k_first % cv.C), s = int((k_first / cv.C) % cv.S), r = int(k_first / (cv.C * cv.S));
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int st = kt % STAGES;
+    if (kt >= STAGES) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
+    mbar_expect_tx(&full[st], (BM + BN) * BK * sizeof(T));
+    tma_load_im2col(As + st * BM * BK, &tm_a, &full[st], c0, px.w, px.h, int(px.n), uint16_t(s * cv.dw),
+                    uint16_t(r * cv.dh));
+    tma_load_tile<BN, BK, false>(Bs + st * BN * BK, &tm_b, &full[st], n0, (kt0 + kt) * BK, 0);
+    if ((c0 += BK) == cv.C) {
+      c0 = 0;
+      if (++s == cv.S) s = 0, ++r;
+    }
+  }
+}
+
 // ConvWgrad (dW^T = cols(x)^T . dY): A is MN-major, two 64-row atoms per stage; atom j holds
 // rows m0 + 64 j.. = one tap (r, s) and 64 channels (C % 64 == 0), and its k-row kr is output
 // pixel (kt0 + kt) * BK + kr (of npq). The taps stay the same over the k loop, the pixels move.
@@ -265,12 +310,15 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
                      bool vec_store, SplitK sk, ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
-  constexpr bool CONV = G != Gather::None, REBALANCE = !CONV && blocks_per_sm<BN, STAGES, T>() == 1;
+  // CONV: A comes from a conv input; GATHER: by the producer warpgroup's cp.async copies
+  constexpr bool CONV = G != Gather::None, GATHER = G == Gather::ConvFwd || G == Gather::ConvWgrad;
+  constexpr bool REBALANCE = !GATHER && blocks_per_sm<BN, STAGES, T>() == 1;
   static_assert(!(CONV && kTf32<T>), "the conv gather copies x as it is; TF32 needs rounded operands");
   static_assert(!(A_MN_MAJOR && kTf32<T>), "MN-major A: 16-bit types only");
   static_assert(G != Gather::ConvWgrad || (A_MN_MAJOR && B_MN_MAJOR),
                 "the weight-gradient gather fills MN-major A atoms and reads dY as MN-major B");
-  static_assert(!(G == Gather::ConvFwd && (A_MN_MAJOR || B_MN_MAJOR)), "the forward gather fills K-major A");
+  static_assert(!((G == Gather::ConvFwd || G == Gather::ConvFwdIm2col) && (A_MN_MAJOR || B_MN_MAJOR)),
+                "the forward gather fills K-major A");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16,
                                std::conditional_t<kTf32<T>, float, __half>>;
   constexpr int BK = bk<T>, KSTEP = 32 / int(sizeof(T));  // one wgmma consumes 32 bytes of each row
@@ -290,7 +338,7 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
   const int ktiles = sk.partial ? min(sk.kt_per_split, ktiles_all - kt0) : ktiles_all;  // >= 1 by construction
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(&full[s], CONV ? 1 + 128 : 1);  // CONV: + one arrival per gathering thread
+      mbar_init(&full[s], GATHER ? 1 + 128 : 1);  // GATHER: + one arrival per gathering thread
       mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -302,6 +350,9 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
       conv_fwd_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, m0, n0, kt0, ktiles, t);
     } else if constexpr (G == Gather::ConvWgrad) {
       conv_wgrad_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, K, m0, n0, kt0, ktiles, t);
+    } else if constexpr (G == Gather::ConvFwdIm2col) {
+      if constexpr (REBALANCE) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+      conv_im2col_producer<T, BN, STAGES>(conv, tm_a, tm_b, As, Bs, full, empty, m0, n0, kt0, ktiles, t);
     } else {
       if constexpr (REBALANCE) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
       if (t == 0) {
@@ -325,7 +376,7 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     for (int kt = 0; kt < ktiles; ++kt) {
       const int s = kt % STAGES;
       mbar_wait(&full[s], (kt / STAGES) & 1);
-      if constexpr (CONV) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // see conv_producer
+      if constexpr (GATHER) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // see conv_producer
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk) {

@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -21,16 +22,32 @@ namespace {
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+using EncodeIm2col = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                  const cuuint64_t*, const int*, const int*, cuuint32_t, cuuint32_t, const cuuint32_t*,
+                                  CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                  CUtensorMapFloatOOBfill);
 
-EncodeTiled encode_tiled() {  // a driver entry point: no libcuda link needed
-  static const EncodeTiled fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    C10_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
-    TORCH_CHECK(q == cudaDriverEntryPointSuccess && p != nullptr, "tileops: the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<EncodeTiled>(p);
-  }();
+template <typename Fn>
+Fn driver_entry(const char* name) {  // a driver entry point: no libcuda link needed
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  C10_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q));
+  TORCH_CHECK(q == cudaDriverEntryPointSuccess && p != nullptr, "tileops: the driver has no ", name);
+  return reinterpret_cast<Fn>(p);
+}
+EncodeTiled encode_tiled() {
+  static const EncodeTiled fn = driver_entry<EncodeTiled>("cuTensorMapEncodeTiled");
   return fn;
+}
+EncodeIm2col encode_im2col() {
+  static const EncodeIm2col fn = driver_entry<EncodeIm2col>("cuTensorMapEncodeIm2col");
+  return fn;
+}
+
+CUtensorMapDataType tma_type(at::ScalarType st) {
+  return st == at::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+         : st == at::kHalf   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                             : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
 }
 
 // 3-D tiled map (inner dim first) with 128-byte swizzle; tails read as zero. fp32 (TF32)
@@ -41,10 +58,7 @@ CUtensorMap tensor_map(const void* base, at::ScalarType st, const uint64_t dims[
   const cuuint64_t d[3] = {dims[0], dims[1], dims[2]};
   const cuuint64_t s[2] = {strides[0], strides[1]};
   const cuuint32_t box[3] = {box0, box1, 1}, es[3] = {1, 1, 1};
-  const auto type = st == at::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                    : st == at::kHalf   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  const CUresult r = encode_tiled()(&m, type, 3, const_cast<void*>(base), d, s, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  const CUresult r = encode_tiled()(&m, tma_type(st), 3, const_cast<void*>(base), d, s, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   TORCH_CHECK(r == CUDA_SUCCESS, "tileops: cuTensorMapEncodeTiled failed with error ", int(r));
@@ -337,6 +351,28 @@ bool conv_sm90_ok(const GemmArgs& g) {
          c.N * c.P * c.Q < (int64_t(1) << 31);
 }
 
+// The im2col map of a conv forward's x (NHWC, 16-bit): the box of filter-origin positions runs
+// from -pad to pad - dilation * (kernel - 1) past the last pixel, stepping by the stride; each
+// load is 64 channels of BM pixels. False where the corners leave the range a 4-D map takes
+// ([-128, 127]) or the driver refuses the map.
+bool im2col_map(const GemmArgs& g, CUtensorMap* m) {
+  const auto& c = g.conv;
+  const int64_t lw = -c.pw, lh = -c.ph, uw = c.pw - c.dw * (c.S - 1) - sm90::kIm2colUpperLess,
+                uh = c.ph - c.dh * (c.R - 1) - sm90::kIm2colUpperLess;
+  for (int64_t v : {lw, lh, uw, uh})
+    if (v < -128 || v > 127) return false;
+  if (c.sw > 8 || c.sh > 8 || c.S * c.dw > 65535 || c.R * c.dh > 65535) return false;
+  const bool wh = sm90::kIm2colCornersWH;
+  const int lower[2] = {int(wh ? lw : lh), int(wh ? lh : lw)}, upper[2] = {int(wh ? uw : uh), int(wh ? uh : uw)};
+  const int64_t es = c10::elementSize(g.dtype);
+  const cuuint64_t dims[4] = {cuuint64_t(c.C), cuuint64_t(c.W), cuuint64_t(c.H), cuuint64_t(c.N)};
+  const cuuint64_t strides[3] = {cuuint64_t(c.xs[3] * es), cuuint64_t(c.xs[2] * es), cuuint64_t(c.xs[0] * es)};
+  const cuuint32_t estr[4] = {1, cuuint32_t(c.sw), cuuint32_t(c.sh), 1};
+  return encode_im2col()(m, tma_type(g.dtype), 4, c.x, dims, strides, lower, upper, sm90::bk<c10::Half>, sm90::BM,
+                         estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // One of a conv family's candidates, autotuned like matmul's under its own family name.
 template <typename Launch>
 void run_conv_candidates(const GemmArgs& g, const char* family, const std::vector<std::string>& names, int heuristic,
@@ -361,13 +397,21 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // ring, two blocks per SM (sm90::blocks_per_sm). The heuristic: bn64x2 for <= 64 output
   // channels (no half-empty 128-wide tiles; measured 0.87x cuDNN on 3x3 64@56 b32 against bn64's
   // 0.63x, results/h200/50303d4), else bn128 (0.92-0.94x on 3x3 256@14 and 512@7, bn64x2 0.63-0.77x).
+  // bn64x2-im2col: bn64x2 with the A tile loaded by TMA in im2col mode (one thread, no cp.async),
+  // bn64x2 where no im2col map can be made. Experimental: not yet run on a GPU, so a candidate
+  // (for autotuning and pins) only under TILEOPS_EXPERIMENTAL_IM2COL=1, and never the heuristic.
   static const std::vector<std::string> kNames = {"bn64", "bn128", "bn64x2"};
+  static const std::vector<std::string> kNamesIm2col = {"bn64", "bn128", "bn64x2", "bn64x2-im2col"};
+  const char* exp = std::getenv("TILEOPS_EXPERIMENTAL_IM2COL");
+  const auto& names = exp != nullptr && exp[0] == '1' ? kNamesIm2col : kNames;
   constexpr auto G = sm90::Gather::ConvFwd;
-  run_conv_candidates(g, "conv_fwd_sm90", kNames, g.N <= 64 ? 2 : 1, [&](int i, auto tag) {
+  run_conv_candidates(g, "conv_fwd_sm90", names, g.N <= 64 ? 2 : 1, [&](int i, auto tag) {
     using T = decltype(tag);
     const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, i == 1 ? 128 : 64);
+    CUtensorMap ma;
     if (i == 0) launch_sm90<T, 64, 8, false, G>(g, mb, mb, 1, 1);
     else if (i == 1) launch_sm90<T, 128, 6, false, G>(g, mb, mb, 1, 1);
+    else if (i == 3 && im2col_map(g, &ma)) launch_sm90<T, 64, 4, false, sm90::Gather::ConvFwdIm2col>(g, ma, mb, 1, 1);
     else launch_sm90<T, 64, 4, false, G>(g, mb, mb, 1, 1);
   });
   return true;
