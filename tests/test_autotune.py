@@ -412,6 +412,7 @@ def test_conv_fwd_sm90_im2col_experimental_cuda(case, monkeypatch):
     geometry of the gather's tests, against float64; without the variable it is no candidate."""
     from test_conv2d import run_forward, sized
 
+    monkeypatch.delenv("TILEOPS_EXPERIMENTAL_IM2COL", raising=False)
     with pytest.raises(RuntimeError, match="bn64x2-im2col"), autotune.pinned("conv_fwd_sm90", "bn64x2-im2col"):
         run_forward(sized(case, "cuda"), case, "cuda", "bfloat16", "channels_last", act="relu", bias=True)
     monkeypatch.setenv("TILEOPS_EXPERIMENTAL_IM2COL", "1")
