@@ -197,15 +197,20 @@ int64_t images_per_chunk(const ConvOperands& c, int64_t Kp) {
   return std::max<int64_t>(1, std::min<int64_t>(c.N, kColsLimit / std::max<int64_t>(1, c.P * c.Q * Kp)));
 }
 
+// A lowered GEMM that the Hopper implicit-GEMM kernels run with conv a's geometry, gathering
+// from x (channels_last, as gather_ready left it) instead of the op's input.
+GemmArgs gathering(GemmArgs g, const GemmArgs& a, const at::Tensor& x) {
+  g.conv = a.conv;
+  g.conv.x = const_cast<void*>(x.const_data_ptr());
+  for (int i = 0; i < 4; ++i) g.conv.xs[i] = x.stride(i);
+  return g;
+}
+
 // Hopper implicit GEMM (no column buffer): the A tile is gathered from x inside the kernel.
 bool implicit_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr, const at::Tensor& out,
                    const Fused& epi) {
   const auto& c = a.conv;
-  GemmArgs g = matmul_args(a, c.N * c.P * c.Q, c.R * c.S * c.C, wr, true, out, epi);
-  g.conv = c;
-  g.conv.x = const_cast<void*>(x.const_data_ptr());
-  for (int i = 0; i < 4; ++i) g.conv.xs[i] = x.stride(i);
-  return conv_fwd_sm90(g);
+  return conv_fwd_sm90(gathering(matmul_args(a, c.N * c.P * c.Q, c.R * c.S * c.C, wr, true, out, epi), a, x));
 }
 
 // Hopper implicit weight gradient (no column buffer): dW^T [R*S*C, K] = cols(x)^T . dY with the
@@ -217,11 +222,7 @@ bool implicit_wgrad_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tenso
   const int64_t npq = c.N * c.P * c.Q, rsc = c.R * c.S * c.C;
   at::Tensor dwt = at::empty({rsc, c.K}, cuda_options(a.dtype));
   const MatmulOperands mm{nullptr, dy.const_data_ptr(), dwt.data_ptr(), {0, 0, 0}, {0, c.K, 1}, {0, c.K, 1}};
-  GemmArgs g = lowered(a, Fused{}, 1, rsc, c.K, npq, mm);
-  g.conv = c;
-  g.conv.x = const_cast<void*>(x.const_data_ptr());
-  for (int i = 0; i < 4; ++i) g.conv.xs[i] = x.stride(i);
-  if (!conv_wgrad_sm90(g)) return false;
+  if (!conv_wgrad_sm90(gathering(lowered(a, Fused{}, 1, rsc, c.K, npq, mm), a, x))) return false;
   dw.copy_(dwt.view({c.R, c.S, c.C, c.K}).permute({3, 2, 0, 1}));
   return true;
 }

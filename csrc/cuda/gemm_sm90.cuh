@@ -191,6 +191,33 @@ __device__ __forceinline__ const T* tap_src(const ConvOperands& cv, const T* x, 
   return x + ((int64_t(n) * cv.H + h) * cv.W + w) * cv.C + c;
 }
 
+// The forward's k tile as (r, s, c0): filter tap and first channel (C % bk == 0, so a k tile
+// never straddles a tap); from a split's first k tile, then one k tile at a time.
+struct Tap {
+  int r, s;
+  int64_t c0;
+  __device__ Tap(const ConvOperands& cv, int64_t k) : r(int(k / (cv.C * cv.S))), s(int((k / cv.C) % cv.S)), c0(k % cv.C) {}
+  __device__ void next(const ConvOperands& cv, int bk) {
+    if ((c0 += bk) == cv.C) {
+      c0 = 0;
+      if (++s == cv.S) s = 0, ++r;
+    }
+  }
+};
+
+// The Hopper TMA producer ring, run by one thread: for each k tile, wait for its stage to be
+// free, announce the stage's bytes on its full barrier, then load(kt, stage) issues the copies.
+template <int STAGES, typename Load>
+__device__ __forceinline__ void tma_producer(uint64_t* full, uint64_t* empty, int ktiles, uint32_t bytes,
+                                             Load&& load) {
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int st = kt % STAGES;
+    if (kt >= STAGES) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
+    mbar_expect_tx(&full[st], bytes);
+    load(kt, st);
+  }
+}
+
 // ConvFwd: A row i of stage kt is output pixel m0 + i at tap (r, s), channels c0.. of k tile
 // kt0 + kt; a thread's 8 rows stay the same over the k loop, the tap moves.
 template <typename T, int BN, int STAGES>
@@ -204,48 +231,35 @@ __device__ __forceinline__ void conv_fwd_producer(const ConvOperands& cv, const 
 #pragma unroll
   for (int i = 0; i < ROWS; ++i) px[i] = pixel_of(cv, uint32_t(m0 + row0 + 16 * i), M);
   const uint32_t dst0 = smem_u32(As) + row0 * ROW_BYTES + ((chunk ^ (row0 & 7)) << 4);
-  const int64_t k_first = int64_t(kt0) * BK;  // this split's first k: tap (r, s), channel c0
-  int64_t c0 = k_first % cv.C;
-  int s = int((k_first / cv.C) % cv.S), r = int(k_first / (cv.C * cv.S));
+  Tap tap(cv, int64_t(kt0) * BK);  // this split's first k tile
   conv_producer<T, BN, STAGES, false>(tm_b, Bs, full, empty, n0, kt0, ktiles, t, [&](int, int st) {
-    const int dh = r * int(cv.dh), dw = s * int(cv.dw);
+    const int dh = tap.r * int(cv.dh), dw = tap.s * int(cv.dw);
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
-      const T* src = tap_src(cv, x, px[i].n, px[i].h + dh, px[i].w + dw, c0);
+      const T* src = tap_src(cv, x, px[i].n, px[i].h + dh, px[i].w + dw, tap.c0);
       cp_async16(dst0 + (st * BM + i * 16) * ROW_BYTES, src ? src : x, src != nullptr);
     }
-    if ((c0 += BK) == cv.C) {
-      c0 = 0;
-      if (++s == cv.S) s = 0, ++r;
-    }
+    tap.next(cv, BK);
   });
 }
 
-// ConvFwdIm2col: ConvFwd's stages by TMA alone. The tile's 128 rows are the output pixels from
-// m0 on, which TMA's im2col traversal walks in the same (n, p, q) order (past the last image it
-// reads zeros); each k tile is one im2col load at tap (r, s), channels c0.., and one B tile.
-// Not yet run on a GPU (see kIm2colCornersWH).
+// ConvFwdIm2col: ConvFwd's stages by TMA alone (thread 0). The tile's 128 rows are the output
+// pixels from m0 on, which TMA's im2col traversal walks in the same (n, p, q) order (past the
+// last image it reads zeros); each k tile is one im2col load at tap (r, s), channels c0.., and
+// one B tile. Not yet run on a GPU (see kIm2colCornersWH).
 template <typename T, int BN, int STAGES>
 __device__ __forceinline__ void conv_im2col_producer(const ConvOperands& cv, const CUtensorMap& tm_a,
                                                      const CUtensorMap& tm_b, T* As, T* Bs, uint64_t* full,
-                                                     uint64_t* empty, int m0, int n0, int kt0, int ktiles, int t) {
+                                                     uint64_t* empty, int m0, int n0, int kt0, int ktiles) {
   constexpr int BK = bk<T>;
-  if (t != 0) return;
   const Pixel px = pixel_of(cv, uint32_t(m0), INT64_MAX);
-  const int64_t k_first = int64_t(kt0) * BK;
-  int c0 = int(k_first % cv.C), s = int((k_first / cv.C) % cv.S), r = int(k_first / (cv.C * cv.S));
-  for (int kt = 0; kt < ktiles; ++kt) {
-    const int st = kt % STAGES;
-    if (kt >= STAGES) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
-    mbar_expect_tx(&full[st], (BM + BN) * BK * sizeof(T));
-    tma_load_im2col(As + st * BM * BK, &tm_a, &full[st], c0, px.w, px.h, int(px.n), uint16_t(s * cv.dw),
-                    uint16_t(r * cv.dh));
+  Tap tap(cv, int64_t(kt0) * BK);
+  tma_producer<STAGES>(full, empty, ktiles, (BM + BN) * BK * sizeof(T), [&](int kt, int st) {
+    tma_load_im2col(As + st * BM * BK, &tm_a, &full[st], int(tap.c0), px.w, px.h, int(px.n), uint16_t(tap.s * cv.dw),
+                    uint16_t(tap.r * cv.dh));
     tma_load_tile<BN, BK, false>(Bs + st * BN * BK, &tm_b, &full[st], n0, (kt0 + kt) * BK, 0);
-    if ((c0 += BK) == cv.C) {
-      c0 = 0;
-      if (++s == cv.S) s = 0, ++r;
-    }
-  }
+    tap.next(cv, BK);
+  });
 }
 
 // ConvWgrad (dW^T = cols(x)^T . dY): A is MN-major, two 64-row atoms per stage; atom j holds
@@ -350,20 +364,18 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
       conv_fwd_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, m0, n0, kt0, ktiles, t);
     } else if constexpr (G == Gather::ConvWgrad) {
       conv_wgrad_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, K, m0, n0, kt0, ktiles, t);
-    } else if constexpr (G == Gather::ConvFwdIm2col) {
-      if constexpr (REBALANCE) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-      conv_im2col_producer<T, BN, STAGES>(conv, tm_a, tm_b, As, Bs, full, empty, m0, n0, kt0, ktiles, t);
-    } else {
+    } else {  // TMA alone, one thread
       if constexpr (REBALANCE) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
       if (t == 0) {
-        const int ga = batch_a > 1 ? g : 0, gb = batch_b > 1 ? g : 0;
-        for (int kt = 0; kt < ktiles; ++kt) {
-          const int s = kt % STAGES;
-          if (kt >= STAGES) mbar_wait(&empty[s], ((kt / STAGES) - 1) & 1);
-          mbar_expect_tx(&full[s], (BM + BN) * BK * sizeof(T));
-          const int k = (kt0 + kt) * BK;
-          tma_load_tile<BM, BK, A_MN_MAJOR>(As + s * BM * BK, &tm_a, &full[s], m0, k, ga);
-          tma_load_tile<BN, BK, B_MN_MAJOR>(Bs + s * BN * BK, &tm_b, &full[s], n0, k, gb);
+        if constexpr (G == Gather::ConvFwdIm2col) {
+          conv_im2col_producer<T, BN, STAGES>(conv, tm_a, tm_b, As, Bs, full, empty, m0, n0, kt0, ktiles);
+        } else {
+          const int ga = batch_a > 1 ? g : 0, gb = batch_b > 1 ? g : 0;
+          tma_producer<STAGES>(full, empty, ktiles, (BM + BN) * BK * sizeof(T), [&](int kt, int s) {
+            const int k = (kt0 + kt) * BK;
+            tma_load_tile<BM, BK, A_MN_MAJOR>(As + s * BM * BK, &tm_a, &full[s], m0, k, ga);
+            tma_load_tile<BN, BK, B_MN_MAJOR>(Bs + s * BN * BK, &tm_b, &full[s], n0, k, gb);
+          });
         }
       }
     }

@@ -193,10 +193,15 @@ Padded pad_operands(const GemmArgs& in, const TmaLayout& l) {
   return p;
 }
 
+// Output tiles of a Hopper launch with bn-wide tiles.
+int64_t output_tiles(const GemmArgs& a, int64_t bn) {
+  return (a.M + sm90::BM - 1) / sm90::BM * ((a.N + bn - 1) / bn) * a.batch;
+}
+
 // Split-K factor: only when the output tiles leave most SMs idle and K is long enough that
 // each split keeps >= 4 k tiles (skinny M, conv weight gradients); else 1.
 int splitk_factor(const GemmArgs& a, int bn, int bk) {
-  const int64_t tiles = ((a.M + sm90::BM - 1) / sm90::BM) * ((a.N + bn - 1) / bn) * a.batch;
+  const int64_t tiles = output_tiles(a, bn);
   const int64_t ktiles = (a.K + bk - 1) / bk;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   if (2 * tiles > sms || ktiles < 8) return 1;
@@ -317,8 +322,7 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
   // 1000^3 0.75 -> 0.92x, batched AV 1.00 -> 1.19x; 1x1-conv GEMMs with N = 64 unchanged; large
   // problems are slower with it: ViT-B 0.36-0.67x); else 256 wide for wide outputs, 128 below.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  auto tiles = [&](int64_t bn) { return (a.M + sm90::BM - 1) / sm90::BM * ((a.N + bn - 1) / bn) * a.batch; };
-  const bool x2 = !a_mn && (a.N <= 64 || (tiles(128) < sms && 2 * tiles(64) > sms));  // A MN-major: no bn64
+  const bool x2 = !a_mn && (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
   const int heuristic = x2 ? 6 : a.N > 128 ? 2 : 1;
   autotune::run(
       [&] {
@@ -342,13 +346,13 @@ void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
 
 // Where the Hopper implicit-GEMM conv kernels can run: 16-bit types, an sm_90a build and GPU,
 // x channels_last dense and 16-byte aligned, C a multiple of 64 (a k tile, or an A atom, never
-// straddles a tap).
+// straddles a tap). N*P*Q is the GEMM's M (forward) or K (weight gradient), so
+// sm90_unavailable's size bound also keeps the kernels' 32-bit pixel indices in range.
 bool conv_sm90_ok(const GemmArgs& g) {
   const auto& c = g.conv;
   const bool half = g.dtype == at::kHalf || g.dtype == at::kBFloat16;  // TF32 rounding is not wired into the gather
   return half && sm90_unavailable(g) == nullptr && c.C % 64 == 0 && g.batch == 1 &&
-         nhwc_dense(c.xs, c.C, c.H, c.W) && reinterpret_cast<uintptr_t>(c.x) % 16 == 0 &&
-         c.N * c.P * c.Q < (int64_t(1) << 31);
+         nhwc_dense(c.xs, c.C, c.H, c.W) && reinterpret_cast<uintptr_t>(c.x) % 16 == 0;
 }
 
 // The im2col map of a conv forward's x (NHWC, 16-bit): the box of filter-origin positions runs
