@@ -1,0 +1,90 @@
+"""Kernel time of each autotune candidate of a conv family, pinned, beside cuDNN, on the ResNet
+layers of bench_conv.py (bf16 channels_last). Guides the choice of heuristics and defaults; the
+ratios users see come from bench_conv.py.
+
+    python scripts/time_candidates.py [--family conv_fwd_sm90] [--candidates bn64,bn128,...]
+                                      [--batch 32] [--out candidates.json]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+import tileops  # noqa: E402
+from bench_conv import LAYERS  # noqa: E402
+from tileops import autotune  # noqa: E402
+
+PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad"}
+
+
+def time_us(fn, calls=20, reps=15):
+    """Median over reps of the mean time of `calls` back-to-back calls (CUDA events), in µs."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(calls):
+            fn()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b) * 1000.0 / calls)
+    return statistics.median(out)
+
+
+def problem(layer, n, pss):
+    _, _, C, H, K, R, st, pd, g = layer
+    x = torch.randn(n, C, H, H, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    w = torch.randn(K, C, R, R, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    args = (st, pd, 1, g)
+    gy = torch.randn_like(F.conv2d(x, w, None, *args)).contiguous(memory_format=torch.channels_last)
+    if pss == "fwd":
+        return lambda conv: (lambda: conv(x, w, None, *args))
+    mask = [pss == "dgrad", pss == "wgrad", False]
+
+    def bwd(conv):
+        if conv is F.conv2d:
+            return lambda: torch.ops.aten.convolution_backward(gy, x, w, None, [st] * 2, [pd] * 2, [1] * 2, False,
+                                                               [0, 0], g, mask)
+        return lambda: torch.ops.tileops._conv2d_backward(gy, x, w, [st] * 2, [pd] * 2, [1] * 2, g, mask)
+
+    return bwd
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--family", default="conv_fwd_sm90", choices=sorted(PASS_OF))
+    ap.add_argument("--candidates", default="bn64,bn128,bn64x2")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    pss = PASS_OF[a.family]
+    rows = []
+    for layer in [lay for lay in LAYERS if lay[0] == "resnet"]:
+        fn = problem(layer, a.batch, pss)
+        row = {"layer": layer[1], "pass": pss, "batch": a.batch, "cudnn_us": time_us(fn(F.conv2d)),
+               "default_us": time_us(fn(tileops.conv2d))}
+        for cand in a.candidates.split(","):
+            try:
+                with autotune.pinned(a.family, cand):
+                    row[cand + "_us"] = time_us(fn(tileops.conv2d))
+            except RuntimeError as e:  # not a candidate of this shape (or of this build)
+                row[cand + "_us"] = None
+                row[cand + "_error"] = str(e).splitlines()[0][:200]
+        rows.append(row)
+        print("  ".join("%s=%s" % (k, ("%.1f" % v) if isinstance(v, float) else v) for k, v in row.items()
+                        if not k.endswith("_error")), flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "family": a.family, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
