@@ -393,11 +393,14 @@ def test_matmul_autotuned_cuda():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", ["bn64", "bn128", "bn64x2"])
-@pytest.mark.parametrize("case", ["3x3_c64", "resnet_3x3_64@56", "3x3_c64_s2", "3x3_c64_dilated", "5x5_c128_p0"])
+@pytest.mark.parametrize("config", ["bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"])
+@pytest.mark.parametrize("case", ["3x3_c64", "resnet_3x3_64@56", "3x3_c64_s2", "3x3_c64_dilated", "3x5_c64_stride_2x1",
+                                  "5x5_c128_p0", "3x3_c64_pad130"])
 def test_conv_fwd_sm90_candidates_cuda(config, case):
     """Each candidate of the Hopper implicit-GEMM conv, pinned, on output-channel counts below, at
-    and above its tile width (7, 64, 72, 200), against float64."""
+    and above its tile width (7, 64, 72, 200), every stride/dilation/padding, unequal kernel sides
+    (which pin TMA's im2col conventions) and a padding past what an im2col map takes (the im2col
+    candidates then gather), against float64."""
     from test_conv2d import run_forward, sized
 
     with autotune.pinned("conv_fwd_sm90", config):
@@ -405,26 +408,10 @@ def test_conv_fwd_sm90_candidates_cuda(config, case):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("case", ["3x3_c64", "resnet_3x3_64@56", "3x3_c64_s2", "3x3_c64_dilated", "3x5_c64_stride_2x1",
-                                  "5x5_c128_p0"])
-def test_conv_fwd_sm90_im2col_experimental_cuda(case, monkeypatch):
-    """The experimental TMA im2col candidate (TILEOPS_EXPERIMENTAL_IM2COL=1), pinned, on every
-    geometry of the gather's tests, against float64; without the variable it is no candidate."""
-    from test_conv2d import run_forward, sized
-
-    monkeypatch.delenv("TILEOPS_EXPERIMENTAL_IM2COL", raising=False)
-    with pytest.raises(RuntimeError, match="bn64x2-im2col"), autotune.pinned("conv_fwd_sm90", "bn64x2-im2col"):
-        run_forward(sized(case, "cuda"), case, "cuda", "bfloat16", "channels_last", act="relu", bias=True)
-    monkeypatch.setenv("TILEOPS_EXPERIMENTAL_IM2COL", "1")
-    with autotune.pinned("conv_fwd_sm90", "bn64x2-im2col"):
-        run_forward(sized(case, "cuda"), case, "cuda", "bfloat16", "channels_last", act="relu", bias=True)
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("config", ["bn64", "bn128"])
+@pytest.mark.parametrize("config", ["bn64", "bn128", "bn64-im2col", "bn128-im2col"])
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", ["resnet_3x3_64@56", "3x3_big", "3x3_c64_s2", "3x3_c64_dilated", "3x5_c64_stride_2x1",
-                                  "5x5_c128_p0", "1x1_stride2", "resnet_1x1_256to64@56"])
+                                  "5x5_c128_p0", "1x1_stride2", "resnet_1x1_256to64@56", "3x3_c64_pad130"])
 def test_conv_wgrad_sm90_candidates_cuda(config, kind, case):
     """Each candidate of the Hopper implicit weight gradient, pinned (split-K where the reduction is
     long), channels_last x and grad_out, output channels below, at and above its tile width, every

@@ -116,6 +116,7 @@ CUDA_CASES = {
     "7x7_c64_k7": Conv(1, 64, 9, 10, 7, 7, 7, 1, 3),
     "5x5_c128_p0": Conv(2, 128, 9, 9, 200, 5, 5),
     "resnet_3x3_64@56": Conv(4, 64, 56, 56, 64, 3, 3, 1, 1),
+    "3x3_c64_pad130": Conv(1, 64, 3, 4, 8, 3, 3, (5, 7), 130),  # past the [-128, 127] of a TMA im2col map
     "batch1": Conv(1, 16, 9, 9, 8, 3, 3, 1, 1),
     "batch1_56": Conv(1, 32, 56, 56, 32, 3, 3, 1, 1),
     "long_reduction": Conv(32, 16, 28, 28, 16, 3, 3, 1, 1),  # grad_weight reduces over 25088
@@ -157,7 +158,7 @@ CUDA_CASES = {
 BWD_CASES = ["1x1", "1x1_stride2", "1x1_pad1", "1x1_big_k65", "3x3", "3x3_s2", "3x3_big", "3x3_m_tail",
              "batch1", "batch1_56", "long_reduction", "2x2_stride3", "dilated", "kernel_3x5_stride_2x1", "aniso",
              "odd_13x17_c5_k65", "c3_k7", "stem7x7", "patch16", "patch14", "chunked_cols", "groups2", "depthwise",
-             "depthwise_x2"]
+             "depthwise_x2", "resnet_3x3_64@56", "3x3_c64_pad130"]
 
 ACTS = ["none", "relu", "gelu", "silu"]
 ACT_FN = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}

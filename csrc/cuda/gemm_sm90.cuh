@@ -43,14 +43,16 @@ constexpr size_t smem_bytes() {
   return size_t(STAGES) * (BM + BN) * ROW_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + alignment slack
 }
 
-// Where the A tile comes from: TMA (None), or gathered by the producer warpgroup from a
-// channels_last conv input x: ConvFwd, rows = output pixels, k = (r, s, c) (A K-major);
-// ConvWgrad, rows = (r, s, c), k = output pixels (A MN-major: the weight gradient's dW^T);
-// ConvFwdIm2col, ConvFwd's tile loaded by TMA in im2col mode (one thread, no cp.async).
-enum class Gather { None, ConvFwd, ConvWgrad, ConvFwdIm2col };
+// Where the A tile comes from: TMA (None), or a channels_last conv input x: ConvFwd, rows =
+// output pixels, k = (r, s, c) (A K-major); ConvWgrad, rows = (r, s, c), k = output pixels (A
+// MN-major: the weight gradient's dW^T). Both gathered by the producer warpgroup's cp.async
+// copies; the Im2col variants load the same tiles by TMA in im2col mode (one thread).
+enum class Gather { None, ConvFwd, ConvWgrad, ConvFwdIm2col, ConvWgradIm2col };
 
-// TMA im2col conventions that the documentation leaves open, in one place. NOT YET CONFIRMED on
-// a GPU: scripts/probe_tma_im2col.cu answers all three in one device call; set them from it.
+// TMA im2col conventions the documentation leaves open, in one place: the order of the map's
+// pixel-box corners and of a load's offsets, and the upper corner's origin. Confirmed on an H200
+// by test_conv_fwd_sm90_candidates_cuda (3x5 kernel, stride 2x1, padding 1x2: any other choice
+// of the three reads other pixels).
 constexpr bool kIm2colCornersWH = true;  // pixel-box corner arrays ordered {W, H} (else {H, W})
 constexpr bool kIm2colOffsetsWH = true;  // the load's im2col offsets ordered {w, h} (else {h, w})
 constexpr int kIm2colUpperLess = 0;      // upper corner = pad - dilation * (kernel - 1) - this
@@ -243,10 +245,10 @@ __device__ __forceinline__ void conv_fwd_producer(const ConvOperands& cv, const 
   });
 }
 
-// ConvFwdIm2col: ConvFwd's stages by TMA alone (thread 0). The tile's 128 rows are the output
-// pixels from m0 on, which TMA's im2col traversal walks in the same (n, p, q) order (past the
-// last image it reads zeros); each k tile is one im2col load at tap (r, s), channels c0.., and
-// one B tile. Not yet run on a GPU (see kIm2colCornersWH).
+// The Im2col producers (thread 0 alone): TMA's im2col traversal walks output pixels in the
+// implicit GEMM's (n, p, q) order from a first pixel on (past the last image it reads zeros), and
+// one load fills PIXELS rows of 64 channels at one tap; B by TMA as in the plain GEMM.
+// ConvFwdIm2col: each k tile is one load of the tile's 128 pixels at tap (r, s), channels c0...
 template <typename T, int BN, int STAGES>
 __device__ __forceinline__ void conv_im2col_producer(const ConvOperands& cv, const CUtensorMap& tm_a,
                                                      const CUtensorMap& tm_b, T* As, T* Bs, uint64_t* full,
@@ -259,6 +261,29 @@ __device__ __forceinline__ void conv_im2col_producer(const ConvOperands& cv, con
                     uint16_t(tap.r * cv.dh));
     tma_load_tile<BN, BK, false>(Bs + st * BN * BK, &tm_b, &full[st], n0, (kt0 + kt) * BK, 0);
     tap.next(cv, BK);
+  });
+}
+
+// ConvWgradIm2col: ConvWgrad's MN-major atoms, each one load of the k tile's 64 pixels at the
+// atom's tap and channels (an atom's k-rows are pixels, its 128-byte rows 64 channels: the
+// layout of a 64-pixel im2col box). An atom past the last (r, s, c) row loads atom 0's pixels
+// again: its rows are never stored.
+template <typename T, int BN, int STAGES>
+__device__ __forceinline__ void conv_wgrad_im2col_producer(const ConvOperands& cv, const CUtensorMap& tm_a,
+                                                           const CUtensorMap& tm_b, T* As, T* Bs, uint64_t* full,
+                                                           uint64_t* empty, int64_t M, int m0, int n0, int kt0,
+                                                           int ktiles) {
+  constexpr int BK = bk<T>, ATOMS = BM / 64;
+  static_assert(BK == 64 && ATOMS == 2, "an atom's k-rows are a k tile; two atoms per stage");
+  const Tap tap[ATOMS] = {Tap(cv, m0), Tap(cv, m0 + 64 < M ? m0 + 64 : m0)};  // (r, s, c0) of an atom's rows
+  tma_producer<STAGES>(full, empty, ktiles, (BM + BN) * BK * sizeof(T), [&](int kt, int st) {
+    const int k = (kt0 + kt) * BK;
+    const Pixel px = pixel_of(cv, uint32_t(k), INT64_MAX);
+#pragma unroll
+    for (int j = 0; j < ATOMS; ++j)
+      tma_load_im2col(As + (st * ATOMS + j) * 64 * BK, &tm_a, &full[st], int(tap[j].c0), px.w, px.h, int(px.n),
+                      uint16_t(tap[j].s * cv.dw), uint16_t(tap[j].r * cv.dh));
+    tma_load_tile<BN, BK, true>(Bs + st * BN * BK, &tm_b, &full[st], n0, k, 0);
   });
 }
 
@@ -312,6 +337,7 @@ struct SplitK {
 // in the 128B-swizzled layout TMA would have produced; B (weight rows, K-major) by TMA.
 // Gather::ConvWgrad (implicit-GEMM weight gradient, dW^T[RSC, K] = cols(x)^T . dY, K = N*P*Q):
 // A gathered from x as MN-major atoms (C % 64 == 0), B = dY rows by TMA, MN-major.
+// The Im2col variants: the same A tiles by TMA im2col loads (tm_a an im2col map of x).
 //
 // A_MN_MAJOR (16-bit types): A is given transposed (column-major M x K, e.g. dY^T of a weight
 // gradient) and read as MN-major tiles, as B_MN_MAJOR reads B: two 64-row atoms per stage.
@@ -329,7 +355,7 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
   constexpr bool REBALANCE = !GATHER && blocks_per_sm<BN, STAGES, T>() == 1;
   static_assert(!(CONV && kTf32<T>), "the conv gather copies x as it is; TF32 needs rounded operands");
   static_assert(!(A_MN_MAJOR && kTf32<T>), "MN-major A: 16-bit types only");
-  static_assert(G != Gather::ConvWgrad || (A_MN_MAJOR && B_MN_MAJOR),
+  static_assert((G != Gather::ConvWgrad && G != Gather::ConvWgradIm2col) || (A_MN_MAJOR && B_MN_MAJOR),
                 "the weight-gradient gather fills MN-major A atoms and reads dY as MN-major B");
   static_assert(!((G == Gather::ConvFwd || G == Gather::ConvFwdIm2col) && (A_MN_MAJOR || B_MN_MAJOR)),
                 "the forward gather fills K-major A");
@@ -369,6 +395,8 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
       if (t == 0) {
         if constexpr (G == Gather::ConvFwdIm2col) {
           conv_im2col_producer<T, BN, STAGES>(conv, tm_a, tm_b, As, Bs, full, empty, m0, n0, kt0, ktiles);
+        } else if constexpr (G == Gather::ConvWgradIm2col) {
+          conv_wgrad_im2col_producer<T, BN, STAGES>(conv, tm_a, tm_b, As, Bs, full, empty, M, m0, n0, kt0, ktiles);
         } else {
           const int ga = batch_a > 1 ? g : 0, gb = batch_b > 1 ? g : 0;
           tma_producer<STAGES>(full, empty, ktiles, (BM + BN) * BK * sizeof(T), [&](int kt, int s) {

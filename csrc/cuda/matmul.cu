@@ -6,7 +6,6 @@
 #include <cuda.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -355,25 +354,26 @@ bool conv_sm90_ok(const GemmArgs& g) {
          nhwc_dense(c.xs, c.C, c.H, c.W) && reinterpret_cast<uintptr_t>(c.x) % 16 == 0;
 }
 
-// The im2col map of a conv forward's x (NHWC, 16-bit): the box of filter-origin positions runs
-// from -pad to pad - dilation * (kernel - 1) past the last pixel, stepping by the stride; each
-// load is 64 channels of BM pixels. False where the corners leave the range a 4-D map takes
-// ([-128, 127]) or the driver refuses the map.
-bool im2col_map(const GemmArgs& g, CUtensorMap* m) {
+// The im2col map of a conv's x (NHWC, 16-bit) for the Im2col producers: the box of filter-origin
+// positions runs from -pad to pad - dilation * (kernel - 1) past the last pixel, stepping by the
+// stride; each load is 64 channels of `pixels` output pixels. False where the corners leave the
+// range a 4-D map takes ([-128, 127]), an offset or stride does not fit, or the driver refuses
+// the map: the caller then takes the cp.async gather.
+bool im2col_map(const GemmArgs& g, int pixels, CUtensorMap* m) {
   const auto& c = g.conv;
   const int64_t lw = -c.pw, lh = -c.ph, uw = c.pw - c.dw * (c.S - 1) - sm90::kIm2colUpperLess,
                 uh = c.ph - c.dh * (c.R - 1) - sm90::kIm2colUpperLess;
   for (int64_t v : {lw, lh, uw, uh})
     if (v < -128 || v > 127) return false;
-  if (c.sw > 8 || c.sh > 8 || c.S * c.dw > 65535 || c.R * c.dh > 65535) return false;
+  if (c.sw > 8 || c.sh > 8 || (c.S - 1) * c.dw > 65535 || (c.R - 1) * c.dh > 65535) return false;
   const bool wh = sm90::kIm2colCornersWH;
   const int lower[2] = {int(wh ? lw : lh), int(wh ? lh : lw)}, upper[2] = {int(wh ? uw : uh), int(wh ? uh : uw)};
   const int64_t es = c10::elementSize(g.dtype);
   const cuuint64_t dims[4] = {cuuint64_t(c.C), cuuint64_t(c.W), cuuint64_t(c.H), cuuint64_t(c.N)};
   const cuuint64_t strides[3] = {cuuint64_t(c.xs[3] * es), cuuint64_t(c.xs[2] * es), cuuint64_t(c.xs[0] * es)};
   const cuuint32_t estr[4] = {1, cuuint32_t(c.sw), cuuint32_t(c.sh), 1};
-  return encode_im2col()(m, tma_type(g.dtype), 4, c.x, dims, strides, lower, upper, sm90::bk<c10::Half>, sm90::BM,
-                         estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  return encode_im2col()(m, tma_type(g.dtype), 4, c.x, dims, strides, lower, upper, sm90::bk<c10::Half>,
+                         cuuint32_t(pixels), estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -396,26 +396,24 @@ void run_conv_candidates(const GemmArgs& g, const char* family, const std::vecto
 bool conv_fwd_sm90(const GemmArgs& g) {
   if (!conv_sm90_ok(g) || sm90_layout(g).b != Major::K) return false;  // B = weight rows [K, R*S*C], K-major
   const int64_t sb[3] = {0, g.mm.sb[2], 1};
-  // The tile width over output channels and the depth of the ring, autotuned like matmul's
-  // (family "conv_fwd_sm90"): bn64 and bn128 one block per SM with deep rings; bn64x2 a 4-stage
-  // ring, two blocks per SM (sm90::blocks_per_sm). The heuristic: bn64x2 for <= 64 output
-  // channels (no half-empty 128-wide tiles; measured 0.87x cuDNN on 3x3 64@56 b32 against bn64's
-  // 0.63x, results/h200/50303d4), else bn128 (0.92-0.94x on 3x3 256@14 and 512@7, bn64x2 0.63-0.77x).
-  // bn64x2-im2col: bn64x2 with the A tile loaded by TMA in im2col mode (one thread, no cp.async),
-  // bn64x2 where no im2col map can be made. Experimental: not yet run on a GPU, so a candidate
-  // (for autotuning and pins) only under TILEOPS_EXPERIMENTAL_IM2COL=1, and never the heuristic.
-  static const std::vector<std::string> kNames = {"bn64", "bn128", "bn64x2"};
-  static const std::vector<std::string> kNamesIm2col = {"bn64", "bn128", "bn64x2", "bn64x2-im2col"};
-  const char* exp = std::getenv("TILEOPS_EXPERIMENTAL_IM2COL");
-  const auto& names = exp != nullptr && exp[0] == '1' ? kNamesIm2col : kNames;
-  constexpr auto G = sm90::Gather::ConvFwd;
-  run_conv_candidates(g, "conv_fwd_sm90", names, g.N <= 64 ? 2 : 1, [&](int i, auto tag) {
+  // The tile width over output channels, the depth of the ring and how A arrives, autotuned like
+  // matmul's (family "conv_fwd_sm90"). bn64 / bn128: one block per SM, deep rings; bn64x2: a
+  // 4-stage ring, two blocks per SM (sm90::blocks_per_sm); all three gather A with cp.async.
+  // "-im2col": the same tile loaded by TMA in im2col mode (one thread), the cp.async gather where
+  // no im2col map can be made. The heuristic, bn64x2-im2col: on the ResNet layers at b32 (H200,
+  // results/h200/c1-73b195d) 24-30 us against bn64x2's 42-62 and bn128's 38-75 (cuDNN 18-26):
+  // the cp.async gather is latency-bound (NOTES 17), TMA is not.
+  static const std::vector<std::string> kNames = {"bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"};
+  run_conv_candidates(g, "conv_fwd_sm90", kNames, 3, [&](int i, auto tag) {
     using T = decltype(tag);
-    const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, i == 1 ? 128 : 64);
+    constexpr auto G = sm90::Gather::ConvFwd, I = sm90::Gather::ConvFwdIm2col;
+    const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, i == 1 || i == 4 ? 128 : 64);
     CUtensorMap ma;
+    const bool im2col = i >= 3 && im2col_map(g, sm90::BM, &ma);
     if (i == 0) launch_sm90<T, 64, 8, false, G>(g, mb, mb, 1, 1);
-    else if (i == 1) launch_sm90<T, 128, 6, false, G>(g, mb, mb, 1, 1);
-    else if (i == 3 && im2col_map(g, &ma)) launch_sm90<T, 64, 4, false, sm90::Gather::ConvFwdIm2col>(g, ma, mb, 1, 1);
+    else if (i == 1 || (i == 4 && !im2col)) launch_sm90<T, 128, 6, false, G>(g, mb, mb, 1, 1);
+    else if (i == 4) launch_sm90<T, 128, 6, false, I>(g, ma, mb, 1, 1);
+    else if (i == 3 && im2col) launch_sm90<T, 64, 4, false, I>(g, ma, mb, 1, 1);
     else launch_sm90<T, 64, 4, false, G>(g, mb, mb, 1, 1);
   });
   return true;
@@ -425,14 +423,19 @@ bool conv_wgrad_sm90(const GemmArgs& g) {
   // B = dY rows [N*P*Q, K] (row-major K x N of the GEMM: MN-major)
   if (!conv_sm90_ok(g) || sm90_layout(g).b != Major::MN) return false;
   const int64_t sb[3] = {0, g.mm.sb[2], g.mm.sb[1]};  // (batch, row = n, k)
-  // The tile width over output channels (family "conv_wgrad_sm90"); split-K where
-  // splitk_factor says (the reduction N*P*Q is long, the output R*S*C x K small).
-  static const std::vector<std::string> kNames = {"bn64", "bn128"};
-  constexpr auto G = sm90::Gather::ConvWgrad;
-  run_conv_candidates(g, "conv_wgrad_sm90", kNames, g.N <= 64 ? 0 : 1, [&](int i, auto tag) {
+  // The tile width over output channels and how A arrives (family "conv_wgrad_sm90"), as the
+  // forward's; split-K where splitk_factor says (the reduction N*P*Q is long, the output R*S*C x K
+  // small). Im2col loads are 64 pixels (an atom's k-rows) each.
+  static const std::vector<std::string> kNames = {"bn64", "bn128", "bn64-im2col", "bn128-im2col"};
+  run_conv_candidates(g, "conv_wgrad_sm90", kNames, g.N <= 64 ? 2 : 3, [&](int i, auto tag) {
     using T = decltype(tag);
+    constexpr auto G = sm90::Gather::ConvWgrad, I = sm90::Gather::ConvWgradIm2col;
     const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::MN, 64);
-    if (i == 0) launch_sm90<T, 64, 8, true, G, true>(g, mb, mb, 1, 1);
+    CUtensorMap ma;
+    const bool im2col = i >= 2 && im2col_map(g, 64, &ma);
+    if (im2col && i == 2) launch_sm90<T, 64, 8, true, I, true>(g, ma, mb, 1, 1);
+    else if (im2col) launch_sm90<T, 128, 6, true, I, true>(g, ma, mb, 1, 1);
+    else if (i % 2 == 0) launch_sm90<T, 64, 8, true, G, true>(g, mb, mb, 1, 1);
     else launch_sm90<T, 128, 6, true, G, true>(g, mb, mb, 1, 1);
   });
   return true;
