@@ -18,6 +18,7 @@ from utils import check, fresh_generator, randn
 
 NAMES = ["a", "b", "c"]
 DEV = "test-device"
+CONV_FWD_CANDIDATES = ["bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"]  # family conv_fwd_sm90, matmul.cu
 
 
 def choose(key, times, heuristic=0, names=NAMES, **kw):
@@ -393,7 +394,7 @@ def test_matmul_autotuned_cuda():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", ["bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"])
+@pytest.mark.parametrize("config", CONV_FWD_CANDIDATES)
 @pytest.mark.parametrize("case", ["3x3_c64", "resnet_3x3_64@56", "3x3_c64_s2", "3x3_c64_dilated", "3x5_c64_stride_2x1",
                                   "5x5_c128_p0", "3x3_c64_pad130"])
 def test_conv_fwd_sm90_candidates_cuda(config, case):
@@ -447,4 +448,4 @@ def test_conv_autotuned_cuda():
         for _ in range(2):  # a miss (every candidate runs), then the cached choice
             run_forward(sized("resnet_3x3_64@56", "cuda"), "resnet_3x3_64@56", "cuda", "bfloat16", "channels_last")
     new = {k: v for k, v in autotune.entries().items() if k not in before}
-    assert len(new) == 1 and "conv_fwd_sm90|" in list(new)[0] and list(new.values())[0] in ("bn64", "bn128", "bn64x2"), new
+    assert len(new) == 1 and "conv_fwd_sm90|" in list(new)[0] and list(new.values())[0] in CONV_FWD_CANDIDATES, new
