@@ -19,11 +19,27 @@ namespace {
 
 constexpr int64_t kColsLimit = int64_t(1) << 28;  // elements in one column buffer (512 MiB in bf16)
 
-struct Geom {  // the convolution geometry the two gather kernels need
-  int64_t C, H, W, R, S, P, Q, sh, sw, ph, pw, dh, dw, Kp;
+// The convolution geometry the two gather kernels need, in their index type I: 32-bit where every
+// index of a launch fits (with_index), as a 64-bit division is a long instruction sequence (it
+// was most of col2im's time), else 64-bit.
+template <typename I = int64_t>
+struct Geom {
+  I C, H, W, R, S, P, Q, sh, sw, ph, pw, dh, dw, Kp;
+  template <typename J>
+  Geom<J> as() const {
+    return {J(C), J(H), J(W), J(R), J(S), J(P), J(Q), J(sh), J(sw), J(ph), J(pw), J(dh), J(dw), J(Kp)};
+  }
 };
 
-Geom geom(const ConvOperands& c) {
+// fn(I{}) with I = int32_t when every index of a launch is below `extent` and `extent` leaves room
+// for a grid-stride step (blocks_for: at most 2^28 threads), else int64_t.
+template <typename Fn>
+void with_index(int64_t extent, Fn&& fn) {
+  if (extent < (int64_t(1) << 31) - (int64_t(1) << 28)) fn(int32_t{});
+  else fn(int64_t{});
+}
+
+Geom<> geom(const ConvOperands& c) {
   return {c.C, c.H, c.W, c.R, c.S, c.P, c.Q, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, (c.R * c.S * c.C + 7) / 8 * 8};
 }
 
@@ -31,20 +47,20 @@ Geom geom(const ConvOperands& c) {
 // VEC: C is a multiple of a 16-byte vector's elements (8 halves, 4 floats) and x is
 // channel-contiguous with 16-byte aligned strides, so each vector of the 8 columns is that
 // many channels of one input pixel and moves as one 16-byte load.
-template <typename T, bool VEC>
-__global__ void im2col_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1, int64_t xs2, int64_t xs3, Geom g,
-                              int64_t n0, int64_t rows, T* __restrict__ cols) {
-  const int64_t chunks = g.Kp / 8, total = rows * chunks, RSC = g.R * g.S * g.C;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t m = i / chunks, k0 = (i % chunks) * 8;
-    const int64_t n = n0 + m / (g.P * g.Q), pq = m % (g.P * g.Q), p = pq / g.Q, q = pq % g.Q;
+template <typename T, bool VEC, typename I>
+__global__ void im2col_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1, int64_t xs2, int64_t xs3, Geom<I> g,
+                              I n0, I rows, T* __restrict__ cols) {
+  const I chunks = g.Kp / 8, total = rows * chunks, RSC = g.R * g.S * g.C;
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * I(blockDim.x)) {
+    const I m = i / chunks, k0 = (i % chunks) * 8;
+    const I n = n0 + m / (g.P * g.Q), pq = m % (g.P * g.Q), p = pq / g.Q, q = pq % g.Q;
     T* dst = cols + m * g.Kp + k0;
     if constexpr (VEC) {
       constexpr int V = 16 / sizeof(T);
 #pragma unroll
       for (int j = 0; j < 8; j += V) {
-        const int64_t k = k0 + j, rs = k / g.C, c = k % g.C, r = rs / g.S, s = rs % g.S;
-        const int64_t h = p * g.sh - g.ph + r * g.dh, w = q * g.sw - g.pw + s * g.dw;
+        const I k = k0 + j, rs = k / g.C, c = k % g.C, r = rs / g.S, s = rs % g.S;
+        const I h = p * g.sh - g.ph + r * g.dh, w = q * g.sw - g.pw + s * g.dw;
         uint4 v = make_uint4(0, 0, 0, 0);
         if (k < RSC && h >= 0 && h < g.H && w >= 0 && w < g.W)
           v = *reinterpret_cast<const uint4*>(x + n * xs0 + c * xs1 + h * xs2 + w * xs3);
@@ -55,7 +71,7 @@ __global__ void im2col_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1,
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const int k = int(k0) + e, rs = k / Ci, c = k % Ci, r = rs / Si, s = rs % Si;
-        const int64_t h = p * g.sh - g.ph + r * g.dh, w = q * g.sw - g.pw + s * g.dw;
+        const I h = p * g.sh - g.ph + r * g.dh, w = q * g.sw - g.pw + s * g.dw;
         dst[e] = (k < RSC && h >= 0 && h < g.H && w >= 0 && w < g.W) ? x[n * xs0 + c * xs1 + h * xs2 + w * xs3]
                                                                      : T(0);
       }
@@ -65,19 +81,18 @@ __global__ void im2col_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1,
 
 // dx[n, c..c+7, h, w] = sum over the (r, s) taps that read (h, w) of dcols[(n, p, q), (r, s, c)],
 // in fp32, in a fixed order (deterministic). VEC as in im2col, for dcols reads and dx writes.
-template <typename T, bool VEC>
-__global__ void col2im_kernel(const T* __restrict__ dcols, Geom g, int64_t n0, int64_t images, T* __restrict__ dx,
-                              int64_t xs0, int64_t xs1, int64_t xs2, int64_t xs3) {
-  const int64_t cchunks = (g.C + 7) / 8, total = images * g.H * g.W * cchunks;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c0 = (i % cchunks) * 8, pix = i / cchunks, w = pix % g.W, h = (pix / g.W) % g.H,
-                  nl = pix / (g.W * g.H);
+template <typename T, bool VEC, typename I>
+__global__ void col2im_kernel(const T* __restrict__ dcols, Geom<I> g, I n0, I images, T* __restrict__ dx, int64_t xs0,
+                              int64_t xs1, int64_t xs2, int64_t xs3) {
+  const I cchunks = (g.C + 7) / 8, total = images * g.H * g.W * cchunks;
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * I(blockDim.x)) {
+    const I c0 = (i % cchunks) * 8, pix = i / cchunks, w = pix % g.W, h = (pix / g.W) % g.H, nl = pix / (g.W * g.H);
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int64_t r = 0; r < g.R; ++r) {
-      const int64_t hp = h + g.ph - r * g.dh;
+    for (I r = 0; r < g.R; ++r) {
+      const I hp = h + g.ph - r * g.dh;
       if (hp < 0 || hp % g.sh != 0 || hp / g.sh >= g.P) continue;
-      for (int64_t s = 0; s < g.S; ++s) {
-        const int64_t wq = w + g.pw - s * g.dw;
+      for (I s = 0; s < g.S; ++s) {
+        const I wq = w + g.pw - s * g.dw;
         if (wq < 0 || wq % g.sw != 0 || wq / g.sw >= g.Q) continue;
         const T* src = dcols + ((nl * g.P + hp / g.sh) * g.Q + wq / g.sw) * g.Kp + (r * g.S + s) * g.C + c0;
         if constexpr (VEC) {
@@ -90,7 +105,7 @@ __global__ void col2im_kernel(const T* __restrict__ dcols, Geom g, int64_t n0, i
         }
       }
     }
-    T* dst = dx + (n0 + nl) * xs0 + c0 * xs1 + h * xs2 + w * xs3;
+    T* dst = dx + int64_t(n0 + nl) * xs0 + c0 * xs1 + h * xs2 + w * xs3;
     if constexpr (VEC) {
       uint4 v;
       T* e8 = reinterpret_cast<T*>(&v);
@@ -133,17 +148,21 @@ void with_gather_dtype(const GemmArgs& a, Fn&& fn) {
   });
 }
 
-void im2col(const GemmArgs& a, const at::Tensor& x, const Geom& g, int64_t n0, int64_t images, at::Tensor& cols) {
+void im2col(const GemmArgs& a, const at::Tensor& x, const Geom<>& g, int64_t n0, int64_t images, at::Tensor& cols) {
   const int64_t rows = images * g.P * g.Q;
   const bool vec = vec_ok(x);  // fp32 too: two 16-byte vectors per thread
   const auto stream = at::cuda::getCurrentCUDAStream();
   with_gather_dtype(a, [&](auto tag) {
-    using T = decltype(tag);
-    auto* out = static_cast<T*>(cols.data_ptr());
-    const auto* in = static_cast<const T*>(x.const_data_ptr());
-    const unsigned b = blocks_for(rows * g.Kp / 8);
-    if (vec) im2col_kernel<T, true><<<b, 256, 0, stream>>>(in, x.stride(0), x.stride(1), x.stride(2), x.stride(3), g, n0, rows, out);
-    else im2col_kernel<T, false><<<b, 256, 0, stream>>>(in, x.stride(0), x.stride(1), x.stride(2), x.stride(3), g, n0, rows, out);
+    with_index(std::max(rows * g.Kp, n0 + images), [&](auto itag) {
+      using T = decltype(tag);
+      using I = decltype(itag);
+      auto* out = static_cast<T*>(cols.data_ptr());
+      const auto* in = static_cast<const T*>(x.const_data_ptr());
+      const unsigned b = blocks_for(rows * g.Kp / 8);
+      const int64_t* xs = x.strides().data();
+      if (vec) im2col_kernel<T, true, I><<<b, 256, 0, stream>>>(in, xs[0], xs[1], xs[2], xs[3], g.as<I>(), I(n0), I(rows), out);
+      else im2col_kernel<T, false, I><<<b, 256, 0, stream>>>(in, xs[0], xs[1], xs[2], xs[3], g.as<I>(), I(n0), I(rows), out);
+    });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -251,7 +270,7 @@ bool conv_fwd_lowered(const GemmArgs& a) {
   if (!lowerable(a)) return false;
   if (nchw_1x1(a)) return true;
   const auto& c = a.conv;
-  const Geom g = geom(c);
+  const Geom<> g = geom(c);
   const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
   const at::Tensor w = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
   const at::Tensor y = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
@@ -297,7 +316,7 @@ bool conv_fwd_lowered(const GemmArgs& a) {
 bool conv_dgrad_lowered(const GemmArgs& a) {
   if (!lowerable(a)) return false;
   const auto& c = a.conv;
-  const Geom g = geom(c);
+  const Geom<> g = geom(c);
   const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
   const at::Tensor w = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
   if (dgrad_as_forward_ok(c)) {  // takes the forward's fast paths (1x1 GEMM, Hopper implicit)
@@ -315,12 +334,16 @@ bool conv_dgrad_lowered(const GemmArgs& a) {
     const int64_t nb = std::min(per, c.N - n0), rows = nb * c.P * c.Q;
     gemm(a, dy_rows.narrow(0, n0 * c.P * c.Q, rows), wr, false, dcols.narrow(0, 0, rows));
     with_gather_dtype(a, [&](auto tag) {
-      using T = decltype(tag);
-      const auto* src = static_cast<const T*>(dcols.const_data_ptr());
-      auto* out = static_cast<T*>(dx.data_ptr());
-      const unsigned b = blocks_for(nb * c.H * c.W * ((c.C + 7) / 8));
-      if (vec) col2im_kernel<T, true><<<b, 256, 0, stream>>>(src, g, n0, nb, out, dx.stride(0), dx.stride(1), dx.stride(2), dx.stride(3));
-      else col2im_kernel<T, false><<<b, 256, 0, stream>>>(src, g, n0, nb, out, dx.stride(0), dx.stride(1), dx.stride(2), dx.stride(3));
+      with_index(std::max({nb * c.H * c.W * (c.C + 7) / 8 * 8, rows * g.Kp, n0 + nb}), [&](auto itag) {
+        using T = decltype(tag);
+        using I = decltype(itag);
+        const auto* src = static_cast<const T*>(dcols.const_data_ptr());
+        auto* out = static_cast<T*>(dx.data_ptr());
+        const unsigned b = blocks_for(nb * c.H * c.W * ((c.C + 7) / 8));
+        const int64_t* xs = dx.strides().data();
+        if (vec) col2im_kernel<T, true, I><<<b, 256, 0, stream>>>(src, g.as<I>(), I(n0), I(nb), out, xs[0], xs[1], xs[2], xs[3]);
+        else col2im_kernel<T, false, I><<<b, 256, 0, stream>>>(src, g.as<I>(), I(n0), I(nb), out, xs[0], xs[1], xs[2], xs[3]);
+      });
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
@@ -330,7 +353,7 @@ bool conv_dgrad_lowered(const GemmArgs& a) {
 bool conv_wgrad_lowered(const GemmArgs& a) {
   if (!lowerable(a)) return false;
   const auto& c = a.conv;
-  const Geom g = geom(c);
+  const Geom<> g = geom(c);
   // empty reductions (zeros) and column buffers over the bound stay on the implicit path
   if (c.N * c.P * c.Q == 0 || c.N * c.P * c.Q * g.Kp > kColsLimit) return false;
   const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
