@@ -6,15 +6,18 @@ ViT-S/16 at batch 128 under bf16 autocast; ResNet-50 channels_last under bf16 au
 64. For each: a training step (forward, backward, AdamW step), eager and torch.compile'd (default
 mode), and inference (eval, no_grad) at batch 1 and 64, eager, "fused" (tileops.fuse_for_inference
 against stock eager) and compiled with --compile-inference.
-Each row records both times, ratio = torch_ms / tileops_ms (below 1: tileops is slower) and the
-peak memory of each run (torch.cuda.max_memory_allocated after a reset; it includes the weights
-and, for training, AdamW's state). A row whose compile or run fails keeps its error and the
+Each row builds both (same weights) side by side and times them in alternating rounds (--rounds:
+tileops, torch, tileops, ...), so drift on a shared GPU lands on both; it records each median of
+the round medians and their spread (min, max), ratio = torch_ms / tileops_ms (below 1: tileops
+is slower) and each side's peak memory (torch.cuda.max_memory_allocated over what was allocated
+before it was built; it includes the weights and, for training, AdamW's state). A row whose compile or run fails keeps its error and the
 benchmark goes on. Writes models.json, models.png beside it, and with --profile models_profile.txt
 (profiler table of one tileops training step per model). --quick: eager only, fewer repetitions.
 """
 import argparse
 import gc
 import os
+import statistics
 import time
 import traceback
 
@@ -86,26 +89,17 @@ def infer_fn(model, x, device):
     return run
 
 
-def measure(fn, device, reps, budget_s):
-    """(median ms, peak MB): a first call (compiles), a second one that sizes the repetitions
-    so a slow path stays near budget_s (at least 3), then time_ms. Peak memory covers it all."""
-    if device == "cuda":
+def allocated(device):
+    return torch.cuda.memory_allocated() if device == "cuda" else 0
+
+
+def prepare(spec, impl, mode, pass_, batch, args):
+    """(fn, peak MB): build, (compile), and make the first two calls; the peak covers the model,
+    its optimizer state and those calls, over what was allocated before (the other impl's model
+    may be alive beside it). The second call sizes the timed repetitions (see timed_rounds)."""
+    base = allocated(args.device)
+    if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    fn()
-    sync(device)
-    t0 = time.perf_counter()
-    fn()
-    sync(device)
-    once = time.perf_counter() - t0
-    n = max(3, min(reps, int(budget_s / max(once, 1e-6))))
-    ms = time_ms(fn, warmup=0, reps=n, device=device)
-    peak = torch.cuda.max_memory_allocated() / 2 ** 20 if device == "cuda" else None
-    return ms, peak
-
-
-def run_one(spec, impl, mode, pass_, batch, args):
-    """Build, (compile), time one configuration; the model is freed before returning."""
-    torch._dynamo.reset()
     model, opt = make(spec, impl, args.device, pass_ == "train")
     x, y = inputs(spec, batch, args.device, args.img)
     if mode == "fused" and impl == "tileops":  # BatchNorm folded, activations and residual adds fused
@@ -113,26 +107,55 @@ def run_one(spec, impl, mode, pass_, batch, args):
     if mode == "compiled":
         model = torch.compile(model, mode=args.compile_mode if pass_ == "train" else "reduce-overhead")
     fn = train_step_fn(model, opt, x, y, args.device) if pass_ == "train" else infer_fn(model, x, args.device)
-    try:
-        return measure(fn, args.device, args.reps, args.budget)
-    finally:
-        del model, opt, fn
-        gc.collect()
-        if args.device == "cuda":
-            torch.cuda.empty_cache()
+    fn()
+    sync(args.device)
+    t0 = time.perf_counter()
+    fn()
+    sync(args.device)
+    fn.once_s = time.perf_counter() - t0
+    peak = (torch.cuda.max_memory_allocated() - base) / 2 ** 20 if args.device == "cuda" else None
+    return fn, peak
+
+
+def timed_rounds(fns, args):
+    """{impl: [median ms of each round]}: ROUNDS rounds, each timing every impl in turn (time_ms
+    over a share of the repetitions), so a drift of clocks or of other work on the GPU lands on
+    both sides alike instead of on whichever ran second."""
+    once = max(fn.once_s for fn in fns.values())
+    n = max(3, min(args.reps, int(args.budget / max(once, 1e-6))))
+    per_round = max(1, -(-n // args.rounds))
+    out = {impl: [] for impl in fns}
+    for _ in range(args.rounds):
+        for impl, fn in fns.items():
+            out[impl].append(time_ms(fn, warmup=0, reps=per_round, device=args.device))
+    return out
 
 
 def record(spec, mode, pass_, batch, args):
+    """One row: both impls built side by side (one first call each), then timed in alternating
+    rounds; ms = the median of the round medians, spread = their (min, max)."""
     rec = {"model": spec[0], "mode": mode, "pass": pass_, "batch": batch, "dtype": "bfloat16",
            "layout": "channels_last" if spec[3] == torch.channels_last else "contiguous"}
-    for impl in ("tileops", "torch"):
-        try:
-            ms, peak = run_one(spec, impl, mode, pass_, batch, args)
-            rec[impl + "_ms"], rec[impl + "_peak_mb"] = ms, peak
-        except Exception as e:  # keep going: a failed compile or an OOM is a result too
-            rec[impl + "_ms"] = rec[impl + "_peak_mb"] = None
-            rec[impl + "_error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:300] if str(e).strip() else "")
-            traceback.print_exc()
+    torch._dynamo.reset()
+    fns = {}
+    try:
+        for impl in ("tileops", "torch"):
+            try:
+                fns[impl], rec[impl + "_peak_mb"] = prepare(spec, impl, mode, pass_, batch, args)
+            except Exception as e:  # keep going: a failed compile or an OOM is a result too
+                rec[impl + "_error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:300] if str(e).strip() else "")
+                traceback.print_exc()
+        rounds = timed_rounds(fns, args) if fns else {}
+        for impl in ("tileops", "torch"):
+            r = rounds.get(impl)
+            rec[impl + "_ms"] = statistics.median(r) if r else None
+            rec[impl + "_spread_ms"] = [min(r), max(r)] if r else None
+            rec.setdefault(impl + "_peak_mb", None)
+    finally:
+        del fns
+        gc.collect()
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
     ok = rec["tileops_ms"] and rec["torch_ms"]
     rec["ratio"] = rec["torch_ms"] / rec["tileops_ms"] if ok else None
     rec["tileops_img_per_s"] = batch / rec["tileops_ms"] * 1e3 if rec["tileops_ms"] else None
@@ -205,6 +228,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--reps", type=int, default=20, help="most timed repetitions per row")
     ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per row, at least 3 calls")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per row (tileops, torch, ...)")
     ap.add_argument("--quick", action="store_true", help="eager only, 5 repetitions")
     ap.add_argument("--compile-inference", action="store_true", help="also compiled inference (reduce-overhead)")
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode of the training rows")
@@ -219,6 +243,7 @@ def main():
         args.compile_mode = None
     if args.quick:
         args.reps = min(args.reps, 5)
+        args.rounds = min(args.rounds, 3)
     args.img = 32 if args.tiny else 224
     out = args.out or os.path.join(os.path.dirname(__file__), "results", gpu_dir_name(), "models.json")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
