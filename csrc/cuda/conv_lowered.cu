@@ -334,7 +334,7 @@ bool conv_dgrad_lowered(const GemmArgs& a) {
     const int64_t nb = std::min(per, c.N - n0), rows = nb * c.P * c.Q;
     gemm(a, dy_rows.narrow(0, n0 * c.P * c.Q, rows), wr, false, dcols.narrow(0, 0, rows));
     with_gather_dtype(a, [&](auto tag) {
-      with_index(std::max({nb * c.H * c.W * (c.C + 7) / 8 * 8, rows * g.Kp, n0 + nb}), [&](auto itag) {
+      with_index(std::max({nb * c.H * c.W * ((c.C + 7) / 8 * 8), rows * g.Kp, n0 + nb}), [&](auto itag) {
         using T = decltype(tag);
         using I = decltype(itag);
         const auto* src = static_cast<const T*>(dcols.const_data_ptr());

@@ -193,8 +193,9 @@ __device__ __forceinline__ const T* tap_src(const ConvOperands& cv, const T* x, 
   return x + ((int64_t(n) * cv.H + h) * cv.W + w) * cv.C + c;
 }
 
-// The forward's k tile as (r, s, c0): filter tap and first channel (C % bk == 0, so a k tile
-// never straddles a tap); from a split's first k tile, then one k tile at a time.
+// A (r, s, c) index as filter tap and first channel: the forward's k tile (C % bk == 0, so it
+// never straddles a tap; from a split's first k tile, then one k tile at a time with next), or
+// the first row of a weight-gradient atom.
 struct Tap {
   int r, s;
   int64_t c0;
@@ -206,6 +207,13 @@ struct Tap {
     }
   }
 };
+
+// One im2col load of pixels from px on at tap, channels tap.c0.. (the map sets how many pixels).
+template <typename T>
+__device__ __forceinline__ void tma_load_im2col_tap(T* dst, const CUtensorMap* map, uint64_t* bar,
+                                                    const ConvOperands& cv, const Pixel& px, const Tap& tap) {
+  tma_load_im2col(dst, map, bar, int(tap.c0), px.w, px.h, int(px.n), uint16_t(tap.s * cv.dw), uint16_t(tap.r * cv.dh));
+}
 
 // The Hopper TMA producer ring, run by one thread: for each k tile, wait for its stage to be
 // free, announce the stage's bytes on its full barrier, then load(kt, stage) issues the copies.
@@ -257,8 +265,7 @@ __device__ __forceinline__ void conv_im2col_producer(const ConvOperands& cv, con
   const Pixel px = pixel_of(cv, uint32_t(m0), INT64_MAX);
   Tap tap(cv, int64_t(kt0) * BK);
   tma_producer<STAGES>(full, empty, ktiles, (BM + BN) * BK * sizeof(T), [&](int kt, int st) {
-    tma_load_im2col(As + st * BM * BK, &tm_a, &full[st], int(tap.c0), px.w, px.h, int(px.n), uint16_t(tap.s * cv.dw),
-                    uint16_t(tap.r * cv.dh));
+    tma_load_im2col_tap(As + st * BM * BK, &tm_a, &full[st], cv, px, tap);
     tma_load_tile<BN, BK, false>(Bs + st * BN * BK, &tm_b, &full[st], n0, (kt0 + kt) * BK, 0);
     tap.next(cv, BK);
   });
@@ -280,9 +287,7 @@ __device__ __forceinline__ void conv_wgrad_im2col_producer(const ConvOperands& c
     const int k = (kt0 + kt) * BK;
     const Pixel px = pixel_of(cv, uint32_t(k), INT64_MAX);
 #pragma unroll
-    for (int j = 0; j < ATOMS; ++j)
-      tma_load_im2col(As + (st * ATOMS + j) * 64 * BK, &tm_a, &full[st], int(tap[j].c0), px.w, px.h, int(px.n),
-                      uint16_t(tap[j].s * cv.dw), uint16_t(tap[j].r * cv.dh));
+    for (int j = 0; j < ATOMS; ++j) tma_load_im2col_tap(As + (st * ATOMS + j) * 64 * BK, &tm_a, &full[st], cv, px, tap[j]);
     tma_load_tile<BN, BK, true>(Bs + st * BN * BK, &tm_b, &full[st], n0, k, 0);
   });
 }

@@ -393,6 +393,15 @@ void run_conv_candidates(const GemmArgs& g, const char* family, const std::vecto
       });
 }
 
+// One conv candidate's launch: tile BN x STAGES, A by TMA im2col loads (IM2COL, map ma) where an
+// im2col map was made, else gathered with cp.async (GATHER). MN: A and B MN-major (the weight
+// gradient), else both K-major (the forward).
+template <typename T, int BN, int STAGES, bool MN, sm90::Gather GATHER, sm90::Gather IM2COL>
+void launch_conv(const GemmArgs& g, bool im2col, const CUtensorMap& ma, const CUtensorMap& mb) {
+  if (im2col) launch_sm90<T, BN, STAGES, MN, IM2COL, MN>(g, ma, mb, 1, 1);
+  else launch_sm90<T, BN, STAGES, MN, GATHER, MN>(g, mb, mb, 1, 1);
+}
+
 bool conv_fwd_sm90(const GemmArgs& g) {
   if (!conv_sm90_ok(g) || sm90_layout(g).b != Major::K) return false;  // B = weight rows [K, R*S*C], K-major
   const int64_t sb[3] = {0, g.mm.sb[2], 1};
@@ -407,14 +416,13 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   run_conv_candidates(g, "conv_fwd_sm90", kNames, 3, [&](int i, auto tag) {
     using T = decltype(tag);
     constexpr auto G = sm90::Gather::ConvFwd, I = sm90::Gather::ConvFwdIm2col;
-    const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, i == 1 || i == 4 ? 128 : 64);
+    const bool wide = i == 1 || i == 4;
+    const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, wide ? 128 : 64);
     CUtensorMap ma;
     const bool im2col = i >= 3 && im2col_map(g, sm90::BM, &ma);
-    if (i == 0) launch_sm90<T, 64, 8, false, G>(g, mb, mb, 1, 1);
-    else if (i == 1 || (i == 4 && !im2col)) launch_sm90<T, 128, 6, false, G>(g, mb, mb, 1, 1);
-    else if (i == 4) launch_sm90<T, 128, 6, false, I>(g, ma, mb, 1, 1);
-    else if (i == 3 && im2col) launch_sm90<T, 64, 4, false, I>(g, ma, mb, 1, 1);
-    else launch_sm90<T, 64, 4, false, G>(g, mb, mb, 1, 1);
+    if (i == 0) launch_sm90<T, 64, 8, false, G>(g, mb, mb, 1, 1);  // no im2col variant
+    else if (wide) launch_conv<T, 128, 6, false, G, I>(g, im2col, ma, mb);
+    else launch_conv<T, 64, 4, false, G, I>(g, im2col, ma, mb);
   });
   return true;
 }
@@ -433,10 +441,8 @@ bool conv_wgrad_sm90(const GemmArgs& g) {
     const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::MN, 64);
     CUtensorMap ma;
     const bool im2col = i >= 2 && im2col_map(g, 64, &ma);
-    if (im2col && i == 2) launch_sm90<T, 64, 8, true, I, true>(g, ma, mb, 1, 1);
-    else if (im2col) launch_sm90<T, 128, 6, true, I, true>(g, ma, mb, 1, 1);
-    else if (i % 2 == 0) launch_sm90<T, 64, 8, true, G, true>(g, mb, mb, 1, 1);
-    else launch_sm90<T, 128, 6, true, G, true>(g, mb, mb, 1, 1);
+    if (i % 2 == 0) launch_conv<T, 64, 8, true, G, I>(g, im2col, ma, mb);
+    else launch_conv<T, 128, 6, true, G, I>(g, im2col, ma, mb);
   });
   return true;
 }
