@@ -126,6 +126,8 @@ CUDA_CASES = {
     "aniso": Conv(2, 5, 13, 17, 7, 3, 5, (2, 1), (1, 2), (1, 2)),
     "odd_13x17_c5_k65": Conv(3, 5, 13, 17, 65, 3, 3, 1, 1),
     "c3_k7": Conv(2, 3, 13, 17, 7, 3, 3, 1, 1),
+    # C % 8 != 0 with many channels: the row-staging im2col halves its 64-pixel tile to fit shared memory
+    "c100_7x7": Conv(1, 100, 9, 40, 16, 7, 7, 1, 3),
     "stem7x7": Conv(2, 3, 61, 61, 64, 7, 7, 2, 3),
     "stem7x7_224": Conv(1, 3, 224, 224, 64, 7, 7, 2, 3),
     "patch16": Conv(2, 3, 64, 64, 96, 16, 16, 16),
@@ -157,8 +159,9 @@ CUDA_CASES = {
 
 BWD_CASES = ["1x1", "1x1_stride2", "1x1_pad1", "1x1_big_k65", "3x3", "3x3_s2", "3x3_big", "3x3_m_tail",
              "batch1", "batch1_56", "long_reduction", "2x2_stride3", "dilated", "kernel_3x5_stride_2x1", "aniso",
-             "odd_13x17_c5_k65", "c3_k7", "stem7x7", "patch16", "patch14", "chunked_cols", "groups2", "depthwise",
-             "depthwise_x2", "resnet_3x3_64@56", "3x3_c64_pad130"]
+             "odd_13x17_c5_k65", "c3_k7", "c100_7x7", "stem7x7", "stem7x7_224", "patch16", "patch14", "chunked_cols",
+             "groups2", "depthwise", "depthwise_x2", "depthwise_s2", "depthwise_5x5_s2", "depthwise_7x7",
+             "depthwise_dil2", "depthwise_c67", "depthwise_96@56", "resnet_3x3_64@56", "3x3_c64_pad130"]
 
 ACTS = ["none", "relu", "gelu", "silu"]
 ACT_FN = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
@@ -503,7 +506,7 @@ def test_conv2d_backward_output_mask(device, kind, mask, layout):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("case", ["3x3_big", "long_reduction", "batch1_56", "1x1_stride2", "stem7x7"])
+@pytest.mark.parametrize("case", ["3x3_big", "long_reduction", "batch1_56", "1x1_stride2", "stem7x7", "depthwise_96@56"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_conv2d_backward_deterministic_cuda(kind, case, layout):
     """Two runs on the same inputs (into differently poisoned memory) agree bit for bit: the split-K

@@ -79,6 +79,48 @@ __global__ void im2col_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1,
   }
 }
 
+// cols where C is not a multiple of the vector (the ResNet stem's C = 3), with unit column
+// dilation and each input row's pixels contiguous: im2col_kernel's per-element (r, s, c)
+// divisions and 2-byte stores were 272 us of the 7x7/2 stem's 374 at b32 (H200, NOTES 21).
+// A block takes `qt` output pixels of one output row and stages the R input rows they read in
+// shared memory, each a contiguous run of `span` pixels (zero outside the image), where the (s, c)
+// columns of one tap row are contiguous again: cols[m, r*S*C + j] = tile[r][m*sw*C + j]. The
+// block's qt rows of cols are contiguous too, and go out as 16-byte stores.
+template <typename T, typename I>
+__global__ void im2col_rows_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs2, Geom<I> g, I n0, int qt,
+                                   int span, T* __restrict__ cols) {
+  extern __shared__ __align__(16) unsigned char im2col_smem[];
+  T* tile = reinterpret_cast<T*>(im2col_smem);
+  const int C = int(g.C), SC = int(g.S) * C, RSC = int(g.R) * SC, row_len = span * C, Kp = int(g.Kp);
+  const int tiles = (int(g.Q) + qt - 1) / qt, q0 = int(blockIdx.x % tiles) * qt;
+  const I np = I(blockIdx.x / tiles), n = np / g.P;  // (image within the chunk, output row)
+  const int p = int(np % g.P), w_lo = q0 * int(g.sw) - int(g.pw);
+  const int64_t row_end = int64_t(g.W) * C;
+  for (int i = threadIdx.x; i < int(g.R) * row_len; i += blockDim.x) {
+    const int r = i / row_len, h = p * int(g.sh) - int(g.ph) + r * int(g.dh);
+    const int64_t e = int64_t(w_lo) * C + (i - r * row_len);  // element within the input row
+    tile[i] = h >= 0 && h < int(g.H) && e >= 0 && e < row_end ? x[int64_t(n0 + n) * xs0 + h * xs2 + e] : T(0);
+  }
+  __syncthreads();
+  T* out = cols + (np * g.Q + q0) * g.Kp;  // m = (n, p, q) rows of this chunk
+  const int vecs = min(qt, int(g.Q) - q0) * Kp / 8;
+  for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
+    const int m = v * 8 / Kp, k0 = v * 8 - m * Kp;
+    int r = k0 / SC, base = r * SC;
+    const T* src = tile + m * int(g.sw) * C;
+    alignas(16) T e8[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int k = k0 + e;
+      while (k - base >= SC) ++r, base += SC;
+      e8[e] = k < RSC ? src[r * row_len + k - base] : T(0);
+    }
+#pragma unroll
+    for (int u = 0; u < int(sizeof(e8) / 16); ++u)
+      reinterpret_cast<uint4*>(out + v * 8)[u] = reinterpret_cast<const uint4*>(e8)[u];
+  }
+}
+
 // dx[n, c..c+7, h, w] = sum over the (r, s) taps that read (h, w) of dcols[(n, p, q), (r, s, c)],
 // in fp32, in a fixed order (deterministic). VEC as in im2col, for dcols reads and dx writes.
 template <typename T, bool VEC, typename I>
@@ -149,19 +191,34 @@ void with_gather_dtype(const GemmArgs& a, Fn&& fn) {
 }
 
 void im2col(const GemmArgs& a, const at::Tensor& x, const Geom<>& g, int64_t n0, int64_t images, at::Tensor& cols) {
-  const int64_t rows = images * g.P * g.Q;
+  const int64_t out_rows = images * g.P * g.Q;
   const bool vec = vec_ok(x);  // fp32 too: two 16-byte vectors per thread
+  // im2col_rows_kernel: `qt` output pixels per block, halved until the staged rows fit 32 KiB
+  int qt = 64, span = 0;
+  int64_t smem = 0;
+  const bool rows_ok = !vec && g.dw == 1 && x.stride(1) == 1 && x.stride(3) == g.C;
+  for (; rows_ok; qt /= 2) {
+    span = int((std::min<int64_t>(qt, g.Q) - 1) * g.sw + g.S);
+    smem = g.R * span * g.C * x.element_size();
+    if (smem <= 32 * 1024 || qt <= 8) break;
+  }
+  const bool rows = rows_ok && smem <= 48 * 1024;
   const auto stream = at::cuda::getCurrentCUDAStream();
   with_gather_dtype(a, [&](auto tag) {
-    with_index(std::max(rows * g.Kp, n0 + images), [&](auto itag) {
+    with_index(std::max(out_rows * g.Kp, n0 + images), [&](auto itag) {
       using T = decltype(tag);
       using I = decltype(itag);
       auto* out = static_cast<T*>(cols.data_ptr());
       const auto* in = static_cast<const T*>(x.const_data_ptr());
-      const unsigned b = blocks_for(rows * g.Kp / 8);
       const int64_t* xs = x.strides().data();
-      if (vec) im2col_kernel<T, true, I><<<b, 256, 0, stream>>>(in, xs[0], xs[1], xs[2], xs[3], g.as<I>(), I(n0), I(rows), out);
-      else im2col_kernel<T, false, I><<<b, 256, 0, stream>>>(in, xs[0], xs[1], xs[2], xs[3], g.as<I>(), I(n0), I(rows), out);
+      if (rows) {
+        const unsigned b = unsigned(images * g.P * ((g.Q + qt - 1) / qt));
+        im2col_rows_kernel<T, I><<<b, 256, smem, stream>>>(in, xs[0], xs[2], g.as<I>(), I(n0), qt, span, out);
+        return;
+      }
+      const unsigned b = blocks_for(out_rows * g.Kp / 8);
+      if (vec) im2col_kernel<T, true, I><<<b, 256, 0, stream>>>(in, xs[0], xs[1], xs[2], xs[3], g.as<I>(), I(n0), I(out_rows), out);
+      else im2col_kernel<T, false, I><<<b, 256, 0, stream>>>(in, xs[0], xs[1], xs[2], xs[3], g.as<I>(), I(n0), I(out_rows), out);
     });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
