@@ -84,8 +84,10 @@ __global__ void im2col_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1,
 // divisions and 2-byte stores were 272 us of the 7x7/2 stem's 374 at b32 (H200, NOTES 21).
 // A block takes `qt` output pixels of one output row and stages the R input rows they read in
 // shared memory, each a contiguous run of `span` pixels (zero outside the image), where the (s, c)
-// columns of one tap row are contiguous again: cols[m, r*S*C + j] = tile[r][m*sw*C + j]. The
-// block's qt rows of cols are contiguous too, and go out as 16-byte stores.
+// columns of one tap row are contiguous again: cols[m, r*S*C + j] = tile[r][m*sw*C + j]. Each
+// thread then owns one 8-column vector of the block's rows, works out where its 8 columns sit in
+// the tile once, and writes that vector of every groups-th row as one 16-byte store (the rows of
+// a block are contiguous in cols, so neighbouring threads write neighbouring vectors).
 template <typename T, typename I>
 __global__ void im2col_rows_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs2, Geom<I> g, I n0, int qt,
                                    int span, T* __restrict__ cols) {
@@ -96,28 +98,35 @@ __global__ void im2col_rows_kernel(const T* __restrict__ x, int64_t xs0, int64_t
   const I np = I(blockIdx.x / tiles), n = np / g.P;  // (image within the chunk, output row)
   const int p = int(np % g.P), w_lo = q0 * int(g.sw) - int(g.pw);
   const int64_t row_end = int64_t(g.W) * C;
-  for (int i = threadIdx.x; i < int(g.R) * row_len; i += blockDim.x) {
-    const int r = i / row_len, h = p * int(g.sh) - int(g.ph) + r * int(g.dh);
-    const int64_t e = int64_t(w_lo) * C + (i - r * row_len);  // element within the input row
-    tile[i] = h >= 0 && h < int(g.H) && e >= 0 && e < row_end ? x[int64_t(n0 + n) * xs0 + h * xs2 + e] : T(0);
+  for (int r = 0; r < int(g.R); ++r) {
+    const int h = p * int(g.sh) - int(g.ph) + r * int(g.dh);
+    const T* src = x + int64_t(n0 + n) * xs0 + int64_t(h) * xs2;
+    for (int j = threadIdx.x; j < row_len; j += blockDim.x) {
+      const int64_t e = int64_t(w_lo) * C + j;  // element within the input row
+      tile[r * row_len + j] = h >= 0 && h < int(g.H) && e >= 0 && e < row_end ? src[e] : T(0);
+    }
   }
   __syncthreads();
-  T* out = cols + (np * g.Q + q0) * g.Kp;  // m = (n, p, q) rows of this chunk
-  const int vecs = min(qt, int(g.Q) - q0) * Kp / 8;
-  for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
-    const int m = v * 8 / Kp, k0 = v * 8 - m * Kp;
-    int r = k0 / SC, base = r * SC;
-    const T* src = tile + m * int(g.sw) * C;
-    alignas(16) T e8[8];
+  const int vcols = Kp / 8, groups = max(1, int(blockDim.x) / vcols), rows = min(qt, int(g.Q) - q0);
+  const int step = int(g.sw) * C;
+  for (int item = threadIdx.x; item < vcols * groups; item += blockDim.x) {
+    const int v = item % vcols, grp = item / vcols;
+    int off[8];  // tile offset of each of this thread's columns at output pixel 0; -1: zero padding
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      const int k = k0 + e;
-      while (k - base >= SC) ++r, base += SC;
-      e8[e] = k < RSC ? src[r * row_len + k - base] : T(0);
+      const int k = v * 8 + e, r = k / SC;
+      off[e] = k < RSC ? r * row_len + (k - r * SC) : -1;
     }
+    T* out = cols + (np * g.Q + q0) * g.Kp + v * 8;  // m = (n, p, q) rows of this chunk
+    for (int m = grp; m < rows; m += groups) {
+      const T* src = tile + m * step;
+      alignas(16) T e8[8];
 #pragma unroll
-    for (int u = 0; u < int(sizeof(e8) / 16); ++u)
-      reinterpret_cast<uint4*>(out + v * 8)[u] = reinterpret_cast<const uint4*>(e8)[u];
+      for (int e = 0; e < 8; ++e) e8[e] = off[e] >= 0 ? src[off[e]] : T(0);
+#pragma unroll
+      for (int u = 0; u < int(sizeof(e8) / 16); ++u)
+        reinterpret_cast<uint4*>(out + int64_t(m) * Kp)[u] = reinterpret_cast<const uint4*>(e8)[u];
+    }
   }
 }
 
