@@ -125,6 +125,20 @@ __global__ void dw_wgrad_kernel(ConvOperands c, int64_t rows_per_split, Acc* par
   }
 }
 
+// dw[k, 0, r, s] = the sum over splits of partial[split, k, r, s] in split order (deterministic),
+// cast to T and written through dw's strides (c.ws): one launch where a sum and a copy took two
+// and an allocation.
+template <typename T, typename Acc>
+__global__ void dw_wgrad_finish_kernel(const Acc* __restrict__ partial, int64_t splits, ConvOperands c) {
+  const int64_t rs = c.R * c.S, krs = c.K * rs;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < krs; i += int64_t(gridDim.x) * blockDim.x) {
+    Acc sum = 0;
+    for (int64_t sp = 0; sp < splits; ++sp) sum += partial[sp * krs + i];
+    const int64_t k = i / rs, t = i % rs;
+    static_cast<T*>(c.w)[k * c.ws[0] + t / c.S * c.ws[2] + t % c.S * c.ws[3]] = static_cast<T>(sum);
+  }
+}
+
 // The vector epilogue of V = 16 / sizeof(T) channels from channel ch0 at dst: + residual (16
 // bytes at the output's offset; vec_ok: aligned), + bias, activation, one 16-byte store.
 template <typename T, Act A, int V>
@@ -224,9 +238,11 @@ __global__ void __launch_bounds__(256) dw_wgrad_vec_kernel(ConvOperands c, int r
 // each column into every output that reads it. dw_fwd_vec_kernel (one output per thread) loaded
 // and converted every column KS times and the weights per output: 55 us against cuDNN's 26 on
 // the 3x3 32@112 b32 layer (H200, NOTES 21).
-constexpr int kTQ = 4;
+// Blocks of 128 threads: at ~100 registers a thread, 256-thread blocks left 16 warps per SM, 128
+// leave 20.
+constexpr int kTQ = 4, kTileThreads = 128;
 template <typename T, int KS, int SW>
-__global__ void __launch_bounds__(256) dw_fwd_tile_kernel(ConvOperands c, const T* __restrict__ w_rsc, Epilogue<T> epi) {
+__global__ void __launch_bounds__(kTileThreads) dw_fwd_tile_kernel(ConvOperands c, const T* __restrict__ w_rsc, Epilogue<T> epi) {
   constexpr int V = 16 / sizeof(T), NW = (kTQ - 1) * SW + KS;
   const int C = int(c.C), H = int(c.H), W = int(c.W), P = int(c.P), Q = int(c.Q), CV = C / V;
   const int tiles = (Q + kTQ - 1) / kTQ, i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -275,7 +291,7 @@ __global__ void __launch_bounds__(256) dw_fwd_tile_kernel(ConvOperands c, const 
 // generic walk kernel (a tap loop per output) took 317 us against torch's 124 on the fp32
 // 3x3 32@112 b32 layer (H200, NOTES 21).
 template <typename T, int KS, int SW>
-__global__ void __launch_bounds__(256) dw_fwd_nchw_kernel(ConvOperands c, Epilogue<T> epi) {
+__global__ void __launch_bounds__(kTileThreads) dw_fwd_nchw_kernel(ConvOperands c, Epilogue<T> epi) {
   using Acc = AccOf<T>;
   constexpr int NW = (kTQ - 1) * SW + KS;
   const int H = int(c.H), W = int(c.W), P = int(c.P), Q = int(c.Q), K = int(c.K);
@@ -431,7 +447,8 @@ bool conv_fwd_depthwise(const GemmArgs& a) {
         const int64_t threads = c.N * c.P * ((c.Q + kTQ - 1) / kTQ) * (c.C / (16 / int64_t(sizeof(T))));
         const bool fits = threads < (int64_t(1) << 31) && c.W * c.C < (int64_t(1) << 31);
         if (fits && with_dw_shape(c, [&](auto ks, auto sw) {
-              dw_fwd_tile_kernel<T, ks.value, sw.value><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(
+              dw_fwd_tile_kernel<T, ks.value, sw.value>
+                  <<<unsigned((threads + kTileThreads - 1) / kTileThreads), kTileThreads, 0, stream>>>(
                   c, static_cast<const T*>(w_rsc.const_data_ptr()), epi);
             }))
           return;
@@ -448,7 +465,8 @@ bool conv_fwd_depthwise(const GemmArgs& a) {
       const bool nchw = nchw_dense(c.xs, c.C, c.H, c.W) && nchw_dense(c.ys, c.K, c.P, c.Q) &&
                         c.N * c.C * c.H * c.W < (int64_t(1) << 31) && threads < (int64_t(1) << 31);
       if (nchw && with_dw_shape(c, [&](auto ks, auto sw) {
-            dw_fwd_nchw_kernel<T, ks.value, sw.value><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(c, epi);
+            dw_fwd_nchw_kernel<T, ks.value, sw.value>
+                <<<unsigned((threads + kTileThreads - 1) / kTileThreads), kTileThreads, 0, stream>>>(c, epi);
           }))
         return;
       with_act(a.act, [&](auto act) {
@@ -484,7 +502,6 @@ bool conv_wgrad_depthwise(const GemmArgs& a) {
     return at::from_blob(p, sizes, at::IntArrayRef(st, 4), opts).contiguous(at::MemoryFormat::ChannelsLast);
   };
   const at::Tensor x = wrap(c0.x, {c0.N, c0.C, c0.H, c0.W}, c0.xs), dy = wrap(c0.y, {c0.N, c0.K, c0.P, c0.Q}, c0.ys);
-  const at::Tensor dw = at::from_blob(c0.w, {c0.K, 1, c0.R, c0.S}, at::IntArrayRef(c0.ws, 4), opts);
   ConvOperands c = c0;  // channels_last copies (no copy when already so)
   c.x = const_cast<void*>(x.const_data_ptr());
   c.y = const_cast<void*>(dy.const_data_ptr());
@@ -504,7 +521,12 @@ bool conv_wgrad_depthwise(const GemmArgs& a) {
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
-  dw.copy_(partial.sum(0));  // fixed-order reduction over the splits: deterministic
+  with_dtype(a.dtype, [&](auto t) {
+    using T = decltype(t);
+    dw_wgrad_finish_kernel<T, AccOf<T>><<<blocks_for(c.K * c.R * c.S), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        static_cast<const AccOf<T>*>(partial.const_data_ptr()), partial.size(0), c);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return true;
 }
 

@@ -98,13 +98,14 @@ __global__ void im2col_rows_kernel(const T* __restrict__ x, int64_t xs0, int64_t
   const I np = I(blockIdx.x / tiles), n = np / g.P;  // (image within the chunk, output row)
   const int p = int(np % g.P), w_lo = q0 * int(g.sw) - int(g.pw);
   const int64_t row_end = int64_t(g.W) * C;
-  for (int r = 0; r < int(g.R); ++r) {
-    const int h = p * int(g.sh) - int(g.ph) + r * int(g.dh);
-    const T* src = x + int64_t(n0 + n) * xs0 + int64_t(h) * xs2;
-    for (int j = threadIdx.x; j < row_len; j += blockDim.x) {
-      const int64_t e = int64_t(w_lo) * C + j;  // element within the input row
-      tile[r * row_len + j] = h >= 0 && h < int(g.H) && e >= 0 && e < row_end ? src[e] : T(0);
-    }
+  const T* xn = x + int64_t(n0 + n) * xs0;
+  // one flat loop over the R rows, unrolled so that several loads are in flight per thread (a
+  // loop per row waited for each row's loads in turn: 78 us of the stem's 175)
+#pragma unroll 4
+  for (int i = threadIdx.x; i < int(g.R) * row_len; i += blockDim.x) {
+    const int r = i / row_len, h = p * int(g.sh) - int(g.ph) + r * int(g.dh);
+    const int64_t e = int64_t(w_lo) * C + (i - r * row_len);  // element within the input row
+    tile[i] = h >= 0 && h < int(g.H) && e >= 0 && e < row_end ? xn[int64_t(h) * xs2 + e] : T(0);
   }
   __syncthreads();
   const int vcols = Kp / 8, groups = max(1, int(blockDim.x) / vcols), rows = min(qt, int(g.Q) - q0);
