@@ -82,58 +82,53 @@ __global__ void im2col_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1,
 // cols where C is not a multiple of the vector (the ResNet stem's C = 3), with unit column
 // dilation and each input row's pixels contiguous: im2col_kernel's per-element (r, s, c)
 // divisions and 2-byte stores were 272 us of the 7x7/2 stem's 374 at b32 (H200, NOTES 21).
-// A block takes `qt` output pixels of one output row, in three steps through shared memory:
-//  1. the R input rows they read, each a contiguous run of `span` pixels (zero outside the
-//     image), where the (s, c) columns of a tap row are contiguous again:
-//     cols[m, r*S*C + j] = tile[r][m*sw*C + j] (offk: that offset of each column at m = 0);
-//  2. the block's qt x Kp piece of cols, built with lanes running over pixels m, so both the
-//     tile reads (sw*C elements apart) and the writes (rows padded to an odd number of words)
-//     spread over the banks: reading it with lanes along the columns cost 4-way conflicts;
-//  3. that piece, which is contiguous in cols, copied out with 16-byte stores.
-struct RowsLayout {  // the shared memory of im2col_rows_kernel, in bytes, for qt pixels
-  int64_t tile, offk, piece;
-  int64_t total() const { return tile + offk + piece; }
-  TILEOPS_HD static int64_t stride(int64_t Kp, int64_t es) { return Kp + 4 / es; }  // piece row: odd words
-  TILEOPS_HD static RowsLayout of(int64_t qt, int64_t span, int64_t R, int64_t C, int64_t Kp, int64_t es) {
-    return {(R * span * C * es + 15) / 16 * 16, Kp * 4, qt * stride(Kp, es) * es};
-  }
-};
-
+// A block takes `qt` output pixels of one output row and stages the R input rows they read in
+// shared memory, each a contiguous run of `span` pixels (zero outside the image), where the (s, c)
+// columns of one tap row are contiguous again: cols[m, r*S*C + j] = tile[r][m*sw*C + j]. Each
+// thread then owns one 8-column vector of the block's rows, works out where its 8 columns sit in
+// the tile once, and writes that vector of every groups-th row as one 16-byte store (the rows of
+// a block are contiguous in cols, so neighbouring threads write neighbouring vectors). 78 us on
+// the stem at b32 (H200); measured slower: one unrolled staging loop (83 us), and building the
+// block's piece of cols in shared memory with lanes over pixels, then copying it out (122 us).
 template <typename T, typename I>
 __global__ void im2col_rows_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs2, Geom<I> g, I n0, int qt,
                                    int span, T* __restrict__ cols) {
   extern __shared__ __align__(16) unsigned char im2col_smem[];
-  const int C = int(g.C), SC = int(g.S) * C, RSC = int(g.R) * SC, row_len = span * C, Kp = int(g.Kp);
-  const RowsLayout lay = RowsLayout::of(qt, span, g.R, C, Kp, sizeof(T));
   T* tile = reinterpret_cast<T*>(im2col_smem);
-  int* offk = reinterpret_cast<int*>(im2col_smem + lay.tile);
-  T* piece = reinterpret_cast<T*>(im2col_smem + lay.tile + lay.offk);
-  const int ostride = int(RowsLayout::stride(Kp, sizeof(T)));
+  const int C = int(g.C), SC = int(g.S) * C, RSC = int(g.R) * SC, row_len = span * C, Kp = int(g.Kp);
   const int tiles = (int(g.Q) + qt - 1) / qt, q0 = int(blockIdx.x % tiles) * qt;
   const I np = I(blockIdx.x / tiles), n = np / g.P;  // (image within the chunk, output row)
-  const int p = int(np % g.P), w_lo = q0 * int(g.sw) - int(g.pw), rows = min(qt, int(g.Q) - q0);
+  const int p = int(np % g.P), w_lo = q0 * int(g.sw) - int(g.pw);
   const int64_t row_end = int64_t(g.W) * C;
-  const T* xn = x + int64_t(n0 + n) * xs0;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < int(g.R) * row_len; i += blockDim.x) {
-    const int r = i / row_len, h = p * int(g.sh) - int(g.ph) + r * int(g.dh);
-    const int64_t e = int64_t(w_lo) * C + (i - r * row_len);  // element within the input row
-    tile[i] = h >= 0 && h < int(g.H) && e >= 0 && e < row_end ? xn[int64_t(h) * xs2 + e] : T(0);
-  }
-  for (int k = threadIdx.x; k < Kp; k += blockDim.x) offk[k] = k < RSC ? k / SC * row_len + k % SC : -1;
-  __syncthreads();
-  const int lane = threadIdx.x % 32, warps = blockDim.x / 32, step = int(g.sw) * C;
-  for (int k = threadIdx.x / 32; k < Kp; k += warps) {
-    const int off = offk[k];
-    for (int m = lane; m < rows; m += 32) piece[m * ostride + k] = off >= 0 ? tile[m * step + off] : T(0);
+  for (int r = 0; r < int(g.R); ++r) {
+    const int h = p * int(g.sh) - int(g.ph) + r * int(g.dh);
+    const T* src = x + int64_t(n0 + n) * xs0 + int64_t(h) * xs2;
+    for (int j = threadIdx.x; j < row_len; j += blockDim.x) {
+      const int64_t e = int64_t(w_lo) * C + j;  // element within the input row
+      tile[r * row_len + j] = h >= 0 && h < int(g.H) && e >= 0 && e < row_end ? src[e] : T(0);
+    }
   }
   __syncthreads();
-  const int chunks = Kp * int(sizeof(T)) / 16;  // 16-byte chunks of a row
-  T* out = cols + (np * g.Q + q0) * g.Kp;       // m = (n, p, q) rows of this chunk
-  for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
-    const int m = i / chunks, u = i - m * chunks;
-    const uint32_t* src = reinterpret_cast<const uint32_t*>(piece + m * ostride) + 4 * u;  // 4-byte aligned
-    reinterpret_cast<uint4*>(out + int64_t(m) * Kp)[u] = make_uint4(src[0], src[1], src[2], src[3]);
+  const int vcols = Kp / 8, groups = max(1, int(blockDim.x) / vcols), rows = min(qt, int(g.Q) - q0);
+  const int step = int(g.sw) * C;
+  for (int item = threadIdx.x; item < vcols * groups; item += blockDim.x) {
+    const int v = item % vcols, grp = item / vcols;
+    int off[8];  // tile offset of each of this thread's columns at output pixel 0; -1: zero padding
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int k = v * 8 + e, r = k / SC;
+      off[e] = k < RSC ? r * row_len + (k - r * SC) : -1;
+    }
+    T* out = cols + (np * g.Q + q0) * g.Kp + v * 8;  // m = (n, p, q) rows of this chunk
+    for (int m = grp; m < rows; m += groups) {
+      const T* src = tile + m * step;
+      alignas(16) T e8[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) e8[e] = off[e] >= 0 ? src[off[e]] : T(0);
+#pragma unroll
+      for (int u = 0; u < int(sizeof(e8) / 16); ++u)
+        reinterpret_cast<uint4*>(out + int64_t(m) * Kp)[u] = reinterpret_cast<const uint4*>(e8)[u];
+    }
   }
 }
 
@@ -209,14 +204,14 @@ void with_gather_dtype(const GemmArgs& a, Fn&& fn) {
 void im2col(const GemmArgs& a, const at::Tensor& x, const Geom<>& g, int64_t n0, int64_t images, at::Tensor& cols) {
   const int64_t out_rows = images * g.P * g.Q;
   const bool vec = vec_ok(x);  // fp32 too: two 16-byte vectors per thread
-  // im2col_rows_kernel: `qt` output pixels per block, halved until its shared memory fits 48 KiB
+  // im2col_rows_kernel: `qt` output pixels per block, halved until the staged rows fit 32 KiB
   int qt = 64, span = 0;
   int64_t smem = 0;
   const bool rows_ok = !vec && g.dw == 1 && x.stride(1) == 1 && x.stride(3) == g.C;
   for (; rows_ok; qt /= 2) {
     span = int((std::min<int64_t>(qt, g.Q) - 1) * g.sw + g.S);
-    smem = RowsLayout::of(qt, span, g.R, g.C, g.Kp, x.element_size()).total();
-    if (smem <= 48 * 1024 || qt == 1) break;
+    smem = g.R * span * g.C * x.element_size();
+    if (smem <= 32 * 1024 || qt <= 8) break;
   }
   const bool rows = rows_ok && smem <= 48 * 1024;
   const auto stream = at::cuda::getCurrentCUDAStream();
