@@ -247,16 +247,28 @@ __global__ void __launch_bounds__(256) dw_wgrad_vec_kernel(ConvOperands c, int r
 // leave 20.
 constexpr int kTQ = 4, kTileThreads = 128;
 template <typename T, int KS, int SW>
-__global__ void __launch_bounds__(kTileThreads) dw_fwd_tile_kernel(ConvOperands c, const T* __restrict__ w_rsc, Epilogue<T> epi) {
+__global__ void __launch_bounds__(kTileThreads)
+    dw_fwd_tile_kernel(ConvOperands c, const T* __restrict__ w_rsc, bool flip, Epilogue<T> epi) {
   constexpr int V = 16 / sizeof(T), NW = (kTQ - 1) * SW + KS;
-  const int C = int(c.C), H = int(c.H), W = int(c.W), P = int(c.P), Q = int(c.Q), CV = C / V;
+  const int C = int(c.C), H = int(c.H), W = int(c.W), P = int(c.P), Q = int(c.Q), CV = C / V, R = int(c.R);
+  if (w_rsc == nullptr) {  // the kernel laid out [R, S, C] in shared memory, flipped where asked
+    extern __shared__ __align__(16) unsigned char dw_smem[];
+    T* staged = reinterpret_cast<T*>(dw_smem);
+    const T* w = static_cast<const T*>(c.w);
+    for (int j = threadIdx.x; j < R * KS * C; j += blockDim.x) {
+      const int ch = j % C, rs = j / C, r = rs / KS, s = rs % KS;
+      staged[j] = w[ch * c.ws[0] + (flip ? R - 1 - r : r) * c.ws[2] + (flip ? KS - 1 - s : s) * c.ws[3]];
+    }
+    __syncthreads();
+    w_rsc = staged;
+  }
   const int tiles = (Q + kTQ - 1) / kTQ, i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= int(c.N) * P * tiles * CV) return;  // the caller keeps this below 2^31
   const int cv = i % CV, t = i / CV, q0 = t % tiles * kTQ, np = t / tiles, p = np % P;
   const T* xn = static_cast<const T*>(c.x) + int64_t(np / P) * H * W * C + cv * V;
   const int w0 = q0 * SW - int(c.pw);
   float acc[kTQ][V] = {};
-  for (int r = 0; r < int(c.R); ++r) {
+  for (int r = 0; r < R; ++r) {
     const int h = p * int(c.sh) - int(c.ph) + r * int(c.dh);
     if (h < 0 || h >= H) continue;
     const T* xr = xn + int64_t(h) * W * C;
@@ -296,7 +308,7 @@ __global__ void __launch_bounds__(kTileThreads) dw_fwd_tile_kernel(ConvOperands 
 // generic walk kernel (a tap loop per output) took 317 us against torch's 124 on the fp32
 // 3x3 32@112 b32 layer (H200, NOTES 21).
 template <typename T, int KS, int SW>
-__global__ void __launch_bounds__(kTileThreads) dw_fwd_nchw_kernel(ConvOperands c, Epilogue<T> epi) {
+__global__ void __launch_bounds__(kTileThreads) dw_fwd_nchw_kernel(ConvOperands c, bool flip, Epilogue<T> epi) {
   using Acc = AccOf<T>;
   constexpr int NW = (kTQ - 1) * SW + KS;
   const int H = int(c.H), W = int(c.W), P = int(c.P), Q = int(c.Q), K = int(c.K);
@@ -313,7 +325,7 @@ __global__ void __launch_bounds__(kTileThreads) dw_fwd_nchw_kernel(ConvOperands 
     const T* xr = xc + h * W;
     T xv[NW], wv[KS];
 #pragma unroll
-    for (int s = 0; s < KS; ++s) wv[s] = wk[r * c.ws[2] + s * c.ws[3]];
+    for (int s = 0; s < KS; ++s) wv[s] = wk[(flip ? int(c.R) - 1 - r : r) * c.ws[2] + (flip ? KS - 1 - s : s) * c.ws[3]];
 #pragma unroll
     for (int j = 0; j < NW; ++j) xv[j] = w0 + j >= 0 && w0 + j < W ? xr[w0 + j] : T(0);
 #pragma unroll
@@ -435,45 +447,72 @@ at::Tensor wgrad_vec_partial(const GemmArgs& a, const ConvOperands& c, int sms) 
 
 }  // namespace
 
-bool conv_fwd_depthwise(const GemmArgs& a) {
+namespace {
+
+// The forward of a depthwise problem; flip: read the kernel flipped along (R, S) (the data
+// gradient as a forward). The tile kernels take the flip and a kernel of up to 16 KiB from the
+// weight as it is, staged in shared memory per block: no permuted or flipped copy, which cost an
+// allocation and a launch each (host time the b32 rows are bound by). The rest read a copy.
+bool depthwise_fwd(const GemmArgs& a, bool flip) {
   const auto& c = a.conv;
-  if (!is_depthwise(c)) return false;
-  const Walk wk{int(c.K), int(c.P), int(c.Q), c.ys[1] == 1 && c.K > 1};
   const auto stream = at::cuda::getCurrentCUDAStream();
-  if (a.dtype != at::kDouble && vec_ok(a, int(c10::elementSize(a.dtype)))) {
+  const int64_t es = c10::elementSize(a.dtype), big = int64_t(1) << 31;
+  const bool vec = a.dtype != at::kDouble && vec_ok(a, int(es));
+  const int64_t tiles = (c.Q + kTQ - 1) / kTQ, wbytes = c.R * c.S * c.C * es;
+  const int64_t threads = vec ? c.N * c.P * tiles * (c.C / (16 / es)) : c.N * c.K * c.P * tiles;
+  const bool nchw = nchw_dense(c.xs, c.C, c.H, c.W) && nchw_dense(c.ys, c.K, c.P, c.Q) && c.N * c.C * c.H * c.W < big;
+  const unsigned blocks = unsigned((threads + kTileThreads - 1) / kTileThreads);
+  bool done = false;
+  if (threads < big && c.W * c.C < big && (vec ? wbytes <= 16 * 1024 || !flip : nchw)) {
+    at::Tensor w_rsc;  // the [R, S, C] copy, for a kernel too large to stage
+    if (vec && wbytes > 16 * 1024)
+      w_rsc = at::from_blob(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, cuda_options(a.dtype)).permute({1, 2, 0}).contiguous();
+    with_dtype(a.dtype, [&](auto t) {
+      using T = decltype(t);
+      const Epilogue<T> epi = epilogue_of<T>(a);
+      done = with_dw_shape(c, [&](auto ks, auto sw) {
+        if constexpr (!std::is_same<T, double>::value) {
+          if (vec) {
+            const T* wr = w_rsc.defined() ? static_cast<const T*>(w_rsc.const_data_ptr()) : nullptr;
+            dw_fwd_tile_kernel<T, ks.value, sw.value>
+                <<<blocks, kTileThreads, wr ? 0 : wbytes, stream>>>(c, wr, flip, epi);
+            return;
+          }
+        }
+        dw_fwd_nchw_kernel<T, ks.value, sw.value><<<blocks, kTileThreads, 0, stream>>>(c, flip, epi);
+      });
+    });
+  }
+  if (done) {
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return true;
+  }
+  if (flip) {  // the kernels below read the weight as given: flip a copy
+    const at::Tensor wf = at::from_blob(c.w, {c.K, 1, c.R, c.S}, at::IntArrayRef(c.ws, 4), cuda_options(a.dtype)).flip({2, 3});
+    GemmArgs f = a;
+    f.conv.w = const_cast<void*>(wf.const_data_ptr());
+    for (int i = 0; i < 4; ++i) f.conv.ws[i] = wf.stride(i);
+    return depthwise_fwd(f, false);
+  }
+  if (vec) {
     const at::Tensor w_rsc = at::from_blob(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, cuda_options(a.dtype))
                                  .permute({1, 2, 0})
                                  .contiguous();
-    const unsigned blocks = blocks_for(c.N * c.P * c.Q * c.C / (16 / int64_t(c10::elementSize(a.dtype))));
     with_dtype(a.dtype, [&](auto t) {
       using T = decltype(t);
       if constexpr (!std::is_same<T, double>::value) {
         const Epilogue<T> epi = epilogue_of<T>(a);
-        const int64_t threads = c.N * c.P * ((c.Q + kTQ - 1) / kTQ) * (c.C / (16 / int64_t(sizeof(T))));
-        const bool fits = threads < (int64_t(1) << 31) && c.W * c.C < (int64_t(1) << 31);
-        if (fits && with_dw_shape(c, [&](auto ks, auto sw) {
-              dw_fwd_tile_kernel<T, ks.value, sw.value>
-                  <<<unsigned((threads + kTileThreads - 1) / kTileThreads), kTileThreads, 0, stream>>>(
-                  c, static_cast<const T*>(w_rsc.const_data_ptr()), epi);
-            }))
-          return;
         with_act(a.act, [&](auto act) {
-          dw_fwd_vec_kernel<T, decltype(act)::value><<<blocks, 256, 0, stream>>>(c, static_cast<const T*>(w_rsc.const_data_ptr()), epi);
+          dw_fwd_vec_kernel<T, decltype(act)::value><<<blocks_for(c.N * c.P * c.Q * c.C / (16 / es)), 256, 0, stream>>>(
+              c, static_cast<const T*>(w_rsc.const_data_ptr()), epi);
         });
       }
     });
   } else {
+    const Walk wk{int(c.K), int(c.P), int(c.Q), c.ys[1] == 1 && c.K > 1};
     with_dtype(a.dtype, [&](auto t) {
       using T = decltype(t);
       const Epilogue<T> epi = epilogue_of<T>(a);
-      const int64_t threads = c.N * c.K * c.P * ((c.Q + kTQ - 1) / kTQ);
-      const bool nchw = nchw_dense(c.xs, c.C, c.H, c.W) && nchw_dense(c.ys, c.K, c.P, c.Q) &&
-                        c.N * c.C * c.H * c.W < (int64_t(1) << 31) && threads < (int64_t(1) << 31);
-      if (nchw && with_dw_shape(c, [&](auto ks, auto sw) {
-            dw_fwd_nchw_kernel<T, ks.value, sw.value>
-                <<<unsigned((threads + kTileThreads - 1) / kTileThreads), kTileThreads, 0, stream>>>(c, epi);
-          }))
-        return;
       with_act(a.act, [&](auto act) {
         dw_fwd_kernel<T, AccOf<T>, decltype(act)::value><<<walk_grid(wk, c.N), 256, 0, stream>>>(c, wk, epi);
       });
@@ -483,13 +522,15 @@ bool conv_fwd_depthwise(const GemmArgs& a) {
   return true;
 }
 
+}  // namespace
+
+bool conv_fwd_depthwise(const GemmArgs& a) { return is_depthwise(a.conv) && depthwise_fwd(a, false); }
+
 bool conv_dgrad_depthwise(const GemmArgs& a) {
   const auto& c = a.conv;
   if (!is_depthwise(c)) return false;
-  if (c.K == c.C && dgrad_as_forward_ok(c)) {  // one output per channel: the (vectorized) forward
-    const at::Tensor wf = at::from_blob(c.w, {c.K, 1, c.R, c.S}, at::IntArrayRef(c.ws, 4), cuda_options(a.dtype)).flip({2, 3});
-    return conv_fwd_depthwise(dgrad_as_forward(a, wf.const_data_ptr(), wf.strides().data()));
-  }
+  if (c.K == c.C && dgrad_as_forward_ok(c))  // one output per channel: the forward, kernel flipped
+    return depthwise_fwd(dgrad_as_forward(a, c.w, c.ws), true);
   const Walk wk{int(c.C), int(c.H), int(c.W), c.xs[1] == 1 && c.C > 1};
   with_dtype(a.dtype, [&](auto t) {
     using T = decltype(t);
