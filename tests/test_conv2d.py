@@ -143,6 +143,9 @@ CUDA_CASES = {
     "depthwise_5x5_p2": Conv(2, 24, 19, 21, 24, 5, 5, 1, 2, groups=24),
     "depthwise_5x5_s2": Conv(1, 40, 23, 23, 40, 5, 5, 2, 2, groups=40),
     "depthwise_7x7": Conv(1, 16, 20, 20, 16, 7, 7, 1, 3, groups=16),
+    # a kernel over 16 KiB (49 taps x 192 channels): the tile kernel reads a permuted copy instead
+    # of staging it in shared memory, and the data gradient flips a copy
+    "depthwise_7x7_c192": Conv(2, 192, 9, 11, 192, 7, 7, 1, 3, groups=192),
     "depthwise_x2": Conv(2, 16, 20, 20, 32, 3, 3, 1, 1, groups=16),
     "depthwise_x2_s2": Conv(1, 12, 17, 13, 24, 3, 3, 2, 1, groups=12),
     "depthwise_dil2": Conv(2, 16, 20, 20, 16, 3, 3, 1, 2, 2, groups=16),
@@ -161,7 +164,7 @@ BWD_CASES = ["1x1", "1x1_stride2", "1x1_pad1", "1x1_big_k65", "3x3", "3x3_s2", "
              "batch1", "batch1_56", "long_reduction", "2x2_stride3", "dilated", "kernel_3x5_stride_2x1", "aniso",
              "odd_13x17_c5_k65", "c3_k7", "c100_7x7", "stem7x7", "stem7x7_224", "patch16", "patch14", "chunked_cols",
              "groups2", "depthwise", "depthwise_x2", "depthwise_s2", "depthwise_5x5_s2", "depthwise_7x7",
-             "depthwise_dil2", "depthwise_c67", "depthwise_96@56", "resnet_3x3_64@56", "3x3_c64_pad130"]
+             "depthwise_dil2", "depthwise_c67", "depthwise_96@56", "depthwise_7x7_c192", "resnet_3x3_64@56", "3x3_c64_pad130"]
 
 ACTS = ["none", "relu", "gelu", "silu"]
 ACT_FN = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
