@@ -242,7 +242,8 @@ __global__ void __launch_bounds__(256) dw_wgrad_vec_kernel(ConvOperands c, int r
 // (kTQ - 1) * SW + KS input columns those outputs read once, and the row's weights once, and adds
 // each column into every output that reads it. dw_fwd_vec_kernel (one output per thread) loaded
 // and converted every column KS times and the weights per output: 55 us against cuDNN's 26 on
-// the 3x3 32@112 b32 layer (H200, NOTES 21).
+// the 3x3 32@112 b32 layer (H200, NOTES 21); this kernel 31 us. w_rsc: the weight laid out
+// [R, S, C], or null: the block stages it from c.w (flipped along R and S where `flip`).
 // Blocks of 128 threads: at ~100 registers a thread, 256-thread blocks left 16 warps per SM, 128
 // leave 20.
 constexpr int kTQ = 4, kTileThreads = 128;
