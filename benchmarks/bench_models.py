@@ -94,9 +94,10 @@ def allocated(device):
 
 
 def prepare(spec, impl, mode, pass_, batch, args):
-    """(fn, peak MB): build, (compile), and make the first two calls; the peak covers the model,
-    its optimizer state and those calls, over what was allocated before (the other impl's model
-    may be alive beside it). The second call sizes the timed repetitions (see timed_rounds)."""
+    """(fn, peak MB, seconds of the second call): build, (compile), and make the first two calls;
+    the peak covers the model, its optimizer state and those calls, over what was allocated before
+    (the other impl's model may be alive beside it). The second call's time sizes the timed
+    repetitions (see timed_rounds)."""
     base = allocated(args.device)
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -112,16 +113,15 @@ def prepare(spec, impl, mode, pass_, batch, args):
     t0 = time.perf_counter()
     fn()
     sync(args.device)
-    fn.once_s = time.perf_counter() - t0
+    once = time.perf_counter() - t0
     peak = (torch.cuda.max_memory_allocated() - base) / 2 ** 20 if args.device == "cuda" else None
-    return fn, peak
+    return fn, peak, once
 
 
-def timed_rounds(fns, args):
+def timed_rounds(fns, once, args):
     """{impl: [median ms of each round]}: ROUNDS rounds, each timing every impl in turn (time_ms
     over a share of the repetitions), so a drift of clocks or of other work on the GPU lands on
-    both sides alike instead of on whichever ran second."""
-    once = max(fn.once_s for fn in fns.values())
+    both sides alike instead of on whichever ran second. once: the slowest side's single call (s)."""
     n = max(3, min(args.reps, int(args.budget / max(once, 1e-6))))
     per_round = max(1, -(-n // args.rounds))
     out = {impl: [] for impl in fns}
@@ -137,15 +137,16 @@ def record(spec, mode, pass_, batch, args):
     rec = {"model": spec[0], "mode": mode, "pass": pass_, "batch": batch, "dtype": "bfloat16",
            "layout": "channels_last" if spec[3] == torch.channels_last else "contiguous"}
     torch._dynamo.reset()
-    fns = {}
+    fns, once = {}, 0.0
     try:
         for impl in ("tileops", "torch"):
             try:
-                fns[impl], rec[impl + "_peak_mb"] = prepare(spec, impl, mode, pass_, batch, args)
+                fns[impl], rec[impl + "_peak_mb"], t = prepare(spec, impl, mode, pass_, batch, args)
+                once = max(once, t)
             except Exception as e:  # keep going: a failed compile or an OOM is a result too
                 rec[impl + "_error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:300] if str(e).strip() else "")
                 traceback.print_exc()
-        rounds = timed_rounds(fns, args) if fns else {}
+        rounds = timed_rounds(fns, once, args) if fns else {}
         for impl in ("tileops", "torch"):
             r = rounds.get(impl)
             rec[impl + "_ms"] = statistics.median(r) if r else None

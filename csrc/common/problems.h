@@ -47,6 +47,10 @@ struct ConvOperands {
 TILEOPS_HD bool nhwc_dense(const int64_t* st, int64_t C, int64_t H, int64_t W) {
   return st[1] == 1 && st[3] == C && st[2] == W * C && st[0] == H * W * C;
 }
+// ... and of a dense NCHW one: rows (n, c, h) of W.
+TILEOPS_HD bool nchw_dense(const int64_t* st, int64_t C, int64_t H, int64_t W) {
+  return st[3] == 1 && st[2] == W && st[1] == H * W && st[0] == C * H * W;
+}
 
 template <typename T>
 struct MatmulProblem {

@@ -412,11 +412,6 @@ bool with_dw_shape(const ConvOperands& c, Fn&& fn) {
   return found;
 }
 
-// NCHW-dense (N, C, H, W) strides.
-bool nchw_dense(const int64_t* st, int64_t C, int64_t H, int64_t W) {
-  return st[3] == 1 && st[2] == W && st[1] == H * W && st[0] == C * H * W;
-}
-
 // dw_wgrad_vec_kernel's partial sums [splits, K, 1, R, S] (fp32) of channels_last dense x and
 // dy (as conv_wgrad_depthwise makes them) where it applies: one output per channel, C a multiple
 // of the vector, a 3, 5 or 7 wide kernel, 16-byte aligned, 32-bit indices. Else undefined.
@@ -446,10 +441,6 @@ at::Tensor wgrad_vec_partial(const GemmArgs& a, const ConvOperands& c, int sms) 
   return partial;
 }
 
-}  // namespace
-
-namespace {
-
 // The forward of a depthwise problem; flip: read the kernel flipped along (R, S) (the data
 // gradient as a forward). The tile kernels take the flip and a kernel of up to 16 KiB from the
 // weight as it is, staged in shared memory per block: no permuted or flipped copy, which cost an
@@ -463,20 +454,26 @@ bool depthwise_fwd(const GemmArgs& a, bool flip) {
   const int64_t threads = vec ? c.N * c.P * tiles * (c.C / (16 / es)) : c.N * c.K * c.P * tiles;
   const bool nchw = nchw_dense(c.xs, c.C, c.H, c.W) && nchw_dense(c.ys, c.K, c.P, c.Q) && c.N * c.C * c.H * c.W < big;
   const unsigned blocks = unsigned((threads + kTileThreads - 1) / kTileThreads);
+  // the weight laid out [R, S, C], for the vector kernels that do not stage it; made on first use
+  at::Tensor w_rsc;
+  auto rsc = [&](auto tag) {
+    if (!w_rsc.defined())
+      w_rsc = at::from_blob(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, cuda_options(a.dtype))
+                  .permute({1, 2, 0})
+                  .contiguous();
+    return static_cast<const decltype(tag)*>(w_rsc.const_data_ptr());
+  };
+  const bool staged = wbytes <= 16 * 1024;
   bool done = false;
-  if (threads < big && c.W * c.C < big && (vec ? wbytes <= 16 * 1024 || !flip : nchw)) {
-    at::Tensor w_rsc;  // the [R, S, C] copy, for a kernel too large to stage
-    if (vec && wbytes > 16 * 1024)
-      w_rsc = at::from_blob(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, cuda_options(a.dtype)).permute({1, 2, 0}).contiguous();
+  if (threads < big && c.W * c.C < big && (vec ? staged || !flip : nchw)) {
     with_dtype(a.dtype, [&](auto t) {
       using T = decltype(t);
       const Epilogue<T> epi = epilogue_of<T>(a);
       done = with_dw_shape(c, [&](auto ks, auto sw) {
         if constexpr (!std::is_same<T, double>::value) {
           if (vec) {
-            const T* wr = w_rsc.defined() ? static_cast<const T*>(w_rsc.const_data_ptr()) : nullptr;
             dw_fwd_tile_kernel<T, ks.value, sw.value>
-                <<<blocks, kTileThreads, wr ? 0 : wbytes, stream>>>(c, wr, flip, epi);
+                <<<blocks, kTileThreads, staged ? wbytes : 0, stream>>>(c, staged ? nullptr : rsc(t), flip, epi);
             return;
           }
         }
@@ -496,16 +493,13 @@ bool depthwise_fwd(const GemmArgs& a, bool flip) {
     return depthwise_fwd(f, false);
   }
   if (vec) {
-    const at::Tensor w_rsc = at::from_blob(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, cuda_options(a.dtype))
-                                 .permute({1, 2, 0})
-                                 .contiguous();
     with_dtype(a.dtype, [&](auto t) {
       using T = decltype(t);
       if constexpr (!std::is_same<T, double>::value) {
         const Epilogue<T> epi = epilogue_of<T>(a);
         with_act(a.act, [&](auto act) {
-          dw_fwd_vec_kernel<T, decltype(act)::value><<<blocks_for(c.N * c.P * c.Q * c.C / (16 / es)), 256, 0, stream>>>(
-              c, static_cast<const T*>(w_rsc.const_data_ptr()), epi);
+          dw_fwd_vec_kernel<T, decltype(act)::value>
+              <<<blocks_for(c.N * c.P * c.Q * c.C / (16 / es)), 256, 0, stream>>>(c, rsc(t), epi);
         });
       }
     });

@@ -27,9 +27,10 @@ bool conv_wgrad_sm90(const GemmArgs& a);
 inline bool dgrad_as_forward_ok(const ConvOperands& c) {
   return c.sh == 1 && c.sw == 1 && c.ph <= c.dh * (c.R - 1) && c.pw <= c.dw * (c.S - 1);
 }
-// The forward problem for a dgrad problem `a`; w_flipped: the kernel flipped along (R, S),
-// indexed (in channel of the forward, out channel / groups, r, s) through strides ws.
-inline GemmArgs dgrad_as_forward(const GemmArgs& a, const void* w_flipped, const int64_t* ws) {
+// The forward problem for a dgrad problem `a`, reading the kernel w indexed (in channel of the
+// forward, out channel / groups, r, s) through strides ws. That forward wants the kernel flipped
+// along (R, S): the caller passes a flipped copy, or a kernel that reads w flipped (depthwise).
+inline GemmArgs dgrad_as_forward(const GemmArgs& a, const void* w, const int64_t* ws) {
   const ConvOperands& c = a.conv;
   GemmArgs f = a;
   f.kind = Kind::ConvFwd;
@@ -38,7 +39,7 @@ inline GemmArgs dgrad_as_forward(const GemmArgs& a, const void* w_flipped, const
   fc.C = c.K, fc.K = c.C, fc.Cg = c.Kg, fc.Kg = c.Cg;
   fc.H = c.P, fc.W = c.Q, fc.P = c.H, fc.Q = c.W;
   fc.ph = c.dh * (c.R - 1) - c.ph, fc.pw = c.dw * (c.S - 1) - c.pw;
-  fc.x = c.y, fc.y = c.x, fc.w = const_cast<void*>(w_flipped);
+  fc.x = c.y, fc.y = c.x, fc.w = const_cast<void*>(w);
   for (int i = 0; i < 4; ++i) fc.xs[i] = c.ys[i], fc.ys[i] = c.xs[i], fc.ws[i] = ws[i];
   return f;
 }
