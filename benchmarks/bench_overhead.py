@@ -29,6 +29,18 @@ def cases(dev):
         lambda x, w, b: F.gelu(F.linear(x, w, b)))
     yield "conv2d+bias+relu", (x, w, bias), (lambda x, w, b: tileops.conv2d(x, w, b, 1, 1, activation="relu")), (
         lambda x, w, b: F.relu(F.conv2d(x, w, b, 1, 1)))
+    if dev != "cuda":
+        return
+    # The paths the GPU benchmarks take: bf16 channels_last through the Hopper implicit-GEMM conv
+    # and the depthwise kernels; "(op)" calls the registered op directly, without the Python wrapper.
+    cl = dict(dtype=torch.bfloat16, memory_format=torch.channels_last)
+    xc, wc, wd = x.new_empty(1, 64, 8, 8).normal_().to(**cl), t(64, 64, 3, 3).to(**cl), t(64, 1, 3, 3).to(**cl)
+    op = torch.ops.tileops.conv2d.default
+    yield "conv2d bf16 cl", (xc, wc), (lambda x, w: tileops.conv2d(x, w, None, 1, 1)), (lambda x, w: F.conv2d(x, w, None, 1, 1))
+    yield "conv2d bf16 cl (op)", (xc, wc), (
+        lambda x, w: op(x, w, None, (1, 1), (1, 1), (1, 1), 1, "none", None)), (lambda x, w: F.conv2d(x, w, None, 1, 1))
+    yield "depthwise bf16 cl", (xc, wd), (lambda x, w: tileops.conv2d(x, w, None, 1, 1, groups=64)), (
+        lambda x, w: F.conv2d(x, w, None, 1, 1, groups=64))
 
 
 def per_call_us(fn, dev, calls=2000, repeats=7):
