@@ -9,6 +9,9 @@ add and ReLU. Same run, same inputs; TF32 flags set for every row (fp32 rows: TF
 Writes the JSON (records as matmul.json: op, label, dtype, layout, shape, pass, tileops_ms,
 torch_ms, ratio = torch_ms / tileops_ms, tileops_tflops; a failing row keeps its error and the run
 goes on), a PNG beside it, and prints geometric means per layer group, pass and dtype.
+tileops_ms / torch_ms are GPU time (the host queues each call while the GPU is still busy, as in a
+model); tileops_call_ms / torch_call_ms (call_ratio) start each call on an idle GPU and so include
+the host's cost up to the first launch (benchmarks/bench_overhead.py measures that cost alone).
 Reps adapt to the call time (30 for fast calls, down to 3 for calls over 0.5 s) so that the whole
 matrix stays within a few minutes on an H200.
 """
@@ -46,6 +49,7 @@ KINDS = [("bfloat16", "channels_last"), ("float16", "channels_last"), ("float32"
 FUSED = ("bfloat16", "channels_last")  # conv + bias + ReLU, on the ResNet layers
 PASSES = ["fwd", "fwd+bwd", "fwd+bias+relu"]
 SLOW_S = 0.5  # a call slower than this is timed 3 times, without more warm-up
+LEAD_MAX_S = 0.002  # calls up to this long are also timed with the queue running ahead (GPU ms)
 
 
 def rows(quick):
@@ -75,8 +79,11 @@ def row_key(layer, n, kind, layout, pss):
 
 
 def timed(fn, device, budget_s):
-    """(median ms, reps): about budget_s of timed calls, between 3 and 30 of them. The first two
-    (untimed) calls take cuDNN's autotuning and first-launch set-up; fast calls get 3 more warm-ups."""
+    """(GPU ms, call ms, reps): about budget_s of timed calls, between 3 and 30 of them. The first two
+    (untimed) calls take cuDNN's autotuning and first-launch set-up; fast calls get 3 more warm-ups.
+    Call ms: each call starts on an idle GPU, so host cost up to its first launch counts. GPU ms: the
+    queue runs ahead of the GPU (common.time_ms's lead), so only the GPU's time counts; calls over
+    LEAD_MAX_S are timed once, the host's share being small there."""
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     fn()
     sync()
@@ -85,9 +92,13 @@ def timed(fn, device, budget_s):
     sync()
     one = time.perf_counter() - t0
     if one > SLOW_S:
-        return time_ms(fn, warmup=0, reps=3, device=device), 3
+        t = time_ms(fn, warmup=0, reps=3, device=device)
+        return t, t, 3
     reps = int(max(3, min(30, budget_s / max(one, 1e-6))))
-    return time_ms(fn, warmup=3 if one < 0.02 else 0, reps=reps, device=device), reps
+    call = time_ms(fn, warmup=3 if one < 0.02 else 0, reps=reps, device=device)
+    if device != "cuda" or one > LEAD_MAX_S:
+        return call, call, reps
+    return time_ms(fn, warmup=0, reps=reps, device=device, lead_us=1.5 * one * 1e6 + 20), call, reps
 
 
 def build(layer, n, kind, pss, layout, device):
@@ -133,10 +144,11 @@ def run_row(layer, n, kind, layout, pss, device, budget_s):
         mine, theirs, flops = build(layer, n, kind, pss, layout, device)
         if pss != "fwd+bwd":
             rec["rel_err"] = rel_err(mine, theirs)
-        t_mine, reps_mine = timed(mine, device, budget_s)
-        t_torch, reps_torch = timed(theirs, device, budget_s)
+        t_mine, call_mine, reps_mine = timed(mine, device, budget_s)
+        t_torch, call_torch, reps_torch = timed(theirs, device, budget_s)
         rec.update(tileops_ms=t_mine, torch_ms=t_torch, ratio=t_torch / t_mine, tileops_tflops=flops / t_mine / 1e9,
-                   torch_tflops=flops / t_torch / 1e9, reps=[reps_mine, reps_torch])
+                   torch_tflops=flops / t_torch / 1e9, reps=[reps_mine, reps_torch], tileops_call_ms=call_mine,
+                   torch_call_ms=call_torch, call_ratio=call_torch / call_mine)
     except Exception as e:  # record it and go on: one bad row must not lose the others
         rec["error"] = ("%s: %s" % (type(e).__name__, e))[:500]
     return rec
@@ -154,10 +166,11 @@ def summary(records):
     for pss in PASSES:
         for group in ["resnet", "stem", "patch", "depthwise", "all"]:
             for kind in [k for k, _ in KINDS]:
-                sel = [r["ratio"] for r in ok if r["pass"] == pss and r["dtype"] == kind and group in ("all", r["group"])]
+                rs = [r for r in ok if r["pass"] == pss and r["dtype"] == kind and group in ("all", r["group"])]
+                sel = [r["ratio"] for r in rs]
                 if sel:
                     out.append(dict(pass_=pss, group=group, dtype=kind, n=len(sel), geomean=geomean(sel),
-                                    worst=min(sel), best=max(sel)))
+                                    worst=min(sel), best=max(sel), call_geomean=geomean([r.get("call_ratio") for r in rs])))
     return out
 
 
@@ -172,10 +185,11 @@ def print_summary(records):
             print("%-36s %-9s %-4d %-14s %10.4f %10.4f %7.2fx %8.1f %s" % (
                 r["label"], r["dtype"], r["N"], r["pass"], r["tileops_ms"], r["torch_ms"], r["ratio"],
                 r["tileops_tflops"], "%.1e" % r["rel_err"] if "rel_err" in r else ""))
-    print("\ngeometric mean of the ratio (n rows; worst..best)")
+    print("\ngeometric mean of the ratio of GPU times (n rows; worst..best), and of per-call times")
     for s in summary(records):
-        print("  %-14s %-10s %-9s %6.3fx  (n=%d; %.3f..%.3f)" % (s["pass_"], s["group"], s["dtype"], s["geomean"], s["n"],
-                                                                s["worst"], s["best"]))
+        print("  %-14s %-10s %-9s %6.3fx  (n=%d; %.3f..%.3f)  call %s" % (
+            s["pass_"], s["group"], s["dtype"], s["geomean"], s["n"], s["worst"], s["best"],
+            "%.3fx" % s["call_geomean"] if s["call_geomean"] else "-"))
     errors = [r for r in records if r["error"]]
     if errors:
         print("\n%d rows failed (see 'error' in the JSON)" % len(errors))

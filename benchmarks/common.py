@@ -10,8 +10,15 @@ import time
 import torch
 
 
-def time_ms(fn, warmup=5, reps=30, device="cuda"):
-    """Median milliseconds of fn() over `reps` timed calls after `warmup` calls."""
+def time_ms(fn, warmup=5, reps=30, device="cuda", lead_us=0.0):
+    """Median milliseconds of fn() over `reps` timed calls after `warmup` calls.
+
+    Each call sits between two CUDA events. With lead_us = 0 the GPU is idle when a call starts,
+    so the time includes the host's cost up to the call's first launch (what one call costs when
+    nothing else is queued). lead_us > 0 first queues a GPU sleep of that length, during which the
+    host queues the whole call: the time is then the GPU's alone, gaps between the call's own
+    launches included only where the host is slower than the GPU (as in a model whose queue
+    runs ahead). lead_us should exceed the host's time per call."""
     for _ in range(warmup):
         fn()
     if device != "cuda":
@@ -24,12 +31,21 @@ def time_ms(fn, warmup=5, reps=30, device="cuda"):
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    cycles = int(lead_us * _cycles_per_us())
     for s, e in zip(starts, ends):
+        if cycles:
+            torch.cuda._sleep(cycles)
         s.record()
         fn()
         e.record()
     torch.cuda.synchronize()
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def _cycles_per_us():
+    """The GPU clock in cycles per microsecond (for torch.cuda._sleep), 2000 where torch does not say."""
+    rate = getattr(torch.cuda.get_device_properties(0), "clock_rate", 0)  # kHz
+    return rate / 1e3 if rate else 2000.0
 
 
 def set_precision(kind):
