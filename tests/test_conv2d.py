@@ -130,6 +130,15 @@ CUDA_CASES = {
     "c100_7x7": Conv(1, 100, 9, 40, 16, 7, 7, 1, 3),
     "stem7x7": Conv(2, 3, 61, 61, 64, 7, 7, 2, 3),
     "stem7x7_224": Conv(1, 3, 224, 224, 64, 7, 7, 2, 3),
+    # C % 8 != 0 and R*S*C <= 256 (fp16/bf16, channels_last x: conv_smallc.cu's fused kernel):
+    # rows of more than one 128-pixel chunk, several 64-channel blocks with a partial last one,
+    # dilation with stride 3, a 1x7 kernel, R*S*C = 256 exactly, and staged rows over 48 KiB
+    "c3_q300": Conv(1, 3, 12, 300, 24, 3, 3, 1, 1),
+    "c3_k130": Conv(2, 3, 9, 11, 130, 3, 3, 1, 1),
+    "c6_5x5_s3_dil2": Conv(2, 6, 23, 25, 40, 5, 5, 3, 4, 2),
+    "c7_1x7": Conv(1, 7, 10, 33, 16, 1, 7, 1, (0, 3)),
+    "c4_8x8_k256": Conv(1, 4, 12, 12, 8, 8, 8, 2, 3),
+    "c7_5x5_sw4_wide": Conv(1, 7, 9, 520, 16, 5, 5, (1, 4), 2),
     "patch16": Conv(2, 3, 64, 64, 96, 16, 16, 16),
     "patch16_224": Conv(2, 3, 224, 224, 768, 16, 16, 16),
     "patch14": Conv(2, 3, 56, 56, 80, 14, 14, 14),
@@ -353,15 +362,33 @@ def test_conv2d_forward_cuda(kind, case, layout):
     run_forward(CUDA_CASES[case], case, "cuda", kind, layout)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case,kernel", [("stem7x7_224", "conv_smallc_kernel"), ("c7_5x5_sw4_wide", "conv_smallc_kernel"),
+                                         ("depthwise_96@56", "dw_fwd_tile_kernel")])
+def test_conv2d_fast_path_taken_cuda(kind, case, kernel):
+    """The fast paths run where they should (a silent fallback would still pass the value tests):
+    the forward's CUDA kernels, by name, from the profiler."""
+    c = CUDA_CASES[case]
+    x = torch.randn(c.x_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
+    w = torch.randn(c.w_shape, device="cuda", dtype=DTYPES[kind])
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        tileops.conv2d(x, w, None, *c.params)
+        torch.cuda.synchronize()
+    names = [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert any(kernel in n for n in names), "%s %s: expected %s among %s" % (case, kind, kernel, names)
+
+
 @pytest.mark.parametrize("device,kind", SOME_KINDS)
 @pytest.mark.parametrize("case,layout", [("1x1", "channels_last"), ("1x1", "contiguous"), ("3x3_s2", "channels_last"),
                                          ("3x3_c64", "channels_last"), ("stem7x7", "contiguous"),
-                                         ("depthwise", "channels_last")])
+                                         ("stem7x7", "channels_last"), ("depthwise", "channels_last")])
 @pytest.mark.parametrize("act", ACTS)
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 def test_conv2d_bias_activation(device, kind, case, layout, act, bias):
     """Every epilogue (bias or not, each activation) on each forward path: the direct 1x1 read,
-    1x1 on NCHW, im2col (3x3/2, the stem), sm_90 implicit GEMM (C % 64 == 0), depthwise."""
+    1x1 on NCHW, im2col (3x3/2, the NCHW stem), sm_90 implicit GEMM (C % 64 == 0), the small-C
+    kernel (the channels_last stem in fp16/bf16), depthwise."""
     run_forward(sized(case, device), case, device, kind, layout, act=act, bias=bias)
 
 

@@ -130,12 +130,13 @@ def test_conv2d_residual_cuda(kind, case, layout):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("case", ["1x1", "3x3_c64", "resnet_3x3_64@56", "3x3_k264", "depthwise"])
+@pytest.mark.parametrize("case", ["1x1", "3x3_c64", "resnet_3x3_64@56", "3x3_k264", "depthwise", "stem7x7", "c3_k130"])
 @pytest.mark.parametrize("act", ACTS)
 @pytest.mark.parametrize("res_layout", ["like_out", "misaligned", "other_format"])
 def test_conv2d_residual_hopper_epilogue_cuda(kind, case, act, res_layout):
     """The wgmma store loop (16-byte residual loads; scalar when misaligned) and split-K's reduce,
-    every activation, channels_last (the implicit GEMM's layout)."""
+    the small-C kernel's paired stores (stem7x7, c3_k130), every activation, channels_last (the
+    layout of those kernels)."""
     run_conv(CUDA_CASES[case], case, "cuda", kind, "channels_last", act, res_layout)
 
 

@@ -12,6 +12,7 @@ void gemm_cuda_conv_wgrad(const GemmArgs& a);
 bool conv_fwd_depthwise(const GemmArgs& a);  // conv_depthwise.cu
 bool conv_dgrad_depthwise(const GemmArgs& a);
 bool conv_wgrad_depthwise(const GemmArgs& a);
+bool conv_fwd_smallc(const GemmArgs& a);     // conv_smallc.cu: C % 8 != 0, R*S*C <= 256, fp16/bf16
 bool conv_fwd_lowered(const GemmArgs& a);    // conv_lowered.cu: groups == 1 onto the matmul families
 bool conv_dgrad_lowered(const GemmArgs& a);
 bool conv_wgrad_lowered(const GemmArgs& a);

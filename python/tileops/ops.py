@@ -17,6 +17,10 @@ _IntPair = Union[int, Sequence[int]]
 
 
 def _pair(v, name) -> Tuple[int, int]:
+    if type(v) is int:  # the common cases first: this runs on every call (bench_overhead.py)
+        return (v, v)
+    if type(v) is tuple and len(v) == 2 and type(v[0]) is int and type(v[1]) is int:
+        return v
     items = tuple(v) if isinstance(v, (tuple, list, torch.Size)) else (v,)
     try:
         items = tuple(operator.index(e) for e in items)  # ints (numpy and Sym ints too), never floats

@@ -1,0 +1,238 @@
+// Forward conv2d for few input channels (C not a multiple of 8, R*S*C <= 256; the ResNet stem's
+// 7x7/2 3->64): one implicit-GEMM kernel on mma.sync, with no column buffer. Such a C gives
+// neither TMA boxes nor 16-byte gathers, so the general path writes im2col columns to memory
+// and reads them back (NOTES 21: 78 + 98 us on the b32 stem). Here a block stages the R input
+// rows that one output row reads in shared memory, where each tap row's (s, c) columns are
+// contiguous, and builds the A fragments straight from them: column k = (r, s, c) of output
+// pixel q sits at staged element q * sw * C + koff[k].
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+#include <cstdint>
+
+#include "../common/epilogue.h"
+#include "cuda_util.h"
+#include "kinds.h"
+
+namespace tileops::cuda {
+namespace {
+
+constexpr int kWarps = 4, kThreads = kWarps * 32;
+constexpr int kMT = 2;                     // m16 tiles per warp: 32 output pixels
+constexpr int kQT = kWarps * kMT * 16;     // output pixels of a row per block pass
+constexpr int kNB = 64;                    // output channels per block (8 n8 tiles)
+constexpr int kMaxK = 256;                 // R*S*C, rounded up to 16
+constexpr int kMaxSmem = 96 * 1024;
+constexpr int kBlocksPerSm = 3;  // resident blocks at the 168 registers a thread this allows
+
+// The launch geometry: Kp = R*S*C rounded up to 16; B rows of ldb elements (Kp + 8: the ldmatrix
+// rows of a phase fall on distinct banks); `span` staged pixels of `row_len` = span * C elements.
+struct SmallC {
+  int C, H, W, K, R, S, P, Q, sh, sw, ph, pw, dh, dw;
+  int Kp, ldb, span, row_len, qchunks;
+  int64_t items;  // N * P * qchunks: (image, output row, chunk of kQT pixels)
+  bool pairs;     // two channels per 4-byte store (y channel-contiguous, 4-byte aligned)
+  size_t smem() const { return size_t(kNB) * ldb * 2 + size_t(Kp) * 4 + size_t(R) * row_len * 2; }
+};
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float* d, const uint32_t* a, const uint32_t* b) {
+  if constexpr (std::is_same<T, c10::BFloat16>::value) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// Two staged elements as one A register (low half: the lower column); a negative offset is a
+// padding column past R*S*C, read as zero (its B row is zero too, but the staged value could be
+// an Inf or NaN of the input).
+__device__ __forceinline__ uint32_t a_pair(const uint16_t* px, int o0, int o1) {
+  const uint32_t lo = o0 >= 0 ? px[o0] : 0u, hi = o1 >= 0 ? px[o1] : 0u;
+  return lo | (hi << 16);
+}
+
+// y[n, k, p, q] = act(bias[k] + residual + sum_{r,s,c} x[n, c, p*sh - ph + r*dh, q*sw - pw + s*dw] * w[k, c, r, s])
+// Block: kNB output channels (blockIdx.y), a grid-stride walk over (n, p, chunk of kQT pixels).
+// Warp w: pixels [32w, 32w + 32) of the chunk, all kNB channels (2 x 8 m16n8 accumulators).
+template <typename T, Act A>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(ConvOperands c, SmallC g, Epilogue<T> epi) {
+  extern __shared__ __align__(16) unsigned char smallc_smem[];
+  uint16_t* Bs = reinterpret_cast<uint16_t*>(smallc_smem);  // [kNB][ldb]: w[k0c + n] at column k
+  int* koff = reinterpret_cast<int*>(Bs + kNB * g.ldb);      // [Kp]: staged offset of column k, -1: padding
+  uint16_t* tile = reinterpret_cast<uint16_t*>(koff + g.Kp);  // [R][row_len]
+  const uint16_t* x = static_cast<const uint16_t*>(c.x);
+  const uint16_t* w = static_cast<const uint16_t*>(c.w);
+  T* y = static_cast<T*>(c.y);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gid = lane / 4, tig = lane % 4;
+  const int SC = g.S * g.C, RSC = g.R * SC, k0c = blockIdx.y * kNB;
+
+  for (int i = tid; i < kNB * g.Kp; i += kThreads) {  // B, k = (r, s, c), zero past R*S*C and K
+    const int n = i / g.Kp, k = i % g.Kp, r = k / SC, s = (k % SC) / g.C, ch = k % g.C;
+    Bs[n * g.ldb + k] = k < RSC && k0c + n < g.K
+                            ? w[(k0c + n) * c.ws[0] + ch * c.ws[1] + r * c.ws[2] + s * c.ws[3]]
+                            : uint16_t(0);
+  }
+  for (int k = tid; k < g.Kp; k += kThreads) {
+    const int r = k / SC, s = (k % SC) / g.C, ch = k % g.C;
+    koff[k] = k < RSC ? r * g.row_len + s * g.dw * g.C + ch : -1;
+  }
+
+  const int64_t row_end = int64_t(g.W) * g.C;
+  for (int64_t item = blockIdx.x; item < g.items; item += gridDim.x) {
+    const int q0 = int(item % g.qchunks) * kQT;
+    const int64_t np = item / g.qchunks, n = np / g.P;
+    const int p = int(np % g.P);
+    const int64_t w_lo = int64_t(q0) * g.sw - g.pw;  // the first staged input column
+    __syncthreads();  // the previous item's reads of the tile are done
+    for (int r = 0; r < g.R; ++r) {
+      const int h = p * g.sh - g.ph + r * g.dh;
+      const bool in = h >= 0 && h < g.H;
+      const uint16_t* src = x + n * c.xs[0] + int64_t(in ? h : 0) * c.xs[2];
+      for (int j = tid; j < g.row_len; j += kThreads) {
+        const int64_t e = w_lo * g.C + j;  // element within the input row: (w, c) with x's c stride 1
+        tile[r * g.row_len + j] = in && e >= 0 && e < row_end ? src[e] : uint16_t(0);
+      }
+    }
+    __syncthreads();
+
+    // The staged pixel of each of this thread's A rows (gid and gid + 8 of each m16 tile); rows
+    // past the chunk's last pixel read pixel 0 and are not stored.
+    const int nq = min(kQT, g.Q - q0);
+    int pix[kMT][2];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int ql = warp * (kMT * 16) + mt * 16 + gid + 8 * h;
+        pix[mt][h] = ql < nq ? ql * g.sw * g.C : 0;
+      }
+    float acc[kMT][8][4] = {};
+    for (int k0 = 0; k0 < g.Kp; k0 += 16) {
+      const int2 lo = *reinterpret_cast<const int2*>(koff + k0 + 2 * tig);
+      const int2 hi = *reinterpret_cast<const int2*>(koff + k0 + 8 + 2 * tig);
+      uint32_t a[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        const uint16_t* r0 = tile + pix[mt][0];
+        const uint16_t* r1 = tile + pix[mt][1];
+        a[mt][0] = a_pair(r0, lo.x, lo.y);
+        a[mt][1] = a_pair(r1, lo.x, lo.y);
+        a[mt][2] = a_pair(r0, hi.x, hi.y);
+        a[mt][3] = a_pair(r1, hi.x, hi.y);
+      }
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {  // n8 tiles 2jj and 2jj + 1, k halves: matrices 0..3
+        const int m = lane / 8, row = (2 * jj + m / 2) * 8 + lane % 8;
+        uint32_t b[4];
+        ldmatrix_x4(b, Bs + row * g.ldb + k0 + 8 * (m % 2));
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          mma16816<T>(acc[mt][2 * jj], a[mt], b);
+          mma16816<T>(acc[mt][2 * jj + 1], a[mt], b + 2);
+        }
+      }
+    }
+
+    // Epilogue: accumulator (mt, j, 2h + e) is pixel row gid + 8h of tile mt, channel 8j + 2tig + e.
+    T* yrow = y + n * c.ys[0] + int64_t(p) * c.ys[2];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int ql = warp * (kMT * 16) + mt * 16 + gid + 8 * h;
+        if (ql >= nq) continue;
+        T* yq = yrow + int64_t(q0 + ql) * c.ys[3];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int k = k0c + 8 * j + 2 * tig;
+          float v[2] = {acc[mt][j][2 * h], acc[mt][j][2 * h + 1]};
+          T o[2] = {T(0), T(0)};
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            if (k + e >= g.K) continue;  // past the last channel (K odd or not a multiple of kNB)
+            if (epi.bias != nullptr) v[e] += static_cast<float>(epi.bias[k + e]);
+            o[e] = epi.template finish<A>(v[e], yq + (k + e) * c.ys[1]);
+          }
+          if (g.pairs && k + 1 < g.K) {  // c10::Half and c10::BFloat16 keep their bits in .x
+            *reinterpret_cast<uint32_t*>(yq + k) = uint32_t(o[0].x) | (uint32_t(o[1].x) << 16);
+          } else {
+            for (int e = 0; e < 2; ++e)
+              if (k + e < g.K) yq[(k + e) * c.ys[1]] = o[e];
+          }
+        }
+      }
+  }
+}
+
+}  // namespace
+
+bool conv_fwd_smallc(const GemmArgs& a) {
+  const ConvOperands& c = a.conv;
+  if ((a.dtype != at::kHalf && a.dtype != at::kBFloat16) || c.groups != 1 || c.C % 8 == 0) return false;
+  if (c.R * c.S * c.C > kMaxK || c.N * c.P * c.Q == 0 || c.K == 0) return false;
+  if (c.xs[1] != 1 || c.xs[3] != c.C) return false;  // each input row (w, c) contiguous
+  if (at::cuda::getCurrentDeviceProperties()->major < 8) return false;  // mma.sync bf16
+  SmallC g;
+  g.C = int(c.C), g.H = int(c.H), g.W = int(c.W), g.K = int(c.K), g.R = int(c.R), g.S = int(c.S);
+  g.P = int(c.P), g.Q = int(c.Q), g.sh = int(c.sh), g.sw = int(c.sw), g.ph = int(c.ph), g.pw = int(c.pw);
+  g.dh = int(c.dh), g.dw = int(c.dw);
+  // every staged offset and every in-row index is an int; rows themselves are addressed in 64 bits
+  const int64_t span = (std::min<int64_t>(kQT, c.Q) - 1) * c.sw + (c.S - 1) * c.dw + 1;
+  if (c.W * c.C >= (int64_t(1) << 30) || span * c.C >= (int64_t(1) << 24) || c.H + c.ph >= (int64_t(1) << 30) ||
+      c.sh * c.P >= (int64_t(1) << 30) || c.sw * c.Q >= (int64_t(1) << 30) || c.K >= (int64_t(1) << 30))
+    return false;
+  g.Kp = int((c.R * c.S * c.C + 15) / 16 * 16);
+  g.ldb = g.Kp + 8;
+  g.span = int(span);
+  g.row_len = int(span * c.C);
+  g.qchunks = int((c.Q + kQT - 1) / kQT);
+  g.items = c.N * c.P * g.qchunks;
+  g.pairs = c.ys[1] == 1 && reinterpret_cast<uintptr_t>(c.y) % 4 == 0 && c.ys[0] % 2 == 0 && c.ys[2] % 2 == 0 &&
+            c.ys[3] % 2 == 0;
+  const size_t smem = g.smem();
+  if (smem > size_t(kMaxSmem)) return false;
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t kblocks = (c.K + kNB - 1) / kNB;
+  if (kblocks > 65535) return false;
+  // One wave of resident blocks, each walking a few rows: the weights are staged once per block,
+  // and the rows split evenly.
+  const int64_t want = std::max<int64_t>(1, kBlocksPerSm * sms / kblocks), per = (g.items + want - 1) / want;
+  const dim3 grid(unsigned((g.items + per - 1) / per), unsigned(kblocks));
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  with_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same<T, c10::Half>::value || std::is_same<T, c10::BFloat16>::value) {
+      with_act(a.act, [&](auto act) {
+        constexpr Act AC = decltype(act)::value;
+        auto* kernel = conv_smallc_kernel<T, AC>;
+        if (smem > 48 * 1024)
+          C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        kernel<<<grid, kThreads, smem, stream>>>(c, g, epilogue_of<T>(a));
+      });
+    }
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+}
+
+}  // namespace tileops::cuda
