@@ -24,17 +24,37 @@ constexpr int kQT = kWarps * kMT * 16;     // output pixels of a row per block p
 constexpr int kNB = 64;                    // output channels per block (8 n8 tiles)
 constexpr int kMaxK = 256;                 // R*S*C, rounded up to 16
 constexpr int kMaxSmem = 96 * 1024;
+constexpr int kStage = 12;  // staging loads a thread issues before it stores them
 constexpr int kBlocksPerSm = 3;  // resident blocks at the 168 registers a thread this allows
 
 // The launch geometry: Kp = R*S*C rounded up to 16; B rows of ldb elements (Kp + 8: the ldmatrix
 // rows of a phase fall on distinct banks); `span` staged pixels of `row_len` = span * C elements.
 struct SmallC {
   int C, H, W, K, R, S, P, Q, sh, sw, ph, pw, dh, dw;
-  int Kp, ldb, span, row_len, qchunks;
+  int Kp, ldb, span, row_len, qchunks, RR;  // RR: rows of the ring, (R - 1) * dh + 1
   int64_t items;  // N * P * qchunks: (image, output row, chunk of kQT pixels)
+  int64_t per;    // consecutive items per block
   bool pairs;     // two channels per 4-byte store (y channel-contiguous, 4-byte aligned)
-  size_t smem() const { return size_t(kNB) * ldb * 2 + size_t(Kp) * 4 + size_t(R) * row_len * 2; }
+  size_t smem() const { return size_t(kNB) * ldb * 2 + size_t(Kp) * 4 + size_t(RR) * row_len * 2; }
 };
+
+// Fills `total` 2-byte elements of shared memory: store(i, load(i)) for i < total, with kStage
+// global loads in flight per thread before any store (a loop of load-then-store waits out a
+// global load's latency for every element).
+template <typename Load, typename Store>
+__device__ __forceinline__ void copy_in(int total, Load&& load, Store&& store) {
+  for (int base = threadIdx.x; base < total; base += kThreads * kStage) {
+    uint16_t v[kStage];
+#pragma unroll
+    for (int u = 0; u < kStage; ++u) v[u] = base + u * kThreads < total ? load(base + u * kThreads) : uint16_t(0);
+#pragma unroll
+    for (int u = 0; u < kStage; ++u)
+      if (base + u * kThreads < total) store(base + u * kThreads, v[u]);
+  }
+}
+
+// The ring slot of input row h (h may be negative: padding rows are staged as zeros too).
+__device__ __forceinline__ int ring_slot(int h, int RR) { return ((h % RR) + RR) % RR; }
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -72,47 +92,56 @@ __device__ __forceinline__ uint32_t a_pair(const uint16_t* px, int o0, int o1) {
 }
 
 // y[n, k, p, q] = act(bias[k] + residual + sum_{r,s,c} x[n, c, p*sh - ph + r*dh, q*sw - pw + s*dw] * w[k, c, r, s])
-// Block: kNB output channels (blockIdx.y), a grid-stride walk over (n, p, chunk of kQT pixels).
+// Block: kNB output channels (blockIdx.y), a run of g.per consecutive items (n, p, chunk of kQT pixels).
 // Warp w: pixels [32w, 32w + 32) of the chunk, all kNB channels (2 x 8 m16n8 accumulators).
 template <typename T, Act A>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(ConvOperands c, SmallC g, Epilogue<T> epi) {
   extern __shared__ __align__(16) unsigned char smallc_smem[];
   uint16_t* Bs = reinterpret_cast<uint16_t*>(smallc_smem);  // [kNB][ldb]: w[k0c + n] at column k
   int* koff = reinterpret_cast<int*>(Bs + kNB * g.ldb);      // [Kp]: staged offset of column k, -1: padding
-  uint16_t* tile = reinterpret_cast<uint16_t*>(koff + g.Kp);  // [R][row_len]
+  uint16_t* tile = reinterpret_cast<uint16_t*>(koff + g.Kp);  // [RR][row_len], a ring of input rows
   const uint16_t* x = static_cast<const uint16_t*>(c.x);
   const uint16_t* w = static_cast<const uint16_t*>(c.w);
   T* y = static_cast<T*>(c.y);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gid = lane / 4, tig = lane % 4;
   const int SC = g.S * g.C, RSC = g.R * SC, k0c = blockIdx.y * kNB;
 
-  for (int i = tid; i < kNB * g.Kp; i += kThreads) {  // B, k = (r, s, c), zero past R*S*C and K
-    const int n = i / g.Kp, k = i % g.Kp, r = k / SC, s = (k % SC) / g.C, ch = k % g.C;
-    Bs[n * g.ldb + k] = k < RSC && k0c + n < g.K
-                            ? w[(k0c + n) * c.ws[0] + ch * c.ws[1] + r * c.ws[2] + s * c.ws[3]]
-                            : uint16_t(0);
-  }
-  for (int k = tid; k < g.Kp; k += kThreads) {
-    const int r = k / SC, s = (k % SC) / g.C, ch = k % g.C;
-    koff[k] = k < RSC ? r * g.row_len + s * g.dw * g.C + ch : -1;
-  }
-
+  copy_in(  // B, k = (r, s, c), zero past R*S*C and K
+      kNB * g.Kp,
+      [&](int i) {
+        const int n = i / g.Kp, k = i % g.Kp, r = k / SC, s = (k % SC) / g.C, ch = k % g.C;
+        return k < RSC && k0c + n < g.K ? w[(k0c + n) * c.ws[0] + ch * c.ws[1] + r * c.ws[2] + s * c.ws[3]]
+                                        : uint16_t(0);
+      },
+      [&](int i, uint16_t v) { Bs[(i / g.Kp) * g.ldb + i % g.Kp] = v; });
+  // The block's items are consecutive, so the next output row of the same image and chunk reads
+  // the rows of this one shifted by sh: the tile is a ring of RR = (R-1)*dh + 1 input rows (input
+  // row h in slot h mod RR) and only the rows not yet there are staged.
   const int64_t row_end = int64_t(g.W) * g.C;
-  for (int64_t item = blockIdx.x; item < g.items; item += gridDim.x) {
+  const int64_t first = int64_t(blockIdx.x) * g.per, last = min(first + g.per, g.items);
+  int64_t prev_n = -1;
+  int prev_hb = 0, prev_q0 = -1;
+  for (int64_t item = first; item < last; ++item) {
     const int q0 = int(item % g.qchunks) * kQT;
     const int64_t np = item / g.qchunks, n = np / g.P;
-    const int p = int(np % g.P);
-    const int64_t w_lo = int64_t(q0) * g.sw - g.pw;  // the first staged input column
-    __syncthreads();  // the previous item's reads of the tile are done
-    for (int r = 0; r < g.R; ++r) {
-      const int h = p * g.sh - g.ph + r * g.dh;
-      const bool in = h >= 0 && h < g.H;
-      const uint16_t* src = x + n * c.xs[0] + int64_t(in ? h : 0) * c.xs[2];
-      for (int j = tid; j < g.row_len; j += kThreads) {
-        const int64_t e = w_lo * g.C + j;  // element within the input row: (w, c) with x's c stride 1
-        tile[r * g.row_len + j] = in && e >= 0 && e < row_end ? src[e] : uint16_t(0);
-      }
+    const int p = int(np % g.P), hb = p * g.sh - g.ph;  // input rows [hb, hb + RR)
+    const int64_t w_lo = int64_t(q0) * g.sw - g.pw;      // the first staged input column
+    const bool follows = n == prev_n && q0 == prev_q0 && hb > prev_hb;
+    const int h_lo = follows ? max(hb, prev_hb + g.RR) : hb, h_hi = hb + g.RR;
+    prev_n = n, prev_q0 = q0, prev_hb = hb;
+    __syncthreads();  // the previous item's reads of the tile and koff are done
+    for (int k = tid; k < g.Kp; k += kThreads) {
+      const int r = k / SC, s = (k % SC) / g.C, ch = k % g.C;
+      koff[k] = k < RSC ? ring_slot(hb + r * g.dh, g.RR) * g.row_len + s * g.dw * g.C + ch : -1;
     }
+    copy_in(  // input rows [h_lo, h_hi), zero outside the image
+        (h_hi - h_lo) * g.row_len,
+        [&](int i) {
+          const int h = h_lo + i / g.row_len;
+          const int64_t e = w_lo * g.C + i % g.row_len;  // element within the input row: (w, c), c stride 1
+          return h >= 0 && h < g.H && e >= 0 && e < row_end ? x[n * c.xs[0] + int64_t(h) * c.xs[2] + e] : uint16_t(0);
+        },
+        [&](int i, uint16_t v) { tile[ring_slot(h_lo + i / g.row_len, g.RR) * g.row_len + i % g.row_len] = v; });
     __syncthreads();
 
     // The staged pixel of each of this thread's A rows (gid and gid + 8 of each m16 tile); rows
@@ -127,6 +156,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
         pix[mt][h] = ql < nq ? ql * g.sw * g.C : 0;
       }
     float acc[kMT][8][4] = {};
+#pragma unroll 2
     for (int k0 = 0; k0 < g.Kp; k0 += 16) {
       const int2 lo = *reinterpret_cast<const int2*>(koff + k0 + 2 * tig);
       const int2 hi = *reinterpret_cast<const int2*>(koff + k0 + 8 + 2 * tig);
@@ -199,7 +229,8 @@ bool conv_fwd_smallc(const GemmArgs& a) {
   // every staged offset and every in-row index is an int; rows themselves are addressed in 64 bits
   const int64_t span = (std::min<int64_t>(kQT, c.Q) - 1) * c.sw + (c.S - 1) * c.dw + 1;
   if (c.W * c.C >= (int64_t(1) << 30) || span * c.C >= (int64_t(1) << 24) || c.H + c.ph >= (int64_t(1) << 30) ||
-      c.sh * c.P >= (int64_t(1) << 30) || c.sw * c.Q >= (int64_t(1) << 30) || c.K >= (int64_t(1) << 30))
+      c.sh * c.P >= (int64_t(1) << 30) || c.sw * c.Q >= (int64_t(1) << 30) || c.K >= (int64_t(1) << 30) ||
+      (c.R - 1) * c.dh >= 4096)
     return false;
   g.Kp = int((c.R * c.S * c.C + 15) / 16 * 16);
   g.ldb = g.Kp + 8;
@@ -207,6 +238,7 @@ bool conv_fwd_smallc(const GemmArgs& a) {
   g.row_len = int(span * c.C);
   g.qchunks = int((c.Q + kQT - 1) / kQT);
   g.items = c.N * c.P * g.qchunks;
+  g.RR = int((c.R - 1) * c.dh + 1);
   g.pairs = c.ys[1] == 1 && reinterpret_cast<uintptr_t>(c.y) % 4 == 0 && c.ys[0] % 2 == 0 && c.ys[2] % 2 == 0 &&
             c.ys[3] % 2 == 0;
   const size_t smem = g.smem();
@@ -216,8 +248,9 @@ bool conv_fwd_smallc(const GemmArgs& a) {
   if (kblocks > 65535) return false;
   // One wave of resident blocks, each walking a few rows: the weights are staged once per block,
   // and the rows split evenly.
-  const int64_t want = std::max<int64_t>(1, kBlocksPerSm * sms / kblocks), per = (g.items + want - 1) / want;
-  const dim3 grid(unsigned((g.items + per - 1) / per), unsigned(kblocks));
+  const int64_t want = std::max<int64_t>(1, kBlocksPerSm * sms / kblocks);
+  g.per = (g.items + want - 1) / want;
+  const dim3 grid(unsigned((g.items + g.per - 1) / g.per), unsigned(kblocks));
   const auto stream = at::cuda::getCurrentCUDAStream();
   with_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
