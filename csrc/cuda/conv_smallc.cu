@@ -35,21 +35,31 @@ struct SmallC {
   int64_t items;  // N * P * qchunks: (image, output row, chunk of kQT pixels)
   int64_t per;    // consecutive items per block
   bool pairs;     // two channels per 4-byte store (y channel-contiguous, 4-byte aligned)
-  size_t smem() const { return size_t(kNB) * ldb * 2 + size_t(Kp) * 4 + size_t(RR) * row_len * 2; }
+  // B, bias, three column tables, the ring and kQT pixels' worth of zeros
+  size_t smem() const {
+    return size_t(kNB) * ldb * 2 + kNB * 4 + size_t(Kp) * 12 + (size_t(RR) * row_len + size_t(kQT) * sw * C) * 2;
+  }
 };
 
-// Fills `total` 2-byte elements of shared memory: store(i, load(i)) for i < total, with kStage
+// Fills shared memory from `rows` x `cols` 2-byte elements: store(r, c, load(r, c)), with kStage
 // global loads in flight per thread before any store (a loop of load-then-store waits out a
-// global load's latency for every element).
+// global load's latency for every element). (r, c) advance by adding, not dividing: integer
+// division was most of the kernel's instructions.
 template <typename Load, typename Store>
-__device__ __forceinline__ void copy_in(int total, Load&& load, Store&& store) {
-  for (int base = threadIdx.x; base < total; base += kThreads * kStage) {
+__device__ __forceinline__ void copy_in(int rows, int cols, Load&& load, Store&& store) {
+  int r = threadIdx.x / cols, c = threadIdx.x % cols;
+  while (r < rows) {
     uint16_t v[kStage];
+    int rs[kStage], cs[kStage];
 #pragma unroll
-    for (int u = 0; u < kStage; ++u) v[u] = base + u * kThreads < total ? load(base + u * kThreads) : uint16_t(0);
+    for (int u = 0; u < kStage; ++u) {
+      rs[u] = r, cs[u] = c;
+      v[u] = r < rows ? load(r, c) : uint16_t(0);
+      for (c += kThreads; c >= cols; c -= cols) ++r;
+    }
 #pragma unroll
     for (int u = 0; u < kStage; ++u)
-      if (base + u * kThreads < total) store(base + u * kThreads, v[u]);
+      if (rs[u] < rows) store(rs[u], cs[u], v[u]);
   }
 }
 
@@ -83,12 +93,11 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
                : "r"(smem_addr(p)));
 }
 
-// Two staged elements as one A register (low half: the lower column); a negative offset is a
-// padding column past R*S*C, read as zero (its B row is zero too, but the staged value could be
-// an Inf or NaN of the input).
+// Two staged elements as one A register (low half: the lower column). A padding column past
+// R*S*C reads the zeros after the ring (its B row is zero too, but a staged value could be an
+// Inf or NaN of the input, and Inf * 0 is NaN).
 __device__ __forceinline__ uint32_t a_pair(const uint16_t* px, int o0, int o1) {
-  const uint32_t lo = o0 >= 0 ? px[o0] : 0u, hi = o1 >= 0 ? px[o1] : 0u;
-  return lo | (hi << 16);
+  return uint32_t(px[o0]) | (uint32_t(px[o1]) << 16);
 }
 
 // y[n, k, p, q] = act(bias[k] + residual + sum_{r,s,c} x[n, c, p*sh - ph + r*dh, q*sw - pw + s*dw] * w[k, c, r, s])
@@ -98,50 +107,66 @@ template <typename T, Act A>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(ConvOperands c, SmallC g, Epilogue<T> epi) {
   extern __shared__ __align__(16) unsigned char smallc_smem[];
   uint16_t* Bs = reinterpret_cast<uint16_t*>(smallc_smem);  // [kNB][ldb]: w[k0c + n] at column k
-  int* koff = reinterpret_cast<int*>(Bs + kNB * g.ldb);      // [Kp]: staged offset of column k, -1: padding
-  uint16_t* tile = reinterpret_cast<uint16_t*>(koff + g.Kp);  // [RR][row_len], a ring of input rows
+  float* bias = reinterpret_cast<float*>(Bs + kNB * g.ldb);   // [kNB]: the block's bias, zeros if none
+  int* koff = reinterpret_cast<int*>(bias + kNB);             // [Kp]: staged offset of column k this item
+  int* kr = koff + g.Kp;                                      // [Kp]: r of column k; -1: padding
+  int* krest = kr + g.Kp;                                     // [Kp]: (s, c) offset in a staged row; w's in the prologue
+  uint16_t* tile = reinterpret_cast<uint16_t*>(krest + g.Kp); // [RR][row_len] ring of input rows, then zeros
   const uint16_t* x = static_cast<const uint16_t*>(c.x);
   const uint16_t* w = static_cast<const uint16_t*>(c.w);
   T* y = static_cast<T*>(c.y);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gid = lane / 4, tig = lane % 4;
-  const int SC = g.S * g.C, RSC = g.R * SC, k0c = blockIdx.y * kNB;
+  const int k0c = blockIdx.y * kNB, zero = g.RR * g.row_len;  // zero: the padding columns' offset
 
-  copy_in(  // B, k = (r, s, c), zero past R*S*C and K
-      kNB * g.Kp,
-      [&](int i) {
-        const int n = i / g.Kp, k = i % g.Kp, r = k / SC, s = (k % SC) / g.C, ch = k % g.C;
-        return k < RSC && k0c + n < g.K ? w[(k0c + n) * c.ws[0] + ch * c.ws[1] + r * c.ws[2] + s * c.ws[3]]
-                                        : uint16_t(0);
-      },
-      [&](int i, uint16_t v) { Bs[(i / g.Kp) * g.ldb + i % g.Kp] = v; });
+  // Prologue: each column's r and (s, c) offsets, the bias, the zeros, then B (k = (r, s, c), zero
+  // past R*S*C and K) through a column table of w offsets.
+  for (int k = tid; k < g.Kp; k += kThreads) {
+    const int SC = g.S * g.C, r = k / SC, s = (k % SC) / g.C, ch = k % g.C, in = k < g.R * SC;
+    kr[k] = in ? r : -1;
+    koff[k] = in ? int(ch * c.ws[1] + r * c.ws[2] + s * c.ws[3]) : -1;
+    krest[k] = s * g.dw * g.C + ch;
+  }
+  for (int i = tid; i < kNB; i += kThreads)
+    bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
+  for (int i = tid; i < kQT * g.sw * g.C; i += kThreads) tile[zero + i] = 0;
+  __syncthreads();
+  const int64_t ws0 = c.ws[0];
+  copy_in(
+      kNB, g.Kp,
+      [&](int n, int k) { return koff[k] >= 0 && k0c + n < g.K ? w[(k0c + n) * ws0 + koff[k]] : uint16_t(0); },
+      [&](int n, int k, uint16_t v) { Bs[n * g.ldb + k] = v; });
+
   // The block's items are consecutive, so the next output row of the same image and chunk reads
   // the rows of this one shifted by sh: the tile is a ring of RR = (R-1)*dh + 1 input rows (input
   // row h in slot h mod RR) and only the rows not yet there are staged.
   const int64_t row_end = int64_t(g.W) * g.C;
   const int64_t first = int64_t(blockIdx.x) * g.per, last = min(first + g.per, g.items);
-  int64_t prev_n = -1;
-  int prev_hb = 0, prev_q0 = -1;
+  int qc = int(first % g.qchunks), p = int((first / g.qchunks) % g.P);  // the item (n, p, qc)
+  int64_t n = first / g.qchunks / g.P;
+  bool have = false;  // the ring holds the previous item's rows
+  int prev_hb = 0;
   for (int64_t item = first; item < last; ++item) {
-    const int q0 = int(item % g.qchunks) * kQT;
-    const int64_t np = item / g.qchunks, n = np / g.P;
-    const int p = int(np % g.P), hb = p * g.sh - g.ph;  // input rows [hb, hb + RR)
-    const int64_t w_lo = int64_t(q0) * g.sw - g.pw;      // the first staged input column
-    const bool follows = n == prev_n && q0 == prev_q0 && hb > prev_hb;
-    const int h_lo = follows ? max(hb, prev_hb + g.RR) : hb, h_hi = hb + g.RR;
-    prev_n = n, prev_q0 = q0, prev_hb = hb;
+    const int q0 = qc * kQT, hb = p * g.sh - g.ph;   // input rows [hb, hb + RR)
+    const int64_t w_lo = int64_t(q0) * g.sw - g.pw;  // the first staged input column
+    const int h_lo = have && hb > prev_hb ? max(hb, prev_hb + g.RR) : hb, h_hi = hb + g.RR;
     __syncthreads();  // the previous item's reads of the tile and koff are done
+    const int hb_slot = ring_slot(hb, g.RR);
     for (int k = tid; k < g.Kp; k += kThreads) {
-      const int r = k / SC, s = (k % SC) / g.C, ch = k % g.C;
-      koff[k] = k < RSC ? ring_slot(hb + r * g.dh, g.RR) * g.row_len + s * g.dw * g.C + ch : -1;
+      const int slot = hb_slot + kr[k] * g.dh;  // < 2 RR
+      koff[k] = kr[k] < 0 ? zero : (slot >= g.RR ? slot - g.RR : slot) * g.row_len + krest[k];
     }
+    const int lo_slot = ring_slot(h_lo, g.RR);
     copy_in(  // input rows [h_lo, h_hi), zero outside the image
-        (h_hi - h_lo) * g.row_len,
-        [&](int i) {
-          const int h = h_lo + i / g.row_len;
-          const int64_t e = w_lo * g.C + i % g.row_len;  // element within the input row: (w, c), c stride 1
+        h_hi - h_lo, g.row_len,
+        [&](int r, int j) {
+          const int h = h_lo + r;
+          const int64_t e = w_lo * g.C + j;  // element within the input row: (w, c), c stride 1
           return h >= 0 && h < g.H && e >= 0 && e < row_end ? x[n * c.xs[0] + int64_t(h) * c.xs[2] + e] : uint16_t(0);
         },
-        [&](int i, uint16_t v) { tile[ring_slot(h_lo + i / g.row_len, g.RR) * g.row_len + i % g.row_len] = v; });
+        [&](int r, int j, uint16_t v) {
+          const int slot = lo_slot + r;
+          tile[(slot >= g.RR ? slot - g.RR : slot) * g.row_len + j] = v;
+        });
     __syncthreads();
 
     // The staged pixel of each of this thread's A rows (gid and gid + 8 of each m16 tile); rows
@@ -198,11 +223,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
           float v[2] = {acc[mt][j][2 * h], acc[mt][j][2 * h + 1]};
           T o[2] = {T(0), T(0)};
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            if (k + e >= g.K) continue;  // past the last channel (K odd or not a multiple of kNB)
-            if (epi.bias != nullptr) v[e] += static_cast<float>(epi.bias[k + e]);
-            o[e] = epi.template finish<A>(v[e], yq + (k + e) * c.ys[1]);
-          }
+          for (int e = 0; e < 2; ++e)  // none past the last channel (K odd or not a multiple of kNB)
+            if (k + e < g.K) o[e] = epi.template finish<A>(v[e] + bias[k - k0c + e], yq + (k + e) * c.ys[1]);
           if (g.pairs && k + 1 < g.K) {  // c10::Half and c10::BFloat16 keep their bits in .x
             *reinterpret_cast<uint32_t*>(yq + k) = uint32_t(o[0].x) | (uint32_t(o[1].x) << 16);
           } else {
@@ -211,6 +233,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
           }
         }
       }
+    prev_hb = hb;
+    have = g.qchunks == 1;  // with several chunks the next item stages other columns
+    if (++qc == g.qchunks) {
+      qc = 0;
+      if (++p == g.P) p = 0, ++n, have = false;
+    }
   }
 }
 
