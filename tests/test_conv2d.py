@@ -364,13 +364,16 @@ def test_conv2d_forward_cuda(kind, case, layout):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("case,kernel", [("stem7x7_224", "conv_smallc_kernel"), ("c7_5x5_sw4_wide", "conv_smallc_kernel"),
-                                         ("depthwise_96@56", "dw_fwd_tile_kernel")])
-def test_conv2d_fast_path_taken_cuda(kind, case, kernel):
+@pytest.mark.parametrize("case,layout,kernel", [
+    ("stem7x7_224", "channels_last", "conv_smallc_kernel"), ("c7_5x5_sw4_wide", "channels_last", "conv_smallc_kernel"),
+    ("stem7x7", "contiguous", "conv_smallc_kernel"), ("depthwise_96@56", "channels_last", "dw_fwd_tile_kernel")])
+def test_conv2d_fast_path_taken_cuda(kind, case, layout, kernel):
     """The fast paths run where they should (a silent fallback would still pass the value tests):
-    the forward's CUDA kernels, by name, from the profiler."""
+    the forward's CUDA kernels, by name, from the profiler. An NCHW stem reaches the small-C kernel
+    after one channels_last copy of x."""
     c = CUDA_CASES[case]
-    x = torch.randn(c.x_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    x = torch.randn(c.x_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=fmt)
     w = torch.randn(c.w_shape, device="cuda", dtype=DTYPES[kind])
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         tileops.conv2d(x, w, None, *c.params)

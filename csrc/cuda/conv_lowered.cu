@@ -293,6 +293,18 @@ GemmArgs gathering(GemmArgs g, const GemmArgs& a, const at::Tensor& x) {
   return g;
 }
 
+// conv_smallc.cu's kernel on x as gather_ready left it (channels_last), writing the row-major
+// [N*P*Q, K] matrix `out` with epilogue `epi` (for inputs the op's dispatch could not give it: NCHW).
+bool smallc_on_rows(const GemmArgs& a, const at::Tensor& x, const at::Tensor& out, const Fused& epi) {
+  GemmArgs f = gathering(a, a, x);
+  f.fused() = epi;
+  auto& c = f.conv;
+  const int64_t ld = out.stride(0);
+  c.y = out.data_ptr();
+  c.ys[0] = c.P * c.Q * ld, c.ys[1] = 1, c.ys[2] = c.Q * ld, c.ys[3] = ld;
+  return conv_fwd_smallc(f);
+}
+
 // Hopper implicit GEMM (no column buffer): the A tile is gathered from x inside the kernel.
 bool implicit_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr, const at::Tensor& out,
                    const Fused& epi) {
@@ -342,11 +354,7 @@ bool conv_fwd_lowered(const GemmArgs& a) {
   const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
   const at::Tensor w = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
   const at::Tensor y = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
-  // fp16/bf16 take B as a linear weight (Hopper's K-major path); fp32 as row-major K x N,
-  // which suits the SIMT families' row loads
   const bool kmajor = x.element_size() == 2;
-  at::Tensor wr = weight_rows(w, g.Kp);
-  if (!kmajor) wr = wr.t().contiguous();
   const bool y_rows = nhwc_dense(y);  // else the GEMM writes a [NPQ, K] buffer copied into y
   const at::Tensor out = y_rows ? y.permute({0, 2, 3, 1}).reshape({c.N * c.P * c.Q, c.K})
                                 : at::empty({c.N * c.P * c.Q, c.K}, cuda_options(a.dtype));
@@ -361,6 +369,14 @@ bool conv_fwd_lowered(const GemmArgs& a) {
     epi.residual = res_rows.const_data_ptr();
     epi.out_base = out.const_data_ptr();
   }
+  if (kmajor && smallc_on_rows(a, x, out, epi)) {  // few channels: one fused kernel, no weight rows
+    if (!y_rows) y.copy_(out.view({c.N, c.P, c.Q, c.K}).permute({0, 3, 1, 2}));
+    return true;
+  }
+  // fp16/bf16 take B as a linear weight (Hopper's K-major path); fp32 as row-major K x N,
+  // which suits the SIMT families' row loads
+  at::Tensor wr = weight_rows(w, g.Kp);
+  if (!kmajor) wr = wr.t().contiguous();
   const bool direct = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && g.Kp == c.C &&
                       nhwc_dense(x);
   if (direct) {
