@@ -82,8 +82,8 @@ def timed(fn, device, budget_s):
     """(GPU ms, call ms, reps): about budget_s of timed calls, between 3 and 30 of them. The first two
     (untimed) calls take cuDNN's autotuning and first-launch set-up; fast calls get 3 more warm-ups.
     Call ms: each call starts on an idle GPU, so host cost up to its first launch counts. GPU ms: the
-    queue runs ahead of the GPU (common.time_ms's lead), so only the GPU's time counts; calls over
-    LEAD_MAX_S are timed once, the host's share being small there."""
+    queue runs ahead of the GPU (common.time_ms's lead), so only the GPU's time counts. Calls over
+    LEAD_MAX_S are timed only per call, which serves as both: the host's share is small there."""
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     fn()
     sync()

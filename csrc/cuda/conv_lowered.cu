@@ -293,8 +293,8 @@ GemmArgs gathering(GemmArgs g, const GemmArgs& a, const at::Tensor& x) {
   return g;
 }
 
-// conv_smallc.cu's kernel on x as gather_ready left it (channels_last), writing the row-major
-// [N*P*Q, K] matrix `out` with epilogue `epi` (for inputs the op's dispatch could not give it: NCHW).
+// conv_smallc.cu's kernel on x as gather_ready left it (channels_last, a copy only if x was not),
+// writing the row-major [N*P*Q, K] matrix `out` (y itself where y is channels_last) with `epi`.
 bool smallc_on_rows(const GemmArgs& a, const at::Tensor& x, const at::Tensor& out, const Fused& epi) {
   GemmArgs f = gathering(a, a, x);
   f.fused() = epi;

@@ -252,7 +252,8 @@ bool conv_fwd_smallc(const GemmArgs& a) {
   if ((a.dtype != at::kHalf && a.dtype != at::kBFloat16) || c.groups != 1 || c.C % 8 == 0) return false;
   if (c.R * c.S * c.C > kMaxK || c.N * c.P * c.Q == 0 || c.K == 0) return false;
   if (c.xs[1] != 1 || c.xs[3] != c.C) return false;  // each input row (w, c) contiguous
-  if (at::cuda::getCurrentDeviceProperties()->major < 8) return false;  // mma.sync bf16
+  const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
+  if (dev->major < 8) return false;  // mma.sync bf16
   SmallC g;
   g.C = int(c.C), g.H = int(c.H), g.W = int(c.W), g.K = int(c.K), g.R = int(c.R), g.S = int(c.S);
   g.P = int(c.P), g.Q = int(c.Q), g.sh = int(c.sh), g.sw = int(c.sw), g.ph = int(c.ph), g.pw = int(c.pw);
@@ -273,7 +274,7 @@ bool conv_fwd_smallc(const GemmArgs& a) {
             c.ys[3] % 2 == 0;
   const size_t smem = g.smem();
   if (smem > size_t(kMaxSmem)) return false;
-  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int sms = dev->multiProcessorCount;
   const int64_t kblocks = (c.K + kNB - 1) / kNB;
   if (kblocks > 65535) return false;
   // One wave of resident blocks, each walking a few rows: the weights are staged once per block,

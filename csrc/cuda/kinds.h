@@ -12,10 +12,13 @@ void gemm_cuda_conv_wgrad(const GemmArgs& a);
 bool conv_fwd_depthwise(const GemmArgs& a);  // conv_depthwise.cu
 bool conv_dgrad_depthwise(const GemmArgs& a);
 bool conv_wgrad_depthwise(const GemmArgs& a);
-bool conv_fwd_smallc(const GemmArgs& a);     // conv_smallc.cu: C % 8 != 0, R*S*C <= 256, fp16/bf16
 bool conv_fwd_lowered(const GemmArgs& a);    // conv_lowered.cu: groups == 1 onto the matmul families
 bool conv_dgrad_lowered(const GemmArgs& a);
 bool conv_wgrad_lowered(const GemmArgs& a);
+// conv_smallc.cu, for conv_fwd_lowered (forwards, and data gradients run as forwards): the fused
+// forward for C % 8 != 0, R*S*C <= 256, fp16/bf16, x rows (w, c) contiguous.
+// False when it does not apply.
+bool conv_fwd_smallc(const GemmArgs& a);
 // matmul.cu: implicit-GEMM forward on Hopper; a.mm holds B (weight rows, K-major) and C,
 // a.conv the channels_last input. False when it cannot run (dtype, GPU, C % 64, layout).
 bool conv_fwd_sm90(const GemmArgs& a);
