@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from common import gpu_dir_name, progress, set_precision, time_ms, write_json
+from common import gpu_dir_name, progress, set_precision, timed, write_json
 
 # group, label, C, H (= W), K, R (= S), stride, padding, groups
 LAYERS = [
@@ -48,8 +48,6 @@ BATCHES = [1, 32, 64]
 KINDS = [("bfloat16", "channels_last"), ("float16", "channels_last"), ("float32", "nchw")]  # fp32: TF32 off
 FUSED = ("bfloat16", "channels_last")  # conv + bias + ReLU, on the ResNet layers
 PASSES = ["fwd", "fwd+bwd", "fwd+bias+relu"]
-SLOW_S = 0.5  # a call slower than this is timed 3 times, without more warm-up
-LEAD_MAX_S = 0.002  # calls up to this long are also timed with the queue running ahead (GPU ms)
 
 
 def rows(quick):
@@ -76,29 +74,6 @@ def tiny(layer):
 
 def row_key(layer, n, kind, layout, pss):
     return "%s %s %s %s b%d %s" % (layer[0], layer[1], kind, layout, n, pss)
-
-
-def timed(fn, device, budget_s):
-    """(GPU ms, call ms, reps): about budget_s of timed calls, between 3 and 30 of them. The first two
-    (untimed) calls take cuDNN's autotuning and first-launch set-up; fast calls get 3 more warm-ups.
-    Call ms: each call starts on an idle GPU, so host cost up to its first launch counts. GPU ms: the
-    queue runs ahead of the GPU (common.time_ms's lead), so only the GPU's time counts. Calls over
-    LEAD_MAX_S are timed only per call, which serves as both: the host's share is small there."""
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    fn()
-    sync()
-    t0 = time.perf_counter()
-    fn()
-    sync()
-    one = time.perf_counter() - t0
-    if one > SLOW_S:
-        t = time_ms(fn, warmup=0, reps=3, device=device)
-        return t, t, 3
-    reps = int(max(3, min(30, budget_s / max(one, 1e-6))))
-    call = time_ms(fn, warmup=3 if one < 0.02 else 0, reps=reps, device=device)
-    if device != "cuda" or one > LEAD_MAX_S:
-        return call, call, reps
-    return time_ms(fn, warmup=0, reps=reps, device=device, lead_us=1.5 * one * 1e6 + 20), call, reps
 
 
 def build(layer, n, kind, pss, layout, device):

@@ -3,6 +3,9 @@ TF32 flags set per row; plus the kernel ladder: each `algo` rung at 4096^3 with 
 cuBLAS (timed in the same row, same inputs) and % of the GPU's dense peak.
 
     python benchmarks/bench_matmul.py [--out benchmarks/results/<gpu>/matmul.json] [--quick]
+
+ratio is of GPU times (the host queues each call ahead of the GPU, as in a model); call_ratio of
+per-call times on an idle GPU, host cost included (see record()).
 """
 import argparse
 import os
@@ -12,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from common import gpu_dir_name, gpu_name, print_table, progress, set_precision, time_ms, write_json
+from common import gpu_dir_name, gpu_name, print_table, progress, set_precision, timed, write_json
 
 KINDS = ["float32", "tf32", "float16", "bfloat16"]
 SHAPES = [  # label, batch, M, N, K
@@ -59,11 +62,15 @@ def operands(kind, batch, M, N, K):
 
 
 def record(op, label, kind, batch, M, N, K, mine, theirs, reps, **extra):
+    """tileops_ms / torch_ms and ratio: GPU time (common.timed: the host queues each call while the
+    GPU is still busy, as in a model); *_call_ms and call_ratio: each call on an idle GPU, host cost
+    included (what the skinny and small rows mostly measure)."""
     set_precision(kind)
-    t_mine, t_torch = time_ms(mine, reps=reps), time_ms(theirs, reps=reps)
+    (t_mine, call_mine, _), (t_torch, call_torch, _) = timed(mine, reps=reps), timed(theirs, reps=reps)
     flops = 2.0 * batch * M * N * K
     rec = dict(op=op, label=label, dtype=kind, M=M, N=N, K=K, batch=batch, tileops_ms=t_mine, torch_ms=t_torch,
-               ratio=t_torch / t_mine, tileops_tflops=flops / t_mine / 1e9, torch_tflops=flops / t_torch / 1e9)
+               ratio=t_torch / t_mine, tileops_tflops=flops / t_mine / 1e9, torch_tflops=flops / t_torch / 1e9,
+               tileops_call_ms=call_mine, torch_call_ms=call_torch, call_ratio=call_torch / call_mine)
     rec.update(extra)
     return rec
 
@@ -119,7 +126,7 @@ def main():
     torch.cuda.empty_cache()
     write_json(out, records)
     print_table([r for r in records if r["op"] != "ladder"],
-                ["label", "dtype", "algo", "tileops_ms", "torch_ms", "ratio", "tileops_tflops"])
+                ["label", "dtype", "algo", "tileops_ms", "torch_ms", "ratio", "call_ratio", "tileops_tflops"])
     print("\nkernel ladder, %d^3 on %s (peak: dense TFLOP/s of the dtype, see PEAKS)" % (LADDER_SIZE, gpu_name()))
     print_table([r for r in records if r["op"] == "ladder"],
                 ["algo", "dtype", "tileops_ms", "tileops_tflops", "pct_of_cublas", "pct_of_peak"])

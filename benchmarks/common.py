@@ -42,6 +42,34 @@ def time_ms(fn, warmup=5, reps=30, device="cuda", lead_us=0.0):
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
+SLOW_S = 0.5  # a call slower than this is timed 3 times, without more warm-up
+LEAD_MAX_S = 0.002  # calls up to this long are also timed with the queue running ahead (GPU ms)
+
+
+def timed(fn, device="cuda", budget_s=1.0, reps=None):
+    """(GPU ms, call ms, reps) of fn, medians. reps: as given, else about budget_s of timed calls,
+    between 3 and 30 of them. The first two (untimed) calls take autotuning (cuDNN's, tileops') and
+    first-launch set-up; fast calls get 3 more warm-ups. Call ms: each call starts on an idle GPU,
+    so host cost up to its first launch counts. GPU ms: the queue runs ahead of the GPU (time_ms's
+    lead), so only the GPU's time counts. Calls over LEAD_MAX_S are timed only per call, which
+    serves as both: the host's share is small there."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    fn()
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    one = time.perf_counter() - t0
+    if one > SLOW_S:
+        t = time_ms(fn, warmup=0, reps=3, device=device)
+        return t, t, 3
+    reps = reps or int(max(3, min(30, budget_s / max(one, 1e-6))))
+    call = time_ms(fn, warmup=3 if one < 0.02 else 0, reps=reps, device=device)
+    if device != "cuda" or one > LEAD_MAX_S:
+        return call, call, reps
+    return time_ms(fn, warmup=0, reps=reps, device=device, lead_us=1.5 * one * 1e6 + 20), call, reps
+
+
 def _cycles_per_us():
     """The GPU clock in cycles per microsecond (for torch.cuda._sleep), 2000 where torch does not say."""
     rate = getattr(torch.cuda.get_device_properties(0), "clock_rate", 0)  # kHz

@@ -1,6 +1,7 @@
-"""Kernel time of each autotune candidate of a conv family, pinned, beside cuDNN, on the ResNet
-layers of bench_conv.py (bf16 channels_last). Guides the choice of heuristics and defaults; the
-ratios users see come from bench_conv.py.
+"""Kernel time of each autotune candidate of a family, pinned, beside torch: a conv family on the
+ResNet layers of bench_conv.py (bf16 channels_last, against cuDNN), or matmul_sm90 on
+bench_matmul.py's shapes and its linear+GELU rows (bf16, against cuBLAS). Guides the choice of
+heuristics and defaults; the ratios users see come from the benchmarks.
 
     python scripts/time_candidates.py [--family conv_fwd_sm90] [--candidates bn64,bn128,...]
                                       [--batch 32] [--out candidates.json]
@@ -17,9 +18,10 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 import tileops  # noqa: E402
 from bench_conv import LAYERS  # noqa: E402
+from bench_matmul import SHAPES  # noqa: E402
 from tileops import autotune  # noqa: E402
 
-PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad"}
+PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "matmul_sm90": "matmul"}
 
 
 def time_us(fn, calls=20, reps=15):
@@ -58,6 +60,26 @@ def problem(layer, n, pss):
     return bwd
 
 
+def matmul_problems():
+    """(label, torch fn, tileops fn) for bench_matmul's bf16 shapes past the skinny ones, then the
+    linear+GELU rows (x @ w^T + b, GELU: K-major B)."""
+    out = []
+    for label, batch, M, N, K in SHAPES:
+        if M < 128:
+            continue
+        lead = (batch,) if batch > 1 else ()
+        a = torch.randn(*lead, M, K, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(*lead, K, N, device="cuda", dtype=torch.bfloat16)
+        out.append((label, lambda a=a, b=b: torch.matmul(a, b), lambda a=a, b=b: tileops.matmul(a, b)))
+    for label, _, M, N, K in SHAPES:
+        if label.startswith("ViT-B"):
+            x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+            w, b = torch.randn(N, K, device="cuda", dtype=x.dtype), torch.randn(N, device="cuda", dtype=x.dtype)
+            out.append(("linear+gelu " + label, lambda x=x, w=w, b=b: F.gelu(F.linear(x, w, b)),
+                        lambda x=x, w=w, b=b: tileops.linear(x, w, b, "gelu")))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", default="conv_fwd_sm90", choices=sorted(PASS_OF))
@@ -67,14 +89,21 @@ def main():
     a = ap.parse_args()
     pss = PASS_OF[a.family]
     rows = []
-    for layer in [lay for lay in LAYERS if lay[0] == "resnet"]:
-        fn = problem(layer, a.batch, pss)
-        row = {"layer": layer[1], "pass": pss, "batch": a.batch, "cudnn_us": time_us(fn(F.conv2d)),
-               "default_us": time_us(fn(tileops.conv2d))}
+    if pss == "matmul":
+        problems = [(label, {"torch_us": theirs}, mine) for label, theirs, mine in matmul_problems()]
+    else:
+        problems = []
+        for layer in [lay for lay in LAYERS if lay[0] == "resnet"]:
+            fn = problem(layer, a.batch, pss)
+            problems.append((layer[1], {"cudnn_us": fn(F.conv2d)}, fn(tileops.conv2d)))
+    for label, theirs, mine in problems:
+        row = {"layer": label, "pass": pss, "batch": a.batch}
+        row.update({k: time_us(f) for k, f in theirs.items()})
+        row["default_us"] = time_us(mine)
         for cand in a.candidates.split(","):
             try:
                 with autotune.pinned(a.family, cand):
-                    row[cand + "_us"] = time_us(fn(tileops.conv2d))
+                    row[cand + "_us"] = time_us(mine)
             except RuntimeError as e:  # not a candidate of this shape (or of this build)
                 row[cand + "_us"] = None
                 row[cand + "_error"] = str(e).splitlines()[0][:200]

@@ -217,12 +217,13 @@ __device__ __forceinline__ void tma_load_im2col_tap(T* dst, const CUtensorMap* m
 
 // The Hopper TMA producer ring, run by one thread: for each k tile, wait for its stage to be
 // free, announce the stage's bytes on its full barrier, then load(kt, stage) issues the copies.
+// pos0: the ring position of k tile 0 (a persistent kernel's ring runs on across its tiles).
 template <int STAGES, typename Load>
 __device__ __forceinline__ void tma_producer(uint64_t* full, uint64_t* empty, int ktiles, uint32_t bytes,
-                                             Load&& load) {
+                                             Load&& load, int pos0 = 0) {
   for (int kt = 0; kt < ktiles; ++kt) {
-    const int st = kt % STAGES;
-    if (kt >= STAGES) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
+    const int pos = pos0 + kt, st = pos % STAGES;
+    if (pos >= STAGES) mbar_wait(&empty[st], ((pos / STAGES) - 1) & 1);
     mbar_expect_tx(&full[st], bytes);
     load(kt, st);
   }
@@ -326,6 +327,57 @@ __device__ __forceinline__ void conv_wgrad_producer(const ConvOperands& cv, cons
       }
     }
   });
+}
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The epilogue's two halves, shared by the kernels below.
+// stage_fragment: warpgroup thread t's part of an m64 x BN wgmma accumulator d into staging rows
+// 0..63 (pitch CP, padded so the fragment writes hit 32 distinct banks), plus the tile's bias
+// from shared memory; RAW: as fp32, for a store loop that adds a residual before activating;
+// else activated and cast to T. Fragment layout of m64nN: warp w holds rows 16w + lane/4 (+8),
+// n8 block j columns 8j + 2 (lane % 4) (+1). Columns past N are computed, never stored.
+template <Act A, int BN, int CP, bool RAW, typename S, typename T>
+__device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stage, const float* bias_s, bool has_bias,
+                                               const Epilogue<T>& epi, int t) {
+  const int warp = t / 32, lane = t % 32;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = warp * 16 + lane / 4 + half * 8;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int c = j * 8 + (lane % 4) * 2;
+      float v[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) v[e] = d[j * 4 + half * 2 + e] + (has_bias ? bias_s[c + e] : 0.f);
+      if constexpr (RAW) {
+        *reinterpret_cast<float2*>(stage + r * CP + c) = make_float2(v[0], v[1]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) stage[r * CP + c + e] = epi.template finish<A>(v[e]);
+      }
+    }
+  }
+}
+
+// store_staged: ROWS x BN staged outputs (pitch CP) to C from (m0, n0) on, by a warpgroup's 128
+// threads: 16-byte stores along rows where vec_store (rows and base 16-byte aligned), element
+// stores at the edges; interior: the whole block lies inside C (no checks).
+template <int ROWS, int BN, int CP, typename T>
+__device__ __forceinline__ void store_staged(const T* stage, const MatmulProblem<T>& p, int g, int64_t m0, int64_t n0,
+                                             int64_t M, int64_t N, bool vec_store, bool interior, int t) {
+  constexpr int VEC = 16 / int(sizeof(T));  // elements per 16-byte store
+#pragma unroll 4
+  for (int i = t; i < ROWS * (BN / VEC); i += 128) {
+    const int r = i / (BN / VEC), c = (i % (BN / VEC)) * VEC;
+    const int64_t m = m0 + r, n = n0 + c;
+    if (interior || (vec_store && m < M && n + VEC <= N)) {
+      *reinterpret_cast<uint4*>(p.c(p.row_c(g, m), n)) = *reinterpret_cast<const uint4*>(stage + r * CP + c);
+    } else if (m < M) {
+      const auto row = p.row_c(g, m);
+      for (int e = 0; e < VEC && n + e < N; ++e) *p.c(row, n + e) = stage[r * CP + c + e];
+    }
+  }
 }
 #endif
 
@@ -476,41 +528,16 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
         bias_s[i] = n0 + i < N ? static_cast<float>(epi.bias[p.bias_index(g, n0 + i)]) : 0.f;
       asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
     }
-    with_act(epi.act, [&](auto act) {
-      constexpr Act A = decltype(act)::value;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = warp * 16 + lane / 4 + half * 8;
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-          const int c = j * 8 + (lane % 4) * 2;  // columns past N: computed, never stored
-          float v[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) v[e] = d[j * 4 + half * 2 + e] + (has_bias ? bias_s[c + e] : 0.f);
-          if (has_res) {
-            *reinterpret_cast<float2*>(fstage + r * CP + c) = make_float2(v[0], v[1]);
-          } else {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) stage[r * CP + c + e] = epi.template finish<A>(v[e]);
-          }
-        }
-      }
-    });
+    if (has_res) {
+      stage_fragment<Act::None, BN, CP, true>(d, fstage, bias_s, has_bias, epi, t);
+    } else {
+      with_act(epi.act, [&](auto act) { stage_fragment<decltype(act)::value, BN, CP, false>(d, stage, bias_s, has_bias, epi, t); });
+    }
     asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");  // this warpgroup's staging is written
     constexpr int VEC = 16 / int(sizeof(T));  // elements per 16-byte store
     const bool interior = vec_store && m0 + BM <= M && n0 + BN <= N;
     if (!has_res) {
-#pragma unroll 4
-      for (int i = t; i < 64 * (BN / VEC); i += 128) {
-        const int r = i / (BN / VEC), c = (i % (BN / VEC)) * VEC;
-        const int64_t m = m0 + (wg - 1) * 64 + r, n = n0 + c;
-        if (interior || (vec_store && m < M && n + VEC <= N)) {
-          *reinterpret_cast<uint4*>(p.c(p.row_c(g, m), n)) = *reinterpret_cast<const uint4*>(stage + r * CP + c);
-        } else if (m < M) {
-          const auto row = p.row_c(g, m);
-          for (int e = 0; e < VEC && n + e < N; ++e) *p.c(row, n + e) = stage[r * CP + c + e];
-        }
-      }
+      store_staged<64, BN, CP>(stage, p, g, m0 + (wg - 1) * 64, n0, M, N, vec_store, interior, t);
       return;
     }
     with_act(epi.act, [&](auto act) {  // residual: vec_store also means the residual is 16-byte aligned
@@ -543,6 +570,141 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
         }
       }
     });
+  }
+#else
+  __trap();  // built without sm_90a: the host never launches this
+#endif
+}
+
+
+// The ping-pong kernel (16-bit types, K-major A, no residual, no split-K): persistent, one block
+// per SM walking output tiles blockIdx.x, + gridDim.x, ... in grouped order (GROUP_M tile rows at
+// a time, so the tiles in flight share A rows and B columns in L2). Each consumer warpgroup owns
+// a whole 128 x PP_BN tile (two m64 halves), the two taking turns: tiles 0, 2, 4... of the block
+// to warpgroup 1, 1, 3, 5... to warpgroup 2. The producer fills one ring in tile order, so one
+// warpgroup's main loop runs while the other does its epilogue (staged in its own buffer, not
+// in the ring), and the next tile's loads run ahead during both: the pipeline fill and the
+// epilogue that cost the one-tile kernel ~20% on short K (ViT's K = 768) are hidden.
+constexpr int PP_BN = 128, PP_STAGES = 4, PP_CP = PP_BN + 8, GROUP_M = 8;
+template <typename T>
+constexpr size_t pp_smem_bytes() {
+  return size_t(PP_STAGES) * (BM + PP_BN) * ROW_BYTES + 2 * BM * PP_CP * sizeof(T) + 2 * PP_BN * sizeof(float) +
+         (2 * PP_STAGES + 2) * sizeof(uint64_t) + 1024;  // + alignment slack
+}
+
+// Output tile i (of batch * mt * nt) as (g, m0, n0), grouped: GROUP_M tile rows, column by column.
+struct TileOrigin {
+  int g;
+  int64_t m0, n0;
+};
+__device__ __forceinline__ TileOrigin pp_tile(int i, int mt, int nt, int bn) {
+  const int g = i / (mt * nt), r = i - g * mt * nt;
+  const int first = r / (GROUP_M * nt) * GROUP_M, rows = min(GROUP_M, mt - first), in = r - first * nt;
+  return {g, int64_t(first + in % rows) * BM, int64_t(in / rows) * bn};
+}
+
+template <typename T, bool B_MN_MAJOR>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_sm90_pingpong_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
+                              MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch,
+                              int batch_a, int batch_b, bool vec_store) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(sizeof(T) == 2, "fp32 staging of two 128-row tiles would not fit beside the ring");
+  using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
+  constexpr int BN = PP_BN, STAGES = PP_STAGES, CP = PP_CP, BK = bk<T>, KSTEP = 32 / int(sizeof(T));
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // see gemm_sm90_kernel
+  T* As = reinterpret_cast<T*>(smem);
+  T* Bs = As + STAGES * BM * BK;
+  T* staging = Bs + STAGES * BN * BK;  // [2][BM][CP], one per consumer
+  float* bias_tiles = reinterpret_cast<float*>(staging + 2 * BM * CP);  // [2][BN]
+  uint64_t* full = reinterpret_cast<uint64_t*>(bias_tiles + 2 * BN);
+  uint64_t* empty = full + STAGES;
+  // turn[w]: the other warpgroup finished issuing a tile's main loop, so warpgroup w may start
+  // its next. Besides keeping the tensor cores to one main loop at a time, this keeps each
+  // consumer's full-barrier waits within one phase of the barrier (a consumer running a whole
+  // tile ahead would wait on a parity two phases early and pass at once).
+  uint64_t* turn = empty + STAGES;
+
+  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+  const int mt = int((M + BM - 1) / BM), nt = int((N + BN - 1) / BN), tiles = batch * mt * nt;
+  const int ktiles = int((K + BK - 1) / BK);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 1);  // the one consumer warpgroup that read the stage
+    }
+    for (int w = 0; w < 2; ++w) mbar_init(&turn[w], 128);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // producer: one thread, every tile of this block in order
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (t != 0) return;
+    int pos = 0;  // ring position of the next k tile
+    for (int i = blockIdx.x; i < tiles; i += gridDim.x, pos += ktiles) {
+      const TileOrigin o = pp_tile(i, mt, nt, BN);
+      const int ga = batch_a > 1 ? o.g : 0, gb = batch_b > 1 ? o.g : 0;
+      tma_producer<STAGES>(full, empty, ktiles, (BM + BN) * BK * sizeof(T), [&](int kt, int s) {
+        tma_load_tile<BM, BK, false>(As + s * BM * BK, &tm_a, &full[s], int(o.m0), kt * BK, ga);
+        tma_load_tile<BN, BK, B_MN_MAJOR>(Bs + s * BN * BK, &tm_b, &full[s], int(o.n0), kt * BK, gb);
+      }, pos);
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  const int w = wg - 1;
+  T* stage = staging + w * BM * CP;
+  float* bias_s = bias_tiles + w * BN;
+  const bool has_bias = epi.bias != nullptr;
+  const int bar = 2 + w;  // this warpgroup's named barrier (0 is __syncthreads, 1 the other kernel's)
+  // j: the block's tile count; this warpgroup takes every other one, starting at w
+  for (int j = w, i = blockIdx.x + w * gridDim.x; i < tiles; j += 2, i += 2 * gridDim.x) {
+    const TileOrigin o = pp_tile(i, mt, nt, BN);
+    float d[2][BN / 2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < BN / 2; ++e) d[h][e] = 0.f;
+    const int pos0 = j * ktiles;
+    if (j > 0) mbar_wait(&turn[w], ((j - 1) / 2) & 1);  // the other's tile j - 1 is issued
+    for (int kt = 0; kt < ktiles; ++kt) {
+      const int pos = pos0 + kt, s = pos % STAGES;
+      mbar_wait(&full[s], (pos / STAGES) & 1);
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+      for (int kk = 0; kk < BK / KSTEP; ++kk) {
+        const uint64_t db = operand_desc<B_MN_MAJOR, KSTEP>(Bs + s * BN * BK, kk);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          wgmma<BN, 0, B_MN_MAJOR ? 1 : 0>(d[h], operand_desc<false, KSTEP>(As + s * BM * BK + h * 64 * BK, kk), db,
+                                            static_cast<F*>(nullptr));
+      }
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
+      if (kt > 0 && t == 0) mbar_arrive(&empty[(pos - 1) % STAGES]);
+    }
+    mbar_arrive(&turn[1 - w]);
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    if (t == 0) mbar_arrive(&empty[(pos0 + ktiles - 1) % STAGES]);
+
+    // Epilogue, in this warpgroup's own staging: first wait until all its threads are done
+    // storing the previous tile from it (and reading its bias).
+    asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+    if (has_bias) {
+      for (int c = t; c < BN; c += 128)
+        bias_s[c] = o.n0 + c < N ? static_cast<float>(epi.bias[p.bias_index(o.g, o.n0 + c)]) : 0.f;
+      asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+    }
+    with_act(epi.act, [&](auto act) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        stage_fragment<decltype(act)::value, BN, CP, false>(d[h], stage + h * 64 * CP, bias_s, has_bias, epi, t);
+    });
+    asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+    const bool interior = vec_store && o.m0 + BM <= M && o.n0 + BN <= N;
+    store_staged<BM, BN, CP>(stage, p, o.g, o.m0, o.n0, M, N, vec_store, interior, t);
   }
 #else
   __trap();  // built without sm_90a: the host never launches this

@@ -210,24 +210,37 @@ int splitk_factor(const GemmArgs& a, int bn, int bk) {
   return int((ktiles + per - 1) / per);  // no empty split
 }
 
-template <typename T, int BN, int STAGES, bool MN, sm90::Gather G = sm90::Gather::None, bool A_MN = false>
-void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb,
-                 bool allow_split = true) {
-  const auto& o = a.mm;  // 16-byte stores (and residual loads) along output rows when rows and bases are aligned
-  constexpr int vec_elems = 16 / sizeof(T), BK = sm90::bk<T>;
-  const bool vec = o.sc[2] == 1 && o.sc[1] % vec_elems == 0 && o.sc[0] % vec_elems == 0 &&
-                   reinterpret_cast<uintptr_t>(o.c) % 16 == 0 && reinterpret_cast<uintptr_t>(a.residual) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(a.out_base) % 16 == 0;
-  auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, G, A_MN>;
-  constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
-  // a per-device attribute: set once on each device (bit d of set_on), not on every launch
-  static std::atomic<uint64_t> set_on{0};
+// 16-byte stores (and residual loads) along output rows: rows and bases aligned.
+template <typename T>
+bool vec_stores(const GemmArgs& a) {
+  const auto& o = a.mm;
+  constexpr int vec_elems = 16 / sizeof(T);
+  return o.sc[2] == 1 && o.sc[1] % vec_elems == 0 && o.sc[0] % vec_elems == 0 &&
+         reinterpret_cast<uintptr_t>(o.c) % 16 == 0 && reinterpret_cast<uintptr_t>(a.residual) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(a.out_base) % 16 == 0;
+}
+
+// A kernel's dynamic shared-memory limit is a per-device attribute: set once on each device (bit
+// d of the kernel's own set_on), not on every launch.
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t smem, std::atomic<uint64_t>& set_on) {
   const int dev = at::cuda::current_device();
   TORCH_INTERNAL_ASSERT(dev < 64, "tileops: device index ", dev, " past the attribute bitmask");
   if (!((set_on.load(std::memory_order_acquire) >> dev) & 1)) {
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     set_on.fetch_or(uint64_t(1) << dev, std::memory_order_release);
   }
+}
+
+template <typename T, int BN, int STAGES, bool MN, sm90::Gather G = sm90::Gather::None, bool A_MN = false>
+void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb,
+                 bool allow_split = true) {
+  constexpr int BK = sm90::bk<T>;
+  const bool vec = vec_stores<T>(a);
+  auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, G, A_MN>;
+  constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
+  static std::atomic<uint64_t> set_on{0};
+  allow_smem(kernel, smem, set_on);
   const auto stream = at::cuda::getCurrentCUDAStream();
   const MatmulProblem<T> p(a.mm);
   const Epilogue<T> epi = epilogue_of<T>(a);
@@ -247,17 +260,39 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   if (sk.splits > 1) splitk_reduce<T, float>(sk.partial, sk.splits, a);
 }
 
+// The ping-pong kernel (sm90::gemm_sm90_pingpong_kernel): persistent, one block per SM, as
+// many blocks as SMs or tiles. It takes 16-bit K-major A and no residual; other problems throw,
+// which the autotuner reads as "not a candidate here".
+template <typename T, bool MN>
+void launch_sm90_pingpong(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
+  TORCH_CHECK(sizeof(T) == 2 && a.residual == nullptr,
+              "tileops: the ping-pong Hopper kernel takes fp16/bf16 without a residual");
+  if constexpr (sizeof(T) == 2) {
+    auto kernel = sm90::gemm_sm90_pingpong_kernel<T, MN>;
+    constexpr size_t smem = sm90::pp_smem_bytes<T>();
+    static std::atomic<uint64_t> set_on{0};
+    allow_smem(kernel, smem, set_on);
+    const int64_t tiles = output_tiles(a, sm90::PP_BN);
+    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the ping-pong kernel");
+    kernel<<<unsigned(std::min<int64_t>(tiles, sms)), sm90::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
+        ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a), int(a.batch), ba, bb, vec_stores<T>(a));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
 // Hopper configs as data: tile width x split-K allowed x two blocks per SM (a 4-stage ring,
 // sm90::blocks_per_sm: one block's fill and epilogue overlap the other's main loop, for short
-// K). The heuristic is in run_sm90; split-K where splitk_factor says.
+// K) x the ping-pong kernel. The heuristic is in run_sm90; split-K where splitk_factor says.
 struct Sm90Config {
   int bn;
-  bool split, two_blocks;
+  bool split, two_blocks, pingpong;
 };
-const std::vector<std::string> kSm90Names = {"bn64",          "bn128",         "bn256", "bn64-nosplit",
-                                             "bn128-nosplit", "bn256-nosplit", "bn64x2"};
-const Sm90Config kSm90Configs[] = {{64, true, false},  {128, true, false},  {256, true, false}, {64, false, false},
-                                   {128, false, false}, {256, false, false}, {64, true, true}};
+const std::vector<std::string> kSm90Names = {"bn64",          "bn128",         "bn256",  "bn64-nosplit",
+                                             "bn128-nosplit", "bn256-nosplit", "bn64x2", "pp128"};
+const Sm90Config kSm90Configs[] = {{64, true, false, false},  {128, true, false, false},  {256, true, false, false},
+                                   {64, false, false, false}, {128, false, false, false}, {256, false, false, false},
+                                   {64, true, true, false},   {128, false, false, true}};
 
 // The TMA map of a GEMM operand of `rows` rows (M for A, N for B), its strides s as (batch, row,
 // k): MN-major, boxes of 64 rows (one swizzle atom each) by BK k-rows; K-major, BK by tile_rows.
@@ -294,7 +329,10 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
     const int bn = cfg.bn == 64 && AMN ? 128 : cfg.bn;
     const CUtensorMap mb = map_of(o.b, a.N, sb, bb, l.b, uint32_t(bn));
     constexpr auto G = sm90::Gather::None;
-    if (bn == 256) launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
+    if (cfg.pingpong) {
+      TORCH_CHECK(!AMN, "tileops: the ping-pong Hopper kernel takes K-major A");
+      if constexpr (!AMN) launch_sm90_pingpong<T, BMN>(a, ma, mb, ba, bb);
+    } else if (bn == 256) launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if constexpr (!AMN) {
       if (cfg.two_blocks) launch_sm90<T, 64, 4, BMN>(a, ma, mb, ba, bb, cfg.split);
