@@ -311,10 +311,12 @@ def test_matmul_a_mn_major_cuda(kind, size, b_layout, batch):
 
 
 # Each Hopper config pinned (autotune family "matmul_sm90"): tile widths, split-K or not,
-# bn64x2 (two blocks per SM, a 4-stage ring, no register rebalance) and pp128 (the persistent
-# ping-pong kernel: fp16/bf16 only), on tails in M, N and K, both B layouts, batches and
-# split-K-sized problems; tf32 takes K-major operands (copies).
-SM90_CONFIGS = ["bn64", "bn128", "bn256", "bn64-nosplit", "bn128-nosplit", "bn256-nosplit", "bn64x2", "pp128"]
+# bn64x2 (two blocks per SM, a 4-stage ring, no register rebalance) and the persistent kernels
+# (ping-pong pp128 and cooperative coop256x128: fp16/bf16 only), on tails in M, N and K, both B
+# layouts, batches and split-K-sized problems; tf32 takes K-major operands (copies).
+SM90_CONFIGS = ["bn64", "bn128", "bn256", "bn64-nosplit", "bn128-nosplit", "bn256-nosplit", "bn64x2", "pp128",
+                "coop256x128"]
+PERSISTENT = ["pp128", "coop256x128"]
 SM90_CASES = [(1, 200, 72, 136), (1, 8, 264, 4096), (3, 130, 100, 64), (1, 1000, 64, 1000)]
 
 
@@ -334,8 +336,8 @@ def test_matmul_sm90_configs_cuda(config, kind, size, b_layout):
     b = randn(lead + (N, K), dt, "cuda", gen).transpose(-1, -2) if b_layout == "T" else randn(lead + (K, N), dt,
                                                                                                 "cuda", gen)
     with autotune.pinned("matmul_sm90", config), tf32(kind == "tf32"):
-        if config == "pp128" and kind == "tf32":
-            with pytest.raises(RuntimeError, match="ping-pong Hopper kernel takes fp16/bf16"):
+        if config in PERSISTENT and kind == "tf32":
+            with pytest.raises(RuntimeError, match="persistent Hopper kernels take fp16/bf16"):
                 tileops.matmul(a, b, algo="wgmma")
             return
         out = run_poisoned(lambda: tileops.matmul(a, b, algo="wgmma"), batch * M * N, dt, "cuda")
@@ -343,18 +345,19 @@ def test_matmul_sm90_configs_cuda(config, kind, size, b_layout):
     check(out, ref, mag, kind, "sm90 %s %s b=%s seed=%d" % (config, size, b_layout, seed))
 
 
-# The ping-pong kernel's own structure: blocks that walk several tiles (the two consumer warpgroups
-# alternating, the ring running on across tiles, both the ring's wrap and a K shorter than it),
-# grouped tile order with a partial last group, tails in M, N and K, batches (one operand
-# broadcast), every epilogue; and the problems it refuses.
+# The persistent kernels' own structure: blocks that walk several tiles (ping-pong's consumer
+# warpgroups alternating, the ring running on across tiles, both the ring's wrap and a K shorter
+# than it), grouped tile order with a partial last group, tails in M, N and K, batches (one
+# operand broadcast), every epilogue; and the problems they refuse.
 PP_CASES = [(1, 4100, 2100, 72), (1, 3000, 1500, 200), (2, 1100, 700, 1000), (3, 129, 264, 8)]
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("config", PERSISTENT)
 @pytest.mark.parametrize("kind", ["bfloat16", "float16"])
 @pytest.mark.parametrize("size", PP_CASES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("b_layout", ["N", "T", "broadcast"])
-def test_matmul_pingpong_cuda(kind, size, b_layout):
+def test_matmul_persistent_cuda(config, kind, size, b_layout):
     from tileops import autotune
 
     batch, M, N, K = size
@@ -366,32 +369,33 @@ def test_matmul_pingpong_cuda(kind, size, b_layout):
     else:
         b = randn((batch, N, K), dt, "cuda", gen).transpose(-1, -2) if b_layout == "T" else randn((batch, K, N), dt,
                                                                                                   "cuda", gen)
-    with autotune.pinned("matmul_sm90", "pp128"):
+    with autotune.pinned("matmul_sm90", config):
         out = run_poisoned(lambda: tileops.matmul(a, b, algo="wgmma"), batch * M * N, dt, "cuda")
     ref, mag = ref_mm(a, b)
-    check(out, ref, mag, kind, "pp128 %s b=%s seed=%d" % (size, b_layout, seed))
+    check(out, ref, mag, kind, "%s %s b=%s seed=%d" % (config, size, b_layout, seed))
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("config", PERSISTENT)
 @pytest.mark.parametrize("kind", ["bfloat16", "float16"])
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
-def test_linear_pingpong_cuda(kind, activation, with_bias):
+def test_linear_persistent_cuda(config, kind, activation, with_bias):
     from tileops import autotune
 
     gen, seed = fresh_generator()
     dt = DTYPES[kind]
     x, w = randn((3001, 520), dt, "cuda", gen), randn((1100, 520), dt, "cuda", gen)
     bias = randn((1100,), dt, "cuda", gen) if with_bias else None
-    with autotune.pinned("matmul_sm90", "pp128"):
+    with autotune.pinned("matmul_sm90", config):
         out = run_poisoned(lambda: tileops.linear(x, w, bias, activation), 3001 * 1100, dt, "cuda")
         res = randn((3001, 1100), dt, "cuda", gen)
         with pytest.raises(RuntimeError, match="without a residual"):
             tileops.linear(x, w, bias, activation, res)
-        with pytest.raises(RuntimeError, match="takes K-major A"):
+        with pytest.raises(RuntimeError, match="take K-major A"):
             tileops.matmul(randn((520, 3008), dt, "cuda", gen).t(), w.t(), algo="wgmma")  # column-major A
     x64, w64 = x.double().cpu(), w.double().cpu()
     b64 = bias.double().cpu() if with_bias else None
     act = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}[activation]
     mag = F.linear(x64.abs(), w64.abs(), b64.abs() if with_bias else None)
-    check(out, act(F.linear(x64, w64, b64)), mag, kind, "pp128 linear %s seed=%d" % (activation, seed))
+    check(out, act(F.linear(x64, w64, b64)), mag, kind, "%s linear %s seed=%d" % (config, activation, seed))

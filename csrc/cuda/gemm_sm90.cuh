@@ -577,62 +577,77 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 }
 
 
-// The ping-pong kernel (16-bit types, K-major A, no residual, no split-K): persistent, one block
-// per SM walking output tiles blockIdx.x, + gridDim.x, ... in grouped order (GROUP_M tile rows at
-// a time, so the tiles in flight share A rows and B columns in L2). Each consumer warpgroup owns
-// a whole 128 x PP_BN tile (two m64 halves), the two taking turns: tiles 0, 2, 4... of the block
-// to warpgroup 1, 1, 3, 5... to warpgroup 2. The producer fills one ring in tile order, so one
-// warpgroup's main loop runs while the other does its epilogue (staged in its own buffer, not
-// in the ring), and the next tile's loads run ahead during both: the pipeline fill and the
-// epilogue that cost the one-tile kernel ~20% on short K (ViT's K = 768) are hidden.
-constexpr int PP_BN = 128, PP_STAGES = 4, PP_CP = PP_BN + 8, GROUP_M = 8;
-template <typename T>
+// The persistent kernels (16-bit types, K-major A, no residual, no split-K): one block per SM
+// walking output tiles blockIdx.x, + gridDim.x, ... in grouped order (GROUP_M tile rows at a
+// time, so the tiles in flight share A rows and B columns in L2); the producer fills one ring in
+// tile order, running on into the next tile while the consumers finish this one. Each consumer
+// warpgroup holds 128 x 128 of accumulators (two m64 halves) and stages its epilogue in its own
+// buffer, not in the ring.
+// - Ping-pong (COOP false, tiles 128 x 128): each warpgroup owns whole tiles, the two taking
+//   turns (the block's tiles 0, 2, 4... to warpgroup 1, the odd ones to 2), so one's main loop
+//   runs while the other does its epilogue: the pipeline fill and the epilogue that cost the
+//   one-tile kernel ~20% on short K (ViT's K = 768) are hidden.
+// - Cooperative (COOP true, tiles 256 x 128): both warpgroups work on every tile, 128 rows each;
+//   the epilogue is not hidden, but a k tile moves 48 KiB for twice the math of ping-pong's 32
+//   KiB, which matters where L2 bandwidth, not the epilogue, bounds the main loop (long K).
+constexpr int PP_BN = 128, PP_CP = PP_BN + 8, GROUP_M = 8;
+template <bool COOP>
+constexpr int pp_bm() {
+  return COOP ? 2 * BM : BM;
+}
+template <bool COOP>
+constexpr int pp_stages() {
+  return COOP ? 3 : 4;
+}
+template <typename T, bool COOP>
 constexpr size_t pp_smem_bytes() {
-  return size_t(PP_STAGES) * (BM + PP_BN) * ROW_BYTES + 2 * BM * PP_CP * sizeof(T) + 2 * PP_BN * sizeof(float) +
-         (2 * PP_STAGES + 2) * sizeof(uint64_t) + 1024;  // + alignment slack
+  return size_t(pp_stages<COOP>()) * (pp_bm<COOP>() + PP_BN) * ROW_BYTES + 2 * BM * PP_CP * sizeof(T) +
+         2 * PP_BN * sizeof(float) + (2 * pp_stages<COOP>() + 2) * sizeof(uint64_t) + 1024;  // + alignment slack
 }
 
-// Output tile i (of batch * mt * nt) as (g, m0, n0), grouped: GROUP_M tile rows, column by column.
+// Output tile i (of batch * mt * nt, tiles bm x bn) as (g, m0, n0), grouped: GROUP_M tile rows,
+// column by column.
 struct TileOrigin {
   int g;
   int64_t m0, n0;
 };
-__device__ __forceinline__ TileOrigin pp_tile(int i, int mt, int nt, int bn) {
+__device__ __forceinline__ TileOrigin pp_tile(int i, int mt, int nt, int bm, int bn) {
   const int g = i / (mt * nt), r = i - g * mt * nt;
   const int first = r / (GROUP_M * nt) * GROUP_M, rows = min(GROUP_M, mt - first), in = r - first * nt;
-  return {g, int64_t(first + in % rows) * BM, int64_t(in / rows) * bn};
+  return {g, int64_t(first + in % rows) * bm, int64_t(in / rows) * bn};
 }
 
-template <typename T, bool B_MN_MAJOR>
+template <typename T, bool B_MN_MAJOR, bool COOP>
 __global__ void __launch_bounds__(THREADS, 1)
-    gemm_sm90_pingpong_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
-                              MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch,
-                              int batch_a, int batch_b, bool vec_store) {
+    gemm_sm90_persistent_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
+                                MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch,
+                                int batch_a, int batch_b, bool vec_store) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(sizeof(T) == 2, "fp32 staging of two 128-row tiles would not fit beside the ring");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
-  constexpr int BN = PP_BN, STAGES = PP_STAGES, CP = PP_CP, BK = bk<T>, KSTEP = 32 / int(sizeof(T));
+  constexpr int TM = pp_bm<COOP>(), BN = PP_BN, STAGES = pp_stages<COOP>(), CP = PP_CP, BK = bk<T>,
+                KSTEP = 32 / int(sizeof(T));
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // see gemm_sm90_kernel
   T* As = reinterpret_cast<T*>(smem);
-  T* Bs = As + STAGES * BM * BK;
+  T* Bs = As + STAGES * TM * BK;
   T* staging = Bs + STAGES * BN * BK;  // [2][BM][CP], one per consumer
   float* bias_tiles = reinterpret_cast<float*>(staging + 2 * BM * CP);  // [2][BN]
   uint64_t* full = reinterpret_cast<uint64_t*>(bias_tiles + 2 * BN);
   uint64_t* empty = full + STAGES;
-  // turn[w]: the other warpgroup finished issuing a tile's main loop, so warpgroup w may start
-  // its next. Besides keeping the tensor cores to one main loop at a time, this keeps each
-  // consumer's full-barrier waits within one phase of the barrier (a consumer running a whole
-  // tile ahead would wait on a parity two phases early and pass at once).
+  // Ping-pong's turn[w]: the other warpgroup finished issuing a tile's main loop, so warpgroup w
+  // may start its next. Besides keeping the tensor cores to one main loop at a time, this keeps
+  // each consumer's full-barrier waits within one phase of the barrier (a consumer running a
+  // whole tile ahead would wait on a parity two phases early and pass at once).
   uint64_t* turn = empty + STAGES;
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-  const int mt = int((M + BM - 1) / BM), nt = int((N + BN - 1) / BN), tiles = batch * mt * nt;
+  const int mt = int((M + TM - 1) / TM), nt = int((N + BN - 1) / BN), tiles = batch * mt * nt;
   const int ktiles = int((K + BK - 1) / BK);
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 1);  // the one consumer warpgroup that read the stage
+      mbar_init(&empty[s], COOP ? 2 : 1);  // the consumer warpgroups that read the stage
     }
     for (int w = 0; w < 2; ++w) mbar_init(&turn[w], 128);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -644,10 +659,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (t != 0) return;
     int pos = 0;  // ring position of the next k tile
     for (int i = blockIdx.x; i < tiles; i += gridDim.x, pos += ktiles) {
-      const TileOrigin o = pp_tile(i, mt, nt, BN);
+      const TileOrigin o = pp_tile(i, mt, nt, TM, BN);
       const int ga = batch_a > 1 ? o.g : 0, gb = batch_b > 1 ? o.g : 0;
-      tma_producer<STAGES>(full, empty, ktiles, (BM + BN) * BK * sizeof(T), [&](int kt, int s) {
-        tma_load_tile<BM, BK, false>(As + s * BM * BK, &tm_a, &full[s], int(o.m0), kt * BK, ga);
+      tma_producer<STAGES>(full, empty, ktiles, (TM + BN) * BK * sizeof(T), [&](int kt, int s) {
+#pragma unroll
+        for (int h = 0; h < TM / BM; ++h)  // A in boxes of BM rows (the map's box)
+          tma_load_tile<BM, BK, false>(As + (s * TM + h * BM) * BK, &tm_a, &full[s], int(o.m0) + h * BM, kt * BK, ga);
         tma_load_tile<BN, BK, B_MN_MAJOR>(Bs + s * BN * BK, &tm_b, &full[s], int(o.n0), kt * BK, gb);
       }, pos);
     }
@@ -659,16 +676,19 @@ __global__ void __launch_bounds__(THREADS, 1)
   float* bias_s = bias_tiles + w * BN;
   const bool has_bias = epi.bias != nullptr;
   const int bar = 2 + w;  // this warpgroup's named barrier (0 is __syncthreads, 1 the other kernel's)
-  // j: the block's tile count; this warpgroup takes every other one, starting at w
-  for (int j = w, i = blockIdx.x + w * gridDim.x; i < tiles; j += 2, i += 2 * gridDim.x) {
-    const TileOrigin o = pp_tile(i, mt, nt, BN);
+  const int row0 = COOP ? w * BM : 0;  // this warpgroup's first row in the tile
+  // j: the block's tile count. Ping-pong: this warpgroup takes every other tile, from its own.
+  constexpr int STEP = COOP ? 1 : 2;
+  const int first = COOP ? 0 : w;
+  for (int j = first, i = blockIdx.x + first * gridDim.x; i < tiles; j += STEP, i += STEP * gridDim.x) {
+    const TileOrigin o = pp_tile(i, mt, nt, TM, BN);
     float d[2][BN / 2];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int e = 0; e < BN / 2; ++e) d[h][e] = 0.f;
     const int pos0 = j * ktiles;
-    if (j > 0) mbar_wait(&turn[w], ((j - 1) / 2) & 1);  // the other's tile j - 1 is issued
+    if (!COOP && j > 0) mbar_wait(&turn[w], ((j - 1) / 2) & 1);  // the other's tile j - 1 is issued
     for (int kt = 0; kt < ktiles; ++kt) {
       const int pos = pos0 + kt, s = pos % STAGES;
       mbar_wait(&full[s], (pos / STAGES) & 1);
@@ -678,14 +698,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         const uint64_t db = operand_desc<B_MN_MAJOR, KSTEP>(Bs + s * BN * BK, kk);
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          wgmma<BN, 0, B_MN_MAJOR ? 1 : 0>(d[h], operand_desc<false, KSTEP>(As + s * BM * BK + h * 64 * BK, kk), db,
-                                            static_cast<F*>(nullptr));
+          wgmma<BN, 0, B_MN_MAJOR ? 1 : 0>(
+              d[h], operand_desc<false, KSTEP>(As + (s * TM + row0 + h * 64) * BK, kk), db, static_cast<F*>(nullptr));
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
       if (kt > 0 && t == 0) mbar_arrive(&empty[(pos - 1) % STAGES]);
     }
-    mbar_arrive(&turn[1 - w]);
+    if (!COOP) mbar_arrive(&turn[1 - w]);
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     if (t == 0) mbar_arrive(&empty[(pos0 + ktiles - 1) % STAGES]);
 
@@ -703,8 +723,9 @@ __global__ void __launch_bounds__(THREADS, 1)
         stage_fragment<decltype(act)::value, BN, CP, false>(d[h], stage + h * 64 * CP, bias_s, has_bias, epi, t);
     });
     asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
-    const bool interior = vec_store && o.m0 + BM <= M && o.n0 + BN <= N;
-    store_staged<BM, BN, CP>(stage, p, o.g, o.m0, o.n0, M, N, vec_store, interior, t);
+    const int64_t m0 = o.m0 + row0;
+    const bool interior = vec_store && m0 + BM <= M && o.n0 + BN <= N;
+    store_staged<BM, BN, CP>(stage, p, o.g, m0, o.n0, M, N, vec_store, interior, t);
   }
 #else
   __trap();  // built without sm_90a: the host never launches this

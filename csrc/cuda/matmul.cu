@@ -260,21 +260,23 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   if (sk.splits > 1) splitk_reduce<T, float>(sk.partial, sk.splits, a);
 }
 
-// The ping-pong kernel (sm90::gemm_sm90_pingpong_kernel): persistent, one block per SM, as
-// many blocks as SMs or tiles. It takes 16-bit K-major A and no residual; other problems throw,
-// which the autotuner reads as "not a candidate here".
-template <typename T, bool MN>
-void launch_sm90_pingpong(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
+// The persistent kernels (sm90::gemm_sm90_persistent_kernel; COOP: cooperative 256 x 128 tiles,
+// else ping-pong 128 x 128): one block per SM, as many blocks as SMs or tiles. They take 16-bit
+// K-major A and no residual; other problems throw, which the autotuner reads as "not a candidate
+// here".
+template <typename T, bool MN, bool COOP>
+void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
   TORCH_CHECK(sizeof(T) == 2 && a.residual == nullptr,
-              "tileops: the ping-pong Hopper kernel takes fp16/bf16 without a residual");
+              "tileops: the persistent Hopper kernels take fp16/bf16 without a residual");
   if constexpr (sizeof(T) == 2) {
-    auto kernel = sm90::gemm_sm90_pingpong_kernel<T, MN>;
-    constexpr size_t smem = sm90::pp_smem_bytes<T>();
+    auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, COOP>;
+    constexpr size_t smem = sm90::pp_smem_bytes<T, COOP>();
     static std::atomic<uint64_t> set_on{0};
     allow_smem(kernel, smem, set_on);
-    const int64_t tiles = output_tiles(a, sm90::PP_BN);
+    const int64_t tm = sm90::pp_bm<COOP>();
+    const int64_t tiles = a.batch * ((a.M + tm - 1) / tm) * ((a.N + sm90::PP_BN - 1) / sm90::PP_BN);
     const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-    TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the ping-pong kernel");
+    TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the persistent Hopper kernels");
     kernel<<<unsigned(std::min<int64_t>(tiles, sms)), sm90::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
         ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a), int(a.batch), ba, bb, vec_stores<T>(a));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -283,16 +285,21 @@ void launch_sm90_pingpong(const GemmArgs& a, const CUtensorMap& ma, const CUtens
 
 // Hopper configs as data: tile width x split-K allowed x two blocks per SM (a 4-stage ring,
 // sm90::blocks_per_sm: one block's fill and epilogue overlap the other's main loop, for short
-// K) x the ping-pong kernel. The heuristic is in run_sm90; split-K where splitk_factor says.
+// K) x persistent (the ping-pong and cooperative kernels). The heuristic is in run_sm90; split-K
+// where splitk_factor says.
+enum class Persist { No, PingPong, Coop };
 struct Sm90Config {
   int bn;
-  bool split, two_blocks, pingpong;
+  bool split, two_blocks;
+  Persist persist;
 };
 const std::vector<std::string> kSm90Names = {"bn64",          "bn128",         "bn256",  "bn64-nosplit",
-                                             "bn128-nosplit", "bn256-nosplit", "bn64x2", "pp128"};
-const Sm90Config kSm90Configs[] = {{64, true, false, false},  {128, true, false, false},  {256, true, false, false},
-                                   {64, false, false, false}, {128, false, false, false}, {256, false, false, false},
-                                   {64, true, true, false},   {128, false, false, true}};
+                                             "bn128-nosplit", "bn256-nosplit", "bn64x2", "pp128",
+                                             "coop256x128"};
+const Sm90Config kSm90Configs[] = {
+    {64, true, false, Persist::No},   {128, true, false, Persist::No},  {256, true, false, Persist::No},
+    {64, false, false, Persist::No},  {128, false, false, Persist::No}, {256, false, false, Persist::No},
+    {64, true, true, Persist::No},    {128, false, false, Persist::PingPong}, {128, false, false, Persist::Coop}};
 
 // The TMA map of a GEMM operand of `rows` rows (M for A, N for B), its strides s as (batch, row,
 // k): MN-major, boxes of 64 rows (one swizzle atom each) by BK k-rows; K-major, BK by tile_rows.
@@ -329,9 +336,12 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
     const int bn = cfg.bn == 64 && AMN ? 128 : cfg.bn;
     const CUtensorMap mb = map_of(o.b, a.N, sb, bb, l.b, uint32_t(bn));
     constexpr auto G = sm90::Gather::None;
-    if (cfg.pingpong) {
-      TORCH_CHECK(!AMN, "tileops: the ping-pong Hopper kernel takes K-major A");
-      if constexpr (!AMN) launch_sm90_pingpong<T, BMN>(a, ma, mb, ba, bb);
+    if (cfg.persist != Persist::No) {
+      TORCH_CHECK(!AMN, "tileops: the persistent Hopper kernels take K-major A");
+      if constexpr (!AMN) {
+        if (cfg.persist == Persist::Coop) launch_sm90_persistent<T, BMN, true>(a, ma, mb, ba, bb);
+        else launch_sm90_persistent<T, BMN, false>(a, ma, mb, ba, bb);
+      }
     } else if (bn == 256) launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if constexpr (!AMN) {
@@ -357,10 +367,14 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
   // The heuristic: bn64x2 where 128-wide tiles would leave SMs idle but 64-wide ones fill them
   // without split-K, and for N <= 64 (measured, results/h200/14fecd3: square 1024 0.70 -> 1.10x,
   // 1000^3 0.75 -> 0.92x, batched AV 1.00 -> 1.19x; 1x1-conv GEMMs with N = 64 unchanged; large
-  // problems are slower with it: ViT-B 0.36-0.67x); else 256 wide for wide outputs, 128 below.
+  // problems are slower with it: ViT-B 0.36-0.67x); the ping-pong kernel for K up to 3072 with
+  // at least two tiles per SM (measured, results/h200/iterations-pp/cand_2ef5c06.json: ViT-B fc1
+  // 253 -> 236 us, fc2 221 -> 212, QKV 197 -> 182, batched QK^T 23.7 -> 18.7, linear+GELU 2-7%;
+  // squares and LLM shapes with K >= 4096 slower); else 256 wide for wide outputs, 128 below.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool x2 = !a_mn && (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
-  const int heuristic = x2 ? 6 : a.N > 128 ? 2 : 1;
+  const bool pp = sizeof(T) == 2 && !a_mn && a.residual == nullptr && a.K <= 3072 && output_tiles(a, 128) >= 2 * sms;
+  const int heuristic = x2 ? 6 : pp ? 7 : a.N > 128 ? 2 : 1;
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
