@@ -312,11 +312,12 @@ def test_matmul_a_mn_major_cuda(kind, size, b_layout, batch):
 
 # Each Hopper config pinned (autotune family "matmul_sm90"): tile widths, split-K or not,
 # bn64x2 (two blocks per SM, a 4-stage ring, no register rebalance) and the persistent kernels
-# (ping-pong pp128 and cooperative coop256x128: fp16/bf16 only), on tails in M, N and K, both B
-# layouts, batches and split-K-sized problems; tf32 takes K-major operands (copies).
+# (ping-pong pp128 and cooperative coop256x128, alone or in clusters of two blocks sharing B:
+# fp16/bf16 only), on tails in M, N and K, both B layouts, batches and split-K-sized problems;
+# tf32 takes K-major operands (copies).
 SM90_CONFIGS = ["bn64", "bn128", "bn256", "bn64-nosplit", "bn128-nosplit", "bn256-nosplit", "bn64x2", "pp128",
-                "coop256x128"]
-PERSISTENT = ["pp128", "coop256x128"]
+                "coop256x128", "pp128-c2", "coop256x128-c2"]
+PERSISTENT = ["pp128", "coop256x128", "pp128-c2", "coop256x128-c2"]
 SM90_CASES = [(1, 200, 72, 136), (1, 8, 264, 4096), (3, 130, 100, 64), (1, 1000, 64, 1000)]
 
 
@@ -347,8 +348,9 @@ def test_matmul_sm90_configs_cuda(config, kind, size, b_layout):
 
 # The persistent kernels' own structure: blocks that walk several tiles (ping-pong's consumer
 # warpgroups alternating, the ring running on across tiles, both the ring's wrap and a K shorter
-# than it), grouped tile order with a partial last group, tails in M, N and K, batches (one
-# operand broadcast), every epilogue; and the problems they refuse.
+# than it), grouped tile order with a partial last group, tails in M, N and K, an odd count of
+# tile rows (a cluster's second block past M), batches (one operand broadcast), every epilogue;
+# and the problems they refuse.
 PP_CASES = [(1, 4100, 2100, 72), (1, 3000, 1500, 200), (2, 1100, 700, 1000), (3, 129, 264, 8)]
 
 

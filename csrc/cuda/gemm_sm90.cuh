@@ -95,6 +95,30 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
+// The same into the shared memory of every CTA of the cluster in cta_mask, at dst's offset,
+// completing on the barrier at bar's offset in each.
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
+                                                   int c2, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+      "{%3, %4, %5}], [%2], %6;" ::"r"(smem_u32(dst)),
+      "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2), "h"(cta_mask)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Arrive on the barrier at bar's offset in CTA `cta` of the cluster (this CTA's own included).
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(cta));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
 // TMA im2col load of 4-D NHWC x: the pixels from (n, h, w) on, channel c on, shifted by the
 // filter tap's offsets (ow, oh); zeros where a shifted pixel falls outside x.
 __device__ __forceinline__ void tma_load_im2col(void* dst, const CUtensorMap* map, uint64_t* bar, int c, int w, int h,
@@ -590,6 +614,11 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // - Cooperative (COOP true, tiles 256 x 128): both warpgroups work on every tile, 128 rows each;
 //   the epilogue is not hidden, but a k tile moves 48 KiB for twice the math of ping-pong's 32
 //   KiB, which matters where L2 bandwidth, not the epilogue, bounds the main loop (long K).
+// CL = 2: clusters of two blocks on vertically adjacent tiles (same columns): each loads its own
+// A tile and one half of the shared B tile, multicast into both, so B crosses L2 once for two
+// SMs. A stage may then be refilled only when the consumers of both blocks are done with it:
+// each consumer releases a stage on both blocks' empty barriers, and a producer waits for its
+// last stages' release before its block exits (the peer still arrives on its barriers).
 constexpr int PP_BN = 128, PP_CP = PP_BN + 8, GROUP_M = 8;
 template <bool COOP>
 constexpr int pp_bm() {
@@ -617,7 +646,7 @@ __device__ __forceinline__ TileOrigin pp_tile(int i, int mt, int nt, int bm, int
   return {g, int64_t(first + in % rows) * bm, int64_t(in / rows) * bn};
 }
 
-template <typename T, bool B_MN_MAJOR, bool COOP>
+template <typename T, bool B_MN_MAJOR, bool COOP, int CL>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_persistent_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                 MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch,
@@ -642,31 +671,46 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint64_t* turn = empty + STAGES;
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-  const int mt = int((M + TM - 1) / TM), nt = int((N + BN - 1) / BN), tiles = batch * mt * nt;
+  static_assert(CL == 1 || (CL == 2 && BN / 2 == 64), "a cluster's B halves are 64-row boxes");
+  // Tiles of CL * TM rows: one per cluster, TM rows per block (rank).
+  const int rank = CL == 1 ? 0 : int(cluster_ctarank()), cluster = blockIdx.x / CL, clusters = gridDim.x / CL;
+  const int mt = int((M + CL * TM - 1) / (CL * TM)), nt = int((N + BN - 1) / BN), tiles = batch * mt * nt;
   const int ktiles = int((K + BK - 1) / BK);
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], COOP ? 2 : 1);  // the consumer warpgroups that read the stage
+      mbar_init(&empty[s], CL * (COOP ? 2 : 1));  // the consumer warpgroups that read the stage
     }
     for (int w = 0; w < 2; ++w) mbar_init(&turn[w], 128);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
+  if constexpr (CL > 1) cluster_sync();  // the peer's barriers exist before any multicast
+  else __syncthreads();
 
   if (wg == 0) {  // producer: one thread, every tile of this block in order
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (t != 0) return;
     int pos = 0;  // ring position of the next k tile
-    for (int i = blockIdx.x; i < tiles; i += gridDim.x, pos += ktiles) {
-      const TileOrigin o = pp_tile(i, mt, nt, TM, BN);
-      const int ga = batch_a > 1 ? o.g : 0, gb = batch_b > 1 ? o.g : 0;
+    for (int i = cluster; i < tiles; i += clusters, pos += ktiles) {
+      const TileOrigin o = pp_tile(i, mt, nt, CL * TM, BN);
+      const int ga = batch_a > 1 ? o.g : 0, gb = batch_b > 1 ? o.g : 0, m0 = int(o.m0) + rank * TM;
       tma_producer<STAGES>(full, empty, ktiles, (TM + BN) * BK * sizeof(T), [&](int kt, int s) {
 #pragma unroll
         for (int h = 0; h < TM / BM; ++h)  // A in boxes of BM rows (the map's box)
-          tma_load_tile<BM, BK, false>(As + (s * TM + h * BM) * BK, &tm_a, &full[s], int(o.m0) + h * BM, kt * BK, ga);
-        tma_load_tile<BN, BK, B_MN_MAJOR>(Bs + s * BN * BK, &tm_b, &full[s], int(o.n0), kt * BK, gb);
+          tma_load_tile<BM, BK, false>(As + (s * TM + h * BM) * BK, &tm_a, &full[s], m0 + h * BM, kt * BK, ga);
+        if constexpr (CL == 1) {
+          tma_load_tile<BN, BK, B_MN_MAJOR>(Bs + s * BN * BK, &tm_b, &full[s], int(o.n0), kt * BK, gb);
+        } else {  // this rank's 64-row half of B, into both blocks
+          const int n = int(o.n0) + rank * 64;
+          T* dst = Bs + (s * BN + rank * 64) * BK;
+          if constexpr (B_MN_MAJOR) tma_load_multicast(dst, &tm_b, &full[s], n, kt * BK, gb, 3);
+          else tma_load_multicast(dst, &tm_b, &full[s], kt * BK, n, gb, 3);
+        }
       }, pos);
+    }
+    if constexpr (CL > 1) {  // the tail: every stage released by both blocks before this one exits
+      for (int q = pos; q < pos + STAGES; ++q)
+        if (q >= STAGES) mbar_wait(&empty[q % STAGES], ((q / STAGES) - 1) & 1);
     }
     return;
   }
@@ -680,8 +724,15 @@ __global__ void __launch_bounds__(THREADS, 1)
   // j: the block's tile count. Ping-pong: this warpgroup takes every other tile, from its own.
   constexpr int STEP = COOP ? 1 : 2;
   const int first = COOP ? 0 : w;
-  for (int j = first, i = blockIdx.x + first * gridDim.x; i < tiles; j += STEP, i += STEP * gridDim.x) {
-    const TileOrigin o = pp_tile(i, mt, nt, TM, BN);
+  // a stage read: released on the empty barrier of every block that the stage's loads wrote to
+  auto release = [&](int s) {
+    if (t != 0) return;
+    if constexpr (CL == 1) mbar_arrive(&empty[s]);
+    else for (int c = 0; c < CL; ++c) mbar_arrive_cluster(&empty[s], uint32_t(c));
+  };
+  for (int j = first, i = cluster + first * clusters; i < tiles; j += STEP, i += STEP * clusters) {
+    TileOrigin o = pp_tile(i, mt, nt, CL * TM, BN);
+    o.m0 += rank * TM;
     float d[2][BN / 2];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -703,11 +754,11 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
-      if (kt > 0 && t == 0) mbar_arrive(&empty[(pos - 1) % STAGES]);
+      if (kt > 0) release((pos - 1) % STAGES);
     }
     if (!COOP) mbar_arrive(&turn[1 - w]);
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    if (t == 0) mbar_arrive(&empty[(pos0 + ktiles - 1) % STAGES]);
+    release((pos0 + ktiles - 1) % STAGES);
 
     // Epilogue, in this warpgroup's own staging: first wait until all its threads are done
     // storing the previous tile from it (and reading its bias).

@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAException.h>
 #include <cuda.h>
 
+#include <array>
 #include <atomic>
 #include <string>
 #include <vector>
@@ -261,25 +262,48 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
 }
 
 // The persistent kernels (sm90::gemm_sm90_persistent_kernel; COOP: cooperative 256 x 128 tiles,
-// else ping-pong 128 x 128): one block per SM, as many blocks as SMs or tiles. They take 16-bit
-// K-major A and no residual; other problems throw, which the autotuner reads as "not a candidate
-// here".
-template <typename T, bool MN, bool COOP>
+// else ping-pong 128 x 128; CL: blocks per cluster): one block per SM, as many clusters as fit
+// at once on the GPU or as there are cluster tiles. They take 16-bit K-major A and no residual;
+// other problems throw, which the autotuner reads as "not a candidate here". With CL = 2 the B
+// map's box is 64 rows (each block loads half the tile).
+template <typename T, bool MN, bool COOP, int CL>
 void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
   TORCH_CHECK(sizeof(T) == 2 && a.residual == nullptr,
               "tileops: the persistent Hopper kernels take fp16/bf16 without a residual");
   if constexpr (sizeof(T) == 2) {
-    auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, COOP>;
+    auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, COOP, CL>;
     constexpr size_t smem = sm90::pp_smem_bytes<T, COOP>();
     static std::atomic<uint64_t> set_on{0};
     allow_smem(kernel, smem, set_on);
-    const int64_t tm = sm90::pp_bm<COOP>();
+    const int64_t tm = CL * sm90::pp_bm<COOP>();
     const int64_t tiles = a.batch * ((a.M + tm - 1) / tm) * ((a.N + sm90::PP_BN - 1) / sm90::PP_BN);
-    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the persistent Hopper kernels");
-    kernel<<<unsigned(std::min<int64_t>(tiles, sms)), sm90::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
-        ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a), int(a.batch), ba, bb, vec_stores<T>(a));
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CL;
+    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+    cfg.blockDim = dim3(sm90::THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = at::cuda::getCurrentCUDAStream();
+    cfg.attrs = attr;
+    cfg.numAttrs = CL > 1 ? 1 : 0;
+    // clusters resident at once, per device, asked once (a GPC's SM count need not be even)
+    static std::array<std::atomic<int>, 64> resident{};
+    std::atomic<int>& r = resident[at::cuda::current_device()];
+    if (r.load(std::memory_order_acquire) == 0) {
+      const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+      int n = sms;  // one block per SM
+      if constexpr (CL > 1) {
+        cfg.gridDim = dim3(unsigned(CL * sms));
+        C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
+        TORCH_CHECK(n > 0, "tileops: no cluster of ", CL, " blocks of the persistent Hopper kernel fits on this GPU");
+      }
+      r.store(n, std::memory_order_release);
+    }
+    cfg.gridDim = dim3(unsigned(CL * std::min<int64_t>(tiles, r.load(std::memory_order_acquire))));
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
+                                      int(a.batch), ba, bb, vec_stores<T>(a)));
   }
 }
 
@@ -292,14 +316,17 @@ struct Sm90Config {
   int bn;
   bool split, two_blocks;
   Persist persist;
+  int cluster;  // persistent: blocks per cluster (2: B multicast to a pair of blocks)
 };
 const std::vector<std::string> kSm90Names = {"bn64",          "bn128",         "bn256",  "bn64-nosplit",
                                              "bn128-nosplit", "bn256-nosplit", "bn64x2", "pp128",
-                                             "coop256x128"};
-const Sm90Config kSm90Configs[] = {
-    {64, true, false, Persist::No},   {128, true, false, Persist::No},  {256, true, false, Persist::No},
-    {64, false, false, Persist::No},  {128, false, false, Persist::No}, {256, false, false, Persist::No},
-    {64, true, true, Persist::No},    {128, false, false, Persist::PingPong}, {128, false, false, Persist::Coop}};
+                                             "coop256x128",   "pp128-c2",      "coop256x128-c2"};
+const Sm90Config kSm90Configs[] = {{64, true, false, Persist::No, 1},        {128, true, false, Persist::No, 1},
+                                   {256, true, false, Persist::No, 1},       {64, false, false, Persist::No, 1},
+                                   {128, false, false, Persist::No, 1},      {256, false, false, Persist::No, 1},
+                                   {64, true, true, Persist::No, 1},         {128, false, false, Persist::PingPong, 1},
+                                   {128, false, false, Persist::Coop, 1},    {128, false, false, Persist::PingPong, 2},
+                                   {128, false, false, Persist::Coop, 2}};
 
 // The TMA map of a GEMM operand of `rows` rows (M for A, N for B), its strides s as (batch, row,
 // k): MN-major, boxes of 64 rows (one swizzle atom each) by BK k-rows; K-major, BK by tile_rows.
@@ -334,13 +361,19 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
     constexpr bool AMN = decltype(a_mn)::value, BMN = decltype(b_mn)::value;
     const Sm90Config cfg = kSm90Configs[i];
     const int bn = cfg.bn == 64 && AMN ? 128 : cfg.bn;
-    const CUtensorMap mb = map_of(o.b, a.N, sb, bb, l.b, uint32_t(bn));
+    const CUtensorMap mb = map_of(o.b, a.N, sb, bb, l.b, uint32_t(bn / cfg.cluster));
     constexpr auto G = sm90::Gather::None;
     if (cfg.persist != Persist::No) {
       TORCH_CHECK(!AMN, "tileops: the persistent Hopper kernels take K-major A");
       if constexpr (!AMN) {
-        if (cfg.persist == Persist::Coop) launch_sm90_persistent<T, BMN, true>(a, ma, mb, ba, bb);
-        else launch_sm90_persistent<T, BMN, false>(a, ma, mb, ba, bb);
+        const bool coop = cfg.persist == Persist::Coop;
+        if (cfg.cluster == 2) {
+          if (coop) launch_sm90_persistent<T, BMN, true, 2>(a, ma, mb, ba, bb);
+          else launch_sm90_persistent<T, BMN, false, 2>(a, ma, mb, ba, bb);
+        } else {
+          if (coop) launch_sm90_persistent<T, BMN, true, 1>(a, ma, mb, ba, bb);
+          else launch_sm90_persistent<T, BMN, false, 1>(a, ma, mb, ba, bb);
+        }
       }
     } else if (bn == 256) launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
