@@ -3,7 +3,9 @@
 // the copies) and two consumer warpgroups that each run wgmma on 64 rows of the 128-row
 // tile. Each consumer keeps one wgmma group in flight and releases a stage as soon as the
 // group reading it retires. The epilogue (shared functor) goes through padded shared memory
-// so global stores are 16-byte vectors along rows.
+// so global stores are 16-byte vectors along rows. That kernel runs one output tile per block;
+// gemm_sm90_persistent_kernel (at the end of this file) walks many per block, so loads and
+// epilogues of consecutive tiles overlap.
 //
 // A is K-major (row-major M x K) or, for the 16-bit types, MN-major (column-major, e.g. dY^T of
 // a weight gradient). B is K-major (B^T row-major, e.g. a linear weight) or, for the 16-bit
