@@ -557,7 +557,9 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     if (has_res) {
       stage_fragment<Act::None, BN, CP, true>(d, fstage, bias_s, has_bias, epi, t);
     } else {
-      with_act(epi.act, [&](auto act) { stage_fragment<decltype(act)::value, BN, CP, false>(d, stage, bias_s, has_bias, epi, t); });
+      with_act(epi.act, [&](auto act) {
+        stage_fragment<decltype(act)::value, BN, CP, false>(d, stage, bias_s, has_bias, epi, t);
+      });
     }
     asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");  // this warpgroup's staging is written
     constexpr int VEC = 16 / int(sizeof(T));  // elements per 16-byte store
@@ -621,19 +623,20 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // SMs. A stage may then be refilled only when the consumers of both blocks are done with it:
 // each consumer releases a stage on both blocks' empty barriers, and a producer waits for its
 // last stages' release before its block exits (the peer still arrives on its barriers).
-constexpr int PP_BN = 128, PP_CP = PP_BN + 8, GROUP_M = 8;
+constexpr int PERSIST_BN = 128, PERSIST_CP = PERSIST_BN + 8, GROUP_M = 8;
 template <bool COOP>
-constexpr int pp_bm() {
+constexpr int persist_bm() {
   return COOP ? 2 * BM : BM;
 }
 template <bool COOP>
-constexpr int pp_stages() {
+constexpr int persist_stages() {
   return COOP ? 3 : 4;
 }
 template <typename T, bool COOP>
-constexpr size_t pp_smem_bytes() {
-  return size_t(pp_stages<COOP>()) * (pp_bm<COOP>() + PP_BN) * ROW_BYTES + 2 * BM * PP_CP * sizeof(T) +
-         2 * PP_BN * sizeof(float) + (2 * pp_stages<COOP>() + 2) * sizeof(uint64_t) + 1024;  // + alignment slack
+constexpr size_t persist_smem_bytes() {
+  constexpr size_t ring = size_t(persist_stages<COOP>()) * (persist_bm<COOP>() + PERSIST_BN) * ROW_BYTES;
+  constexpr size_t staging = 2 * BM * PERSIST_CP * sizeof(T) + 2 * PERSIST_BN * sizeof(float);  // + bias tiles
+  return ring + staging + (2 * persist_stages<COOP>() + 2) * sizeof(uint64_t) + 1024;  // + barriers, alignment slack
 }
 
 // Output tile i (of batch * mt * nt, tiles bm x bn) as (g, m0, n0), grouped: GROUP_M tile rows,
@@ -642,7 +645,7 @@ struct TileOrigin {
   int g;
   int64_t m0, n0;
 };
-__device__ __forceinline__ TileOrigin pp_tile(int i, int mt, int nt, int bm, int bn) {
+__device__ __forceinline__ TileOrigin persist_tile(int i, int mt, int nt, int bm, int bn) {
   const int g = i / (mt * nt), r = i - g * mt * nt;
   const int first = r / (GROUP_M * nt) * GROUP_M, rows = min(GROUP_M, mt - first), in = r - first * nt;
   return {g, int64_t(first + in % rows) * bm, int64_t(in / rows) * bn};
@@ -656,7 +659,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(sizeof(T) == 2, "fp32 staging of two 128-row tiles would not fit beside the ring");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
-  constexpr int TM = pp_bm<COOP>(), BN = PP_BN, STAGES = pp_stages<COOP>(), CP = PP_CP, BK = bk<T>,
+  constexpr int TM = persist_bm<COOP>(), BN = PERSIST_BN, STAGES = persist_stages<COOP>(), CP = PERSIST_CP, BK = bk<T>,
                 KSTEP = 32 / int(sizeof(T));
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // see gemm_sm90_kernel
@@ -694,7 +697,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (t != 0) return;
     int pos = 0;  // ring position of the next k tile
     for (int i = cluster; i < tiles; i += clusters, pos += ktiles) {
-      const TileOrigin o = pp_tile(i, mt, nt, CL * TM, BN);
+      const TileOrigin o = persist_tile(i, mt, nt, CL * TM, BN);
       const int ga = batch_a > 1 ? o.g : 0, gb = batch_b > 1 ? o.g : 0, m0 = int(o.m0) + rank * TM;
       tma_producer<STAGES>(full, empty, ktiles, (TM + BN) * BK * sizeof(T), [&](int kt, int s) {
 #pragma unroll
@@ -733,7 +736,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     else for (int c = 0; c < CL; ++c) mbar_arrive_cluster(&empty[s], uint32_t(c));
   };
   for (int j = first, i = cluster + first * clusters; i < tiles; j += STEP, i += STEP * clusters) {
-    TileOrigin o = pp_tile(i, mt, nt, CL * TM, BN);
+    TileOrigin o = persist_tile(i, mt, nt, CL * TM, BN);
     o.m0 += rank * TM;
     float d[2][BN / 2];
 #pragma unroll

@@ -272,11 +272,11 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
               "tileops: the persistent Hopper kernels take fp16/bf16 without a residual");
   if constexpr (sizeof(T) == 2) {
     auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, COOP, CL>;
-    constexpr size_t smem = sm90::pp_smem_bytes<T, COOP>();
+    constexpr size_t smem = sm90::persist_smem_bytes<T, COOP>();
     static std::atomic<uint64_t> set_on{0};
     allow_smem(kernel, smem, set_on);
-    const int64_t tm = CL * sm90::pp_bm<COOP>();
-    const int64_t tiles = a.batch * ((a.M + tm - 1) / tm) * ((a.N + sm90::PP_BN - 1) / sm90::PP_BN);
+    const int64_t tm = CL * sm90::persist_bm<COOP>();
+    const int64_t tiles = a.batch * ((a.M + tm - 1) / tm) * ((a.N + sm90::PERSIST_BN - 1) / sm90::PERSIST_BN);
     TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the persistent Hopper kernels");
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
