@@ -1,5 +1,7 @@
 """First timing of every tileops op against torch (cuBLAS / cuDNN) on a few shapes, same run,
 same inputs, TF32 flags set per row. Writes JSON (records: op, label, dtype, shape, ms, ratio).
+ratio is of GPU times (common.timed: the host queues each call ahead of the GPU, as in a model);
+call_ratio of per-call times on an idle GPU, host cost included.
 
     python benchmarks/bench_ops.py --out benchmarks/results/<gpu>/ops.json
 """
@@ -10,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from common import gpu_dir_name, print_table, progress, set_precision, time_ms, write_json
+from common import gpu_dir_name, print_table, progress, set_precision, timed, write_json
 
 
 def rows():
@@ -74,17 +76,18 @@ def main():
         progress(i, len(todo), "%s %s %s" % (op, label, kind))
         set_precision(kind)
         mine, theirs, flops = build(op, kind, s, "cuda")
-        t_mine = time_ms(mine, reps=args.reps)
-        t_torch = time_ms(theirs, reps=args.reps)
+        t_mine, call_mine, _ = timed(mine, reps=args.reps)
+        t_torch, call_torch, _ = timed(theirs, reps=args.reps)
         rec = dict(op=op, label=label, dtype=kind, tileops_ms=t_mine, torch_ms=t_torch, ratio=t_torch / t_mine,
-                   tileops_tflops=flops / t_mine / 1e9, torch_tflops=flops / t_torch / 1e9)
+                   tileops_tflops=flops / t_mine / 1e9, torch_tflops=flops / t_torch / 1e9, tileops_call_ms=call_mine,
+                   torch_call_ms=call_torch, call_ratio=call_torch / call_mine)
         rec.update({k: v for k, v in s.items()})
         records.append(rec)
         del mine, theirs
         torch.cuda.empty_cache()
     progress(len(todo), len(todo), "done")
     write_json(out, records)
-    print_table(records, ["op", "label", "dtype", "tileops_ms", "torch_ms", "ratio", "tileops_tflops"])
+    print_table(records, ["op", "label", "dtype", "tileops_ms", "torch_ms", "ratio", "call_ratio", "tileops_tflops"])
     print("wrote", out)
 
 
