@@ -75,16 +75,22 @@ def record(op, label, kind, batch, M, N, K, mine, theirs, reps, **extra):
     return rec
 
 
-def run_row(op, shape, kind, algo="auto", reps=30):
-    label, batch, M, N, K = shape
+def build(op, shape, kind, algo="auto"):
+    """(tileops fn, torch fn) of a row on fresh inputs: matmul (a @ b, b row-major K x N), or
+    linear+gelu (x @ w^T + b, then GELU; the torch side two kernels)."""
+    _, batch, M, N, K = shape
     if op == "linear+gelu":
         x = torch.randn(M, K, device="cuda", dtype=dtype_of(kind))
         w, b = torch.randn(N, K, device="cuda", dtype=x.dtype), torch.randn(N, device="cuda", dtype=x.dtype)
-        return record(op, label, kind, batch, M, N, K, lambda: tileops.linear(x, w, b, "gelu"),
-                      lambda: F.gelu(F.linear(x, w, b)), reps, algo="auto")
+        return (lambda: tileops.linear(x, w, b, "gelu")), (lambda: F.gelu(F.linear(x, w, b)))
     a, b = operands(kind, batch, M, N, K)
-    return record("matmul", label, kind, batch, M, N, K, lambda: tileops.matmul(a, b, algo=algo),
-                  lambda: torch.matmul(a, b), reps, algo=algo)
+    return (lambda: tileops.matmul(a, b, algo=algo)), (lambda: torch.matmul(a, b))
+
+
+def run_row(op, shape, kind, algo="auto", reps=30):
+    label, batch, M, N, K = shape
+    mine, theirs = build(op, shape, kind, algo)
+    return record(op, label, kind, batch, M, N, K, mine, theirs, reps, algo=algo)
 
 
 def run_ladder(algo, kind, reps=30):

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 import tileops  # noqa: E402
 from bench_conv import LAYERS  # noqa: E402
-from bench_matmul import SHAPES  # noqa: E402
+from bench_matmul import SHAPES, build  # noqa: E402
 from tileops import autotune  # noqa: E402
 
 PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "matmul_sm90": "matmul"}
@@ -61,22 +61,14 @@ def problem(layer, n, pss):
 
 
 def matmul_problems():
-    """(label, torch fn, tileops fn) for bench_matmul's bf16 shapes past the skinny ones, then the
-    linear+GELU rows (x @ w^T + b, GELU: K-major B)."""
+    """(label, torch fn, tileops fn) for bench_matmul's bf16 rows (bench_matmul.build) past the
+    skinny shapes, then its linear+GELU rows (K-major B)."""
+    rows = [("matmul", s) for s in SHAPES if s[2] >= 128] + [("linear+gelu", s) for s in SHAPES
+                                                              if s[0].startswith("ViT-B")]
     out = []
-    for label, batch, M, N, K in SHAPES:
-        if M < 128:
-            continue
-        lead = (batch,) if batch > 1 else ()
-        a = torch.randn(*lead, M, K, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(*lead, K, N, device="cuda", dtype=torch.bfloat16)
-        out.append((label, lambda a=a, b=b: torch.matmul(a, b), lambda a=a, b=b: tileops.matmul(a, b)))
-    for label, _, M, N, K in SHAPES:
-        if label.startswith("ViT-B"):
-            x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
-            w, b = torch.randn(N, K, device="cuda", dtype=x.dtype), torch.randn(N, device="cuda", dtype=x.dtype)
-            out.append(("linear+gelu " + label, lambda x=x, w=w, b=b: F.gelu(F.linear(x, w, b)),
-                        lambda x=x, w=w, b=b: tileops.linear(x, w, b, "gelu")))
+    for op, shape in rows:
+        mine, theirs = build(op, shape, "bfloat16")
+        out.append((shape[0] if op == "matmul" else "linear+gelu " + shape[0], theirs, mine))
     return out
 
 

@@ -30,6 +30,17 @@ def ref_mm(a, b):
     return a64 @ b64, a64.abs() @ b64.abs()
 
 
+ACTIVATIONS = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+
+
+def ref_linear(x, w, bias, activation):
+    """activation(x @ w^T + bias) in float64 on the CPU, and the magnitude |x| @ |w|^T + |bias|."""
+    x64, w64 = x.double().cpu(), w.double().cpu()
+    b64 = bias.double().cpu() if bias is not None else None
+    mag = F.linear(x64.abs(), w64.abs(), b64.abs() if b64 is not None else None)
+    return ACTIVATIONS[activation](F.linear(x64, w64, b64)), mag
+
+
 @pytest.mark.parametrize("device,kind", DEVICE_KINDS)
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("layouts", ["CC", "TC", "CT", "TT", "SS"])
@@ -213,11 +224,8 @@ def test_linear_epilogue_cuda(kind, activation, with_bias, shape, weight_layout)
     bias = randn((fout,), dt, "cuda", gen) if with_bias else None
     with tf32(kind == "tf32"):
         out = run_poisoned(lambda: tileops.linear(x, w, bias, activation), x.numel() // fin * fout, dt, "cuda")
-    x64, w64 = x.double().cpu(), w.double().cpu()
-    b64 = bias.double().cpu() if with_bias else None
-    act = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}[activation]
-    mag = F.linear(x64.abs(), w64.abs(), b64.abs() if with_bias else None)
-    check(out, act(F.linear(x64, w64, b64)), mag, kind, "linear %s %s %s seed=%d" % (shape, activation, weight_layout, seed))
+    ref, mag = ref_linear(x, w, bias, activation)
+    check(out, ref, mag, kind, "linear %s %s %s seed=%d" % (shape, activation, weight_layout, seed))
 
 
 @pytest.mark.parametrize("device,kind", DEVICE_KINDS)
@@ -233,12 +241,8 @@ def test_linear(device, kind, activation, with_bias, x_shape):
     bias = randn((fout,), dt, device, gen) if with_bias else None
     with tf32(kind == "tf32"):
         out = run_poisoned(lambda: tileops.linear(x, w, bias, activation), x.numel() // fin * fout, dt, device)
-    x64, w64 = x.double().cpu(), w.double().cpu()
-    b64 = bias.double().cpu() if with_bias else None
-    z = F.linear(x64, w64, b64)
-    act = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}[activation]
-    mag = F.linear(x64.abs(), w64.abs(), b64.abs() if with_bias else None)
-    check(out, act(z), mag, kind, "linear %s %s seed=%d" % (x_shape, activation, seed))
+    ref, mag = ref_linear(x, w, bias, activation)
+    check(out, ref, mag, kind, "linear %s %s seed=%d" % (x_shape, activation, seed))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -396,8 +400,5 @@ def test_linear_persistent_cuda(config, kind, activation, with_bias):
             tileops.linear(x, w, bias, activation, res)
         with pytest.raises(RuntimeError, match="take K-major A"):
             tileops.matmul(randn((520, 3008), dt, "cuda", gen).t(), w.t(), algo="wgmma")  # column-major A
-    x64, w64 = x.double().cpu(), w.double().cpu()
-    b64 = bias.double().cpu() if with_bias else None
-    act = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}[activation]
-    mag = F.linear(x64.abs(), w64.abs(), b64.abs() if with_bias else None)
-    check(out, act(F.linear(x64, w64, b64)), mag, kind, "%s linear %s seed=%d" % (config, activation, seed))
+    ref, mag = ref_linear(x, w, bias, activation)
+    check(out, ref, mag, kind, "%s linear %s seed=%d" % (config, activation, seed))

@@ -90,22 +90,24 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::
-          "r"(smem_u32(dst)),
-      "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-}
-// The same into the shared memory of every CTA of the cluster in cta_mask, at dst's offset,
-// completing on the barrier at bar's offset in each.
-__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
-                                                   int c2, uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
-      "{%3, %4, %5}], [%2], %6;" ::"r"(smem_u32(dst)),
-      "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2), "h"(cta_mask)
-      : "memory");
+// A 3-D TMA tile load into this CTA's shared memory, completing on bar; cta_mask != 0: multicast
+// into every CTA of the cluster in the mask, at dst's offset, completing on the barrier at bar's
+// offset in each.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2,
+                                         uint16_t cta_mask = 0) {
+  if (cta_mask == 0) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+        "[%2];" ::"r"(smem_u32(dst)),
+        "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+        "[%1, {%3, %4, %5}], [%2], %6;" ::"r"(smem_u32(dst)),
+        "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2), "h"(cta_mask)
+        : "memory");
+  }
 }
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t r;
@@ -138,13 +140,14 @@ __device__ __forceinline__ uint64_t make_desc(const void* p, uint32_t lbo, uint3
          (uint64_t(1) << 62);
 }
 // One operand's tile of a stage, ROWS x BK, by TMA: K-major, one box (k, row0); MN-major, ROWS/64
-// boxes (row0 + 64j, k) of 64 rows each, one 128-byte swizzle atom wide.
+// boxes (row0 + 64j, k) of 64 rows each, one 128-byte swizzle atom wide. cta_mask: see tma_load.
 template <int ROWS, int BK, bool MN, typename T>
-__device__ __forceinline__ void tma_load_tile(T* dst, const CUtensorMap* map, uint64_t* bar, int row0, int k, int g) {
+__device__ __forceinline__ void tma_load_tile(T* dst, const CUtensorMap* map, uint64_t* bar, int row0, int k, int g,
+                                              uint16_t cta_mask = 0) {
   if constexpr (MN) {
-    for (int j = 0; j < ROWS / 64; ++j) tma_load(dst + j * 64 * BK, map, bar, row0 + 64 * j, k, g);
+    for (int j = 0; j < ROWS / 64; ++j) tma_load(dst + j * 64 * BK, map, bar, row0 + 64 * j, k, g, cta_mask);
   } else {
-    tma_load(dst, map, bar, k, row0, g);
+    tma_load(dst, map, bar, k, row0, g, cta_mask);
   }
 }
 // The wgmma descriptor of k step kk (32 bytes of k) of an operand tile: K-major, the step is
@@ -386,6 +389,15 @@ __device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stag
   }
 }
 
+// stage_bias: the tile's bias from column n0 on, once, as float (zeros past N), by a warpgroup's
+// 128 threads: no global loads per element in stage_fragment. I: the caller's index type.
+template <int BN, typename T, typename I>
+__device__ __forceinline__ void stage_bias(float* bias_s, const Epilogue<T>& epi, const MatmulProblem<T>& p, int g,
+                                           I n0, int64_t N, int t) {
+  for (int c = t; c < BN; c += 128)
+    bias_s[c] = n0 + c < N ? static_cast<float>(epi.bias[p.bias_index(g, n0 + c)]) : 0.f;
+}
+
 // store_staged: ROWS x BN staged outputs (pitch CP) to C from (m0, n0) on, by a warpgroup's 128
 // threads: 16-byte stores along rows where vec_store (rows and base 16-byte aligned), element
 // stores at the edges; interior: the whole block lies inside C (no checks).
@@ -546,12 +558,10 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     const bool has_res = epi.residual != nullptr;
     T* stage = As + (wg - 1) * 64 * CP;
     float* fstage = reinterpret_cast<float*>(As) + (wg - 1) * 64 * CP;
-    // this tile's bias, once, as float (zeros past N): no global loads per element
     const bool has_bias = epi.bias != nullptr;
     float* bias_s = reinterpret_cast<float*>(As) + 2 * 64 * CP + (wg - 1) * BN;  // past either staging
     if (has_bias) {
-      for (int i = t; i < BN; i += 128)
-        bias_s[i] = n0 + i < N ? static_cast<float>(epi.bias[p.bias_index(g, n0 + i)]) : 0.f;
+      stage_bias<BN>(bias_s, epi, p, g, n0, N, t);
       asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
     }
     if (has_res) {
@@ -686,7 +696,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], CL * (COOP ? 2 : 1));  // the consumer warpgroups that read the stage
     }
-    for (int w = 0; w < 2; ++w) mbar_init(&turn[w], 128);
+    if (!COOP)
+      for (int w = 0; w < 2; ++w) mbar_init(&turn[w], 128);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   if constexpr (CL > 1) cluster_sync();  // the peer's barriers exist before any multicast
@@ -703,14 +714,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int h = 0; h < TM / BM; ++h)  // A in boxes of BM rows (the map's box)
           tma_load_tile<BM, BK, false>(As + (s * TM + h * BM) * BK, &tm_a, &full[s], m0 + h * BM, kt * BK, ga);
-        if constexpr (CL == 1) {
-          tma_load_tile<BN, BK, B_MN_MAJOR>(Bs + s * BN * BK, &tm_b, &full[s], int(o.n0), kt * BK, gb);
-        } else {  // this rank's 64-row half of B, into both blocks
-          const int n = int(o.n0) + rank * 64;
-          T* dst = Bs + (s * BN + rank * 64) * BK;
-          if constexpr (B_MN_MAJOR) tma_load_multicast(dst, &tm_b, &full[s], n, kt * BK, gb, 3);
-          else tma_load_multicast(dst, &tm_b, &full[s], kt * BK, n, gb, 3);
-        }
+        // B: CL = 1, the whole tile; else this rank's 64-row part, multicast into every block
+        constexpr int BROWS = BN / CL;
+        tma_load_tile<BROWS, BK, B_MN_MAJOR>(Bs + (s * BN + rank * BROWS) * BK, &tm_b, &full[s],
+                                             int(o.n0) + rank * BROWS, kt * BK, gb, CL == 1 ? 0 : (1 << CL) - 1);
       }, pos);
     }
     if constexpr (CL > 1) {  // the tail: every stage released by both blocks before this one exits
@@ -769,8 +776,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     // storing the previous tile from it (and reading its bias).
     asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
     if (has_bias) {
-      for (int c = t; c < BN; c += 128)
-        bias_s[c] = o.n0 + c < N ? static_cast<float>(epi.bias[p.bias_index(o.g, o.n0 + c)]) : 0.f;
+      stage_bias<BN>(bias_s, epi, p, o.g, o.n0, N, t);
       asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
     }
     with_act(epi.act, [&](auto act) {

@@ -193,9 +193,9 @@ Padded pad_operands(const GemmArgs& in, const TmaLayout& l) {
   return p;
 }
 
-// Output tiles of a Hopper launch with bn-wide tiles.
-int64_t output_tiles(const GemmArgs& a, int64_t bn) {
-  return (a.M + sm90::BM - 1) / sm90::BM * ((a.N + bn - 1) / bn) * a.batch;
+// Output tiles of a Hopper launch with bm x bn tiles.
+int64_t output_tiles(const GemmArgs& a, int64_t bn, int64_t bm = sm90::BM) {
+  return (a.M + bm - 1) / bm * ((a.N + bn - 1) / bn) * a.batch;
 }
 
 // Split-K factor: only when the output tiles leave most SMs idle and K is long enough that
@@ -261,50 +261,57 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   if (sk.splits > 1) splitk_reduce<T, float>(sk.partial, sk.splits, a);
 }
 
+// Why the persistent kernels cannot take a problem (nullptr: they can): they stage 16-bit outputs
+// beside the ring, read A K-major and add no residual. The one statement of their limits, for the
+// heuristic and the launch alike.
+template <typename T>
+const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
+  if (sizeof(T) != 2 || a.residual != nullptr)
+    return "tileops: the persistent Hopper kernels take fp16/bf16 without a residual";
+  if (a_mn) return "tileops: the persistent Hopper kernels take K-major A";
+  return nullptr;
+}
+
 // The persistent kernels (sm90::gemm_sm90_persistent_kernel; COOP: cooperative 256 x 128 tiles,
 // else ping-pong 128 x 128; CL: blocks per cluster): one block per SM, as many clusters as fit
-// at once on the GPU or as there are cluster tiles. They take 16-bit K-major A and no residual;
-// other problems throw, which the autotuner reads as "not a candidate here". With CL = 2 the B
-// map's box is 64 rows (each block loads half the tile).
+// at once on the GPU or as there are cluster tiles (persistent_refusal says which problems they
+// take). With CL = 2 the B map's box is 64 rows (each block loads half the tile).
 template <typename T, bool MN, bool COOP, int CL>
 void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
-  TORCH_CHECK(sizeof(T) == 2 && a.residual == nullptr,
-              "tileops: the persistent Hopper kernels take fp16/bf16 without a residual");
-  if constexpr (sizeof(T) == 2) {
-    auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, COOP, CL>;
-    constexpr size_t smem = sm90::persist_smem_bytes<T, COOP>();
-    static std::atomic<uint64_t> set_on{0};
-    allow_smem(kernel, smem, set_on);
-    const int64_t tm = CL * sm90::persist_bm<COOP>();
-    const int64_t tiles = a.batch * ((a.M + tm - 1) / tm) * ((a.N + sm90::PERSIST_BN - 1) / sm90::PERSIST_BN);
-    TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the persistent Hopper kernels");
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CL;
-    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(sm90::THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = at::cuda::getCurrentCUDAStream();
-    cfg.attrs = attr;
-    cfg.numAttrs = CL > 1 ? 1 : 0;
-    // clusters resident at once, per device, asked once (a GPC's SM count need not be even)
-    static std::array<std::atomic<int>, 64> resident{};
-    std::atomic<int>& r = resident[at::cuda::current_device()];
+  static_assert(sizeof(T) == 2, "see persistent_refusal");
+  auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, COOP, CL>;
+  constexpr size_t smem = sm90::persist_smem_bytes<T, COOP>();
+  static std::atomic<uint64_t> set_on{0};
+  allow_smem(kernel, smem, set_on);
+  const int64_t tiles = output_tiles(a, sm90::PERSIST_BN, CL * sm90::persist_bm<COOP>());  // cluster tiles
+  TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the persistent Hopper kernels");
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CL;
+  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(sm90::THREADS);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = at::cuda::getCurrentCUDAStream();
+  cfg.attrs = attr;
+  cfg.numAttrs = CL > 1 ? 1 : 0;
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  int resident = sms;  // clusters resident at once: one block per SM
+  if constexpr (CL > 1) {  // asked once per device: a GPC's SM count need not be a multiple of CL
+    static std::array<std::atomic<int>, 64> asked{};
+    std::atomic<int>& r = asked[at::cuda::current_device()];
     if (r.load(std::memory_order_acquire) == 0) {
-      const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-      int n = sms;  // one block per SM
-      if constexpr (CL > 1) {
-        cfg.gridDim = dim3(unsigned(CL * sms));
-        C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
-        TORCH_CHECK(n > 0, "tileops: no cluster of ", CL, " blocks of the persistent Hopper kernel fits on this GPU");
-      }
+      cfg.gridDim = dim3(unsigned(CL * sms));
+      int n = 0;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
+      TORCH_CHECK(n > 0, "tileops: no cluster of ", CL, " blocks of the persistent Hopper kernel fits on this GPU");
       r.store(n, std::memory_order_release);
     }
-    cfg.gridDim = dim3(unsigned(CL * std::min<int64_t>(tiles, r.load(std::memory_order_acquire))));
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
-                                      int(a.batch), ba, bb, vec_stores<T>(a)));
+    resident = r.load(std::memory_order_acquire);
   }
+  cfg.gridDim = dim3(unsigned(CL * std::min<int64_t>(tiles, resident)));
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
+                                    int(a.batch), ba, bb, vec_stores<T>(a)));
 }
 
 // Hopper configs as data: tile width x split-K allowed x two blocks per SM (a 4-stage ring,
@@ -364,8 +371,9 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
     const CUtensorMap mb = map_of(o.b, a.N, sb, bb, l.b, uint32_t(bn / cfg.cluster));
     constexpr auto G = sm90::Gather::None;
     if (cfg.persist != Persist::No) {
-      TORCH_CHECK(!AMN, "tileops: the persistent Hopper kernels take K-major A");
-      if constexpr (!AMN) {
+      const char* refusal = persistent_refusal<T>(a, AMN);
+      TORCH_CHECK(refusal == nullptr, refusal);
+      if constexpr (!AMN && sizeof(T) == 2) {
         const bool coop = cfg.persist == Persist::Coop;
         if (cfg.cluster == 2) {
           if (coop) launch_sm90_persistent<T, BMN, true, 2>(a, ma, mb, ba, bb);
@@ -406,7 +414,7 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
   // squares and LLM shapes with K >= 4096 slower); else 256 wide for wide outputs, 128 below.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool x2 = !a_mn && (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
-  const bool pp = sizeof(T) == 2 && !a_mn && a.residual == nullptr && a.K <= 3072 && output_tiles(a, 128) >= 2 * sms;
+  const bool pp = !persistent_refusal<T>(a, a_mn) && a.K <= 3072 && output_tiles(a, 128) >= 2 * sms;
   const int heuristic = x2 ? 6 : pp ? 7 : a.N > 128 ? 2 : 1;
   autotune::run(
       [&] {
