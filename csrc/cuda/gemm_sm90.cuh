@@ -114,11 +114,13 @@ __device__ __forceinline__ uint32_t cluster_ctarank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
-// Arrive on the barrier at bar's offset in CTA `cta` of the cluster (this CTA's own included).
+// Arrive on the barrier at bar's offset in CTA `cta` of the cluster. CTA scope (the default), not
+// .release.cluster: the consumers that call it only read the stage (through wgmma, which
+// wait_group retired), so nothing of theirs must become visible cluster-wide first (NOTES 26, 28).
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(cta));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
@@ -618,36 +620,34 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // The persistent kernels (16-bit types, K-major A, no residual, no split-K): one block per SM
 // walking output tiles blockIdx.x, + gridDim.x, ... in grouped order (GROUP_M tile rows at a
 // time, so the tiles in flight share A rows and B columns in L2); the producer fills one ring in
-// tile order, running on into the next tile while the consumers finish this one. Each consumer
-// warpgroup holds 128 x 128 of accumulators (two m64 halves) and stages its epilogue in its own
-// buffer, not in the ring.
-// - Ping-pong (COOP false, tiles 128 x 128): each warpgroup owns whole tiles, the two taking
-//   turns (the block's tiles 0, 2, 4... to warpgroup 1, the odd ones to 2), so one's main loop
-//   runs while the other does its epilogue: the pipeline fill and the epilogue that cost the
-//   one-tile kernel ~20% on short K (ViT's K = 768) are hidden.
-// - Cooperative (COOP true, tiles 256 x 128): both warpgroups work on every tile, 128 rows each;
-//   the epilogue is not hidden, but a k tile moves 48 KiB for twice the math of ping-pong's 32
-//   KiB, which matters where L2 bandwidth, not the epilogue, bounds the main loop (long K).
+// tile order, running on into the next tile while the consumers finish this one. A tile is TM x
+// BN; each consumer warpgroup holds WROWS x BN of accumulators (WROWS / 64 m64 wgmmas) and
+// stages its epilogue in its own buffer, not in the ring.
+// - Ping-pong (COOP false, 128 x 128, WROWS 128): each warpgroup owns whole tiles, the two
+//   taking turns (the block's tiles 0, 2, 4... to warpgroup 1, the odd ones to 2), so one's main
+//   loop runs while the other does its epilogue: the pipeline fill and the epilogue that cost
+//   the one-tile kernel ~20% on short K (ViT's K = 768) are hidden.
+// - Cooperative (COOP true, WROWS = TM / 2): both warpgroups work on every tile; the epilogue is
+//   not hidden, but a k tile moves 48 KiB for twice the math of ping-pong's 32 KiB, which matters
+//   where L2 bandwidth, not the epilogue, bounds the main loop. 256 x 128 (two m64n128 a
+//   warpgroup) or 128 x 256 (one m64n256: B is read from shared memory once per k step, not twice).
 // CL = 2: clusters of two blocks on vertically adjacent tiles (same columns): each loads its own
 // A tile and one half of the shared B tile, multicast into both, so B crosses L2 once for two
 // SMs. A stage may then be refilled only when the consumers of both blocks are done with it:
 // each consumer releases a stage on both blocks' empty barriers, and a producer waits for its
 // last stages' release before its block exits (the peer still arrives on its barriers).
-constexpr int PERSIST_BN = 128, PERSIST_CP = PERSIST_BN + 8, GROUP_M = 8;
-template <bool COOP>
-constexpr int persist_bm() {
-  return COOP ? 2 * BM : BM;
-}
-template <bool COOP>
-constexpr int persist_stages() {
-  return COOP ? 3 : 4;
-}
-template <typename T, bool COOP>
-constexpr size_t persist_smem_bytes() {
-  constexpr size_t ring = size_t(persist_stages<COOP>()) * (persist_bm<COOP>() + PERSIST_BN) * ROW_BYTES;
-  constexpr size_t staging = 2 * BM * PERSIST_CP * sizeof(T) + 2 * PERSIST_BN * sizeof(float);  // + bias tiles
-  return ring + staging + (2 * persist_stages<COOP>() + 2) * sizeof(uint64_t) + 1024;  // + barriers, alignment slack
-}
+constexpr int GROUP_M = 8;
+template <int TM, int BN, bool COOP>
+struct PersistShape {
+  static constexpr int WROWS = COOP ? TM / 2 : TM, CP = BN + 8;  // CP: staging pitch (padded)
+  static constexpr size_t STAGE = size_t(TM + BN) * ROW_BYTES;
+  // two staging buffers, two bias tiles, barriers (2 per stage + 2 turns), alignment slack
+  static constexpr size_t FIXED = 2 * WROWS * CP * 2 + 2 * BN * sizeof(float) + 1024 + 64;
+  // as many stages as fit beside them (227 KiB a block), at most 4
+  static constexpr int STAGES = (227 * 1024 - FIXED) / (STAGE + 16) < 4 ? int((227 * 1024 - FIXED) / (STAGE + 16)) : 4;
+  static constexpr size_t SMEM = STAGES * STAGE + FIXED + 2 * STAGES * sizeof(uint64_t);
+  static_assert(WROWS % 64 == 0 && TM % BM == 0 && STAGES >= 3, "persistent tile shape");
+};
 
 // Output tile i (of batch * mt * nt, tiles bm x bn) as (g, m0, n0), grouped: GROUP_M tile rows,
 // column by column.
@@ -661,7 +661,7 @@ __device__ __forceinline__ TileOrigin persist_tile(int i, int mt, int nt, int bm
   return {g, int64_t(first + in % rows) * bm, int64_t(in / rows) * bn};
 }
 
-template <typename T, bool B_MN_MAJOR, bool COOP, int CL>
+template <typename T, bool B_MN_MAJOR, int TM, int BN, bool COOP, int CL>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_persistent_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                 MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch,
@@ -669,14 +669,14 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(sizeof(T) == 2, "fp32 staging of two 128-row tiles would not fit beside the ring");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
-  constexpr int TM = persist_bm<COOP>(), BN = PERSIST_BN, STAGES = persist_stages<COOP>(), CP = PERSIST_CP, BK = bk<T>,
-                KSTEP = 32 / int(sizeof(T));
+  using Shape = PersistShape<TM, BN, COOP>;
+  constexpr int STAGES = Shape::STAGES, WROWS = Shape::WROWS, CP = Shape::CP, BK = bk<T>, KSTEP = 32 / int(sizeof(T));
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // see gemm_sm90_kernel
   T* As = reinterpret_cast<T*>(smem);
   T* Bs = As + STAGES * TM * BK;
-  T* staging = Bs + STAGES * BN * BK;  // [2][BM][CP], one per consumer
-  float* bias_tiles = reinterpret_cast<float*>(staging + 2 * BM * CP);  // [2][BN]
+  T* staging = Bs + STAGES * BN * BK;  // [2][WROWS][CP], one per consumer
+  float* bias_tiles = reinterpret_cast<float*>(staging + 2 * WROWS * CP);  // [2][BN]
   uint64_t* full = reinterpret_cast<uint64_t*>(bias_tiles + 2 * BN);
   uint64_t* empty = full + STAGES;
   // Ping-pong's turn[w]: the other warpgroup finished issuing a tile's main loop, so warpgroup w
@@ -686,7 +686,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint64_t* turn = empty + STAGES;
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-  static_assert(CL == 1 || (CL == 2 && BN / 2 == 64), "a cluster's B halves are 64-row boxes");
+  static_assert(CL == 1 || (CL == 2 && BN / 2 % 64 == 0), "a cluster's B halves are whole 64-row atoms");
   // Tiles of CL * TM rows: one per cluster, TM rows per block (rank).
   const int rank = CL == 1 ? 0 : int(cluster_ctarank()), cluster = blockIdx.x / CL, clusters = gridDim.x / CL;
   const int mt = int((M + CL * TM - 1) / (CL * TM)), nt = int((N + BN - 1) / BN), tiles = batch * mt * nt;
@@ -714,7 +714,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int h = 0; h < TM / BM; ++h)  // A in boxes of BM rows (the map's box)
           tma_load_tile<BM, BK, false>(As + (s * TM + h * BM) * BK, &tm_a, &full[s], m0 + h * BM, kt * BK, ga);
-        // B: CL = 1, the whole tile; else this rank's 64-row part, multicast into every block
+        // B: CL = 1, the whole tile; else this rank's BN / CL rows, multicast into every block
         constexpr int BROWS = BN / CL;
         tma_load_tile<BROWS, BK, B_MN_MAJOR>(Bs + (s * BN + rank * BROWS) * BK, &tm_b, &full[s],
                                              int(o.n0) + rank * BROWS, kt * BK, gb, CL == 1 ? 0 : (1 << CL) - 1);
@@ -728,11 +728,11 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int w = wg - 1;
-  T* stage = staging + w * BM * CP;
+  T* stage = staging + w * WROWS * CP;
   float* bias_s = bias_tiles + w * BN;
   const bool has_bias = epi.bias != nullptr;
   const int bar = 2 + w;  // this warpgroup's named barrier (0 is __syncthreads, 1 the other kernel's)
-  const int row0 = COOP ? w * BM : 0;  // this warpgroup's first row in the tile
+  const int row0 = COOP ? w * WROWS : 0;  // this warpgroup's first row in the tile
   // j: the block's tile count. Ping-pong: this warpgroup takes every other tile, from its own.
   constexpr int STEP = COOP ? 1 : 2;
   const int first = COOP ? 0 : w;
@@ -740,14 +740,15 @@ __global__ void __launch_bounds__(THREADS, 1)
   auto release = [&](int s) {
     if (t != 0) return;
     if constexpr (CL == 1) mbar_arrive(&empty[s]);
-    else for (int c = 0; c < CL; ++c) mbar_arrive_cluster(&empty[s], uint32_t(c));
+    else for (int c = 0; c < CL; ++c) c == rank ? mbar_arrive(&empty[s]) : mbar_arrive_cluster(&empty[s], uint32_t(c));
   };
   for (int j = first, i = cluster + first * clusters; i < tiles; j += STEP, i += STEP * clusters) {
     TileOrigin o = persist_tile(i, mt, nt, CL * TM, BN);
     o.m0 += rank * TM;
-    float d[2][BN / 2];
+    constexpr int H = WROWS / 64;  // m64 wgmmas per k step
+    float d[H][BN / 2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+    for (int h = 0; h < H; ++h)
 #pragma unroll
       for (int e = 0; e < BN / 2; ++e) d[h][e] = 0.f;
     const int pos0 = j * ktiles;
@@ -760,7 +761,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int kk = 0; kk < BK / KSTEP; ++kk) {
         const uint64_t db = operand_desc<B_MN_MAJOR, KSTEP>(Bs + s * BN * BK, kk);
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < H; ++h)
           wgmma<BN, 0, B_MN_MAJOR ? 1 : 0>(
               d[h], operand_desc<false, KSTEP>(As + (s * TM + row0 + h * 64) * BK, kk), db, static_cast<F*>(nullptr));
       }
@@ -781,13 +782,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     with_act(epi.act, [&](auto act) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < H; ++h)
         stage_fragment<decltype(act)::value, BN, CP, false>(d[h], stage + h * 64 * CP, bias_s, has_bias, epi, t);
     });
     asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
     const int64_t m0 = o.m0 + row0;
-    const bool interior = vec_store && m0 + BM <= M && o.n0 + BN <= N;
-    store_staged<BM, BN, CP>(stage, p, o.g, m0, o.n0, M, N, vec_store, interior, t);
+    const bool interior = vec_store && m0 + WROWS <= M && o.n0 + BN <= N;
+    store_staged<WROWS, BN, CP>(stage, p, o.g, m0, o.n0, M, N, vec_store, interior, t);
   }
 #else
   __trap();  // built without sm_90a: the host never launches this

@@ -272,18 +272,18 @@ const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
   return nullptr;
 }
 
-// The persistent kernels (sm90::gemm_sm90_persistent_kernel; COOP: cooperative 256 x 128 tiles,
-// else ping-pong 128 x 128; CL: blocks per cluster): one block per SM, as many clusters as fit
-// at once on the GPU or as there are cluster tiles (persistent_refusal says which problems they
-// take). With CL = 2 the B map's box is 64 rows (each block loads half the tile).
-template <typename T, bool MN, bool COOP, int CL>
+// The persistent kernels (sm90::gemm_sm90_persistent_kernel; TM x BN tiles, COOP: cooperative,
+// else ping-pong; CL: blocks per cluster): one block per SM, as many clusters as fit at once on
+// the GPU or as there are cluster tiles (persistent_refusal says which problems they take). With
+// CL = 2 the B map's box is BN / 2 rows (each block loads half the tile).
+template <typename T, bool MN, int TM, int BN, bool COOP, int CL>
 void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
   static_assert(sizeof(T) == 2, "see persistent_refusal");
-  auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, COOP, CL>;
-  constexpr size_t smem = sm90::persist_smem_bytes<T, COOP>();
+  auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, TM, BN, COOP, CL>;
+  constexpr size_t smem = sm90::PersistShape<TM, BN, COOP>::SMEM;
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, smem, set_on);
-  const int64_t tiles = output_tiles(a, sm90::PERSIST_BN, CL * sm90::persist_bm<COOP>());  // cluster tiles
+  const int64_t tiles = output_tiles(a, BN, CL * TM);  // cluster tiles
   TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the persistent Hopper kernels");
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
@@ -325,15 +325,35 @@ struct Sm90Config {
   Persist persist;
   int cluster;  // persistent: blocks per cluster (2: B multicast to a pair of blocks)
 };
-const std::vector<std::string> kSm90Names = {"bn64",          "bn128",         "bn256",  "bn64-nosplit",
-                                             "bn128-nosplit", "bn256-nosplit", "bn64x2", "pp128",
-                                             "coop256x128",   "pp128-c2",      "coop256x128-c2"};
-const Sm90Config kSm90Configs[] = {{64, true, false, Persist::No, 1},        {128, true, false, Persist::No, 1},
-                                   {256, true, false, Persist::No, 1},       {64, false, false, Persist::No, 1},
-                                   {128, false, false, Persist::No, 1},      {256, false, false, Persist::No, 1},
-                                   {64, true, true, Persist::No, 1},         {128, false, false, Persist::PingPong, 1},
-                                   {128, false, false, Persist::Coop, 1},    {128, false, false, Persist::PingPong, 2},
-                                   {128, false, false, Persist::Coop, 2}};
+const std::vector<std::string> kSm90Names = {"bn64",          "bn128",       "bn256",          "bn64-nosplit",
+                                             "bn128-nosplit", "bn256-nosplit", "bn64x2",      "pp128",
+                                             "coop256x128",   "pp128-c2",      "coop256x128-c2", "coop128x256",
+                                             "coop128x256-c2"};
+const Sm90Config kSm90Configs[] = {
+    {64, true, false, Persist::No, 1},         {128, true, false, Persist::No, 1},
+    {256, true, false, Persist::No, 1},        {64, false, false, Persist::No, 1},
+    {128, false, false, Persist::No, 1},       {256, false, false, Persist::No, 1},
+    {64, true, true, Persist::No, 1},          {128, false, false, Persist::PingPong, 1},
+    {128, false, false, Persist::Coop, 1},     {128, false, false, Persist::PingPong, 2},
+    {128, false, false, Persist::Coop, 2},     {256, false, false, Persist::Coop, 1},
+    {256, false, false, Persist::Coop, 2}};
+
+// One persistent config of kSm90Configs, instantiated: its tile, its kind and its cluster size.
+template <typename T, bool BMN>
+void launch_persistent_config(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
+                              int ba, int bb) {
+  const bool coop = cfg.persist == Persist::Coop, c2 = cfg.cluster == 2;
+  if (!coop) {
+    if (c2) launch_sm90_persistent<T, BMN, 128, 128, false, 2>(a, ma, mb, ba, bb);
+    else launch_sm90_persistent<T, BMN, 128, 128, false, 1>(a, ma, mb, ba, bb);
+  } else if (cfg.bn == 128) {
+    if (c2) launch_sm90_persistent<T, BMN, 256, 128, true, 2>(a, ma, mb, ba, bb);
+    else launch_sm90_persistent<T, BMN, 256, 128, true, 1>(a, ma, mb, ba, bb);
+  } else {
+    if (c2) launch_sm90_persistent<T, BMN, 128, 256, true, 2>(a, ma, mb, ba, bb);
+    else launch_sm90_persistent<T, BMN, 128, 256, true, 1>(a, ma, mb, ba, bb);
+  }
+}
 
 // The TMA map of a GEMM operand of `rows` rows (M for A, N for B), its strides s as (batch, row,
 // k): MN-major, boxes of 64 rows (one swizzle atom each) by BK k-rows; K-major, BK by tile_rows.
@@ -373,16 +393,7 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
     if (cfg.persist != Persist::No) {
       const char* refusal = persistent_refusal<T>(a, AMN);
       TORCH_CHECK(refusal == nullptr, refusal);
-      if constexpr (!AMN && sizeof(T) == 2) {
-        const bool coop = cfg.persist == Persist::Coop;
-        if (cfg.cluster == 2) {
-          if (coop) launch_sm90_persistent<T, BMN, true, 2>(a, ma, mb, ba, bb);
-          else launch_sm90_persistent<T, BMN, false, 2>(a, ma, mb, ba, bb);
-        } else {
-          if (coop) launch_sm90_persistent<T, BMN, true, 1>(a, ma, mb, ba, bb);
-          else launch_sm90_persistent<T, BMN, false, 1>(a, ma, mb, ba, bb);
-        }
-      }
+      if constexpr (!AMN && sizeof(T) == 2) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb);
     } else if (bn == 256) launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if constexpr (!AMN) {
