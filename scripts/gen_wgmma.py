@@ -7,7 +7,7 @@ fp32 words from shared memory and keeps their top 19 bits)."""
 import os
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "csrc", "cuda", "wgmma_ops.h")
-SHAPES = [64, 128, 256]  # the tile widths gemm_sm90.cuh instantiates
+SHAPES = [64, 128, 192, 256]  # the tile widths gemm_sm90.cuh instantiates
 # (PTX type, C++ tag type, k, whether the transpose immediates exist: PTX allows MN-major
 # operands from shared memory for the 16-bit types only)
 TYPES = [("bf16", "__nv_bfloat16", 16, True), ("f16", "__half", 16, True), ("tf32", "float", 8, False)]

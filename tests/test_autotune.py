@@ -389,7 +389,8 @@ def test_matmul_autotuned_cuda():
     new = {k: v for k, v in autotune.entries().items() if k not in before}
     assert len(new) == 1 and list(new.values())[0] in ("bn64", "bn128", "bn256", "bn64-nosplit", "bn128-nosplit",
                                                         "bn256-nosplit", "bn64x2", "pp128", "coop256x128", "pp128-c2",
-                                                        "coop256x128-c2", "coop128x256", "coop128x256-c2"), new
+                                                        "coop256x128-c2", "coop128x256", "coop128x256-c2", "coop128x192",
+                                                        "coop128x192-c2"), new
     dev = _C._autotune_device_key(torch.cuda.current_device())
     assert all(k.startswith(dev + " :: matmul_sm90|") for k in new), new
 

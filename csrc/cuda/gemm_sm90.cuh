@@ -164,8 +164,9 @@ __device__ __forceinline__ uint64_t operand_desc(const T* tile, int kk) {
 }
 template <int BN, int TA, int TB, typename F>
 __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t db, F* tag) {
-  static_assert(BN == 64 || BN == 128 || BN == 256, "scripts/gen_wgmma.py generates n64, n128 and n256");
+  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "scripts/gen_wgmma.py generates n64 to n256");
   if constexpr (BN == 256) wgmma_m64n256<TA, TB>(d, da, db, 1, tag);
+  else if constexpr (BN == 192) wgmma_m64n192<TA, TB>(d, da, db, 1, tag);
   else if constexpr (BN == 128) wgmma_m64n128<TA, TB>(d, da, db, 1, tag);
   else wgmma_m64n64<TA, TB>(d, da, db, 1, tag);
 }
@@ -383,9 +384,11 @@ __device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stag
       for (int e = 0; e < 2; ++e) v[e] = d[j * 4 + half * 2 + e] + (has_bias ? bias_s[c + e] : 0.f);
       if constexpr (RAW) {
         *reinterpret_cast<float2*>(stage + r * CP + c) = make_float2(v[0], v[1]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) stage[r * CP + c + e] = epi.template finish<A>(v[e]);
+      } else {  // the pair as one store (half the shared-memory store instructions)
+        struct alignas(2 * sizeof(S)) Pair {
+          S e[2];
+        };
+        *reinterpret_cast<Pair*>(stage + r * CP + c) = Pair{{epi.template finish<A>(v[0]), epi.template finish<A>(v[1])}};
       }
     }
   }
@@ -630,7 +633,9 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // - Cooperative (COOP true, WROWS = TM / 2): both warpgroups work on every tile; the epilogue is
 //   not hidden, but a k tile moves 48 KiB for twice the math of ping-pong's 32 KiB, which matters
 //   where L2 bandwidth, not the epilogue, bounds the main loop. 256 x 128 (two m64n128 a
-//   warpgroup) or 128 x 256 (one m64n256: B is read from shared memory once per k step, not twice).
+//   warpgroup), 128 x 256 (one m64n256: B is read from shared memory once per k step, not twice)
+//   or 128 x 192 (one m64n192: finer column tiles, for outputs whose 256-wide tiles leave a
+//   partial last wave, e.g. ViT-B's N = 768: 591 tiles of 128 x 256 on 132 SMs, 788 of 128 x 192).
 // CL = 2: clusters of two blocks on vertically adjacent tiles (same columns): each loads its own
 // A tile and one half of the shared B tile, multicast into both, so B crosses L2 once for two
 // SMs. A stage may then be refilled only when the consumers of both blocks are done with it:
@@ -686,7 +691,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint64_t* turn = empty + STAGES;
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-  static_assert(CL == 1 || (CL == 2 && BN / 2 % 64 == 0), "a cluster's B halves are whole 64-row atoms");
+  static_assert(CL == 1 || CL == 2, "clusters of one or two blocks");
   // Tiles of CL * TM rows: one per cluster, TM rows per block (rank).
   const int rank = CL == 1 ? 0 : int(cluster_ctarank()), cluster = blockIdx.x / CL, clusters = gridDim.x / CL;
   const int mt = int((M + CL * TM - 1) / (CL * TM)), nt = int((N + BN - 1) / BN), tiles = batch * mt * nt;
@@ -714,10 +719,12 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int h = 0; h < TM / BM; ++h)  // A in boxes of BM rows (the map's box)
           tma_load_tile<BM, BK, false>(As + (s * TM + h * BM) * BK, &tm_a, &full[s], m0 + h * BM, kt * BK, ga);
-        // B: CL = 1, the whole tile; else this rank's BN / CL rows, multicast into every block
-        constexpr int BROWS = BN / CL;
-        tma_load_tile<BROWS, BK, B_MN_MAJOR>(Bs + (s * BN + rank * BROWS) * BK, &tm_b, &full[s],
-                                             int(o.n0) + rank * BROWS, kt * BK, gb, CL == 1 ? 0 : (1 << CL) - 1);
+        // B: CL = 1, the whole tile in one part; else this rank's share of its parts, multicast
+        // into every block (K-major: CL parts of BN / CL rows; MN-major: the 64-row atoms)
+        constexpr int PARTS = CL == 1 ? 1 : B_MN_MAJOR ? BN / 64 : CL, PROWS = BN / PARTS;
+        for (int j = rank * PARTS / CL; j < (rank + 1) * PARTS / CL; ++j)
+          tma_load_tile<PROWS, BK, B_MN_MAJOR>(Bs + (s * BN + j * PROWS) * BK, &tm_b, &full[s], int(o.n0) + j * PROWS,
+                                               kt * BK, gb, CL == 1 ? 0 : (1 << CL) - 1);
       }, pos);
     }
     if constexpr (CL > 1) {  // the tail: every stage released by both blocks before this one exits

@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAException.h>
 #include <cuda.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <string>
@@ -325,18 +326,24 @@ struct Sm90Config {
   Persist persist;
   int cluster;  // persistent: blocks per cluster (2: B multicast to a pair of blocks)
 };
-const std::vector<std::string> kSm90Names = {"bn64",          "bn128",       "bn256",          "bn64-nosplit",
-                                             "bn128-nosplit", "bn256-nosplit", "bn64x2",      "pp128",
-                                             "coop256x128",   "pp128-c2",      "coop256x128-c2", "coop128x256",
-                                             "coop128x256-c2"};
+const std::vector<std::string> kSm90Names = {
+    "bn64",           "bn128",       "bn256",          "bn64-nosplit", "bn128-nosplit", "bn256-nosplit",
+    "bn64x2",         "pp128",       "coop256x128",    "pp128-c2",     "coop256x128-c2", "coop128x256",
+    "coop128x256-c2", "coop128x192", "coop128x192-c2"};
 const Sm90Config kSm90Configs[] = {
-    {64, true, false, Persist::No, 1},         {128, true, false, Persist::No, 1},
-    {256, true, false, Persist::No, 1},        {64, false, false, Persist::No, 1},
-    {128, false, false, Persist::No, 1},       {256, false, false, Persist::No, 1},
-    {64, true, true, Persist::No, 1},          {128, false, false, Persist::PingPong, 1},
-    {128, false, false, Persist::Coop, 1},     {128, false, false, Persist::PingPong, 2},
-    {128, false, false, Persist::Coop, 2},     {256, false, false, Persist::Coop, 1},
-    {256, false, false, Persist::Coop, 2}};
+    {64, true, false, Persist::No, 1},     {128, true, false, Persist::No, 1},    {256, true, false, Persist::No, 1},
+    {64, false, false, Persist::No, 1},    {128, false, false, Persist::No, 1},   {256, false, false, Persist::No, 1},
+    {64, true, true, Persist::No, 1},      {128, false, false, Persist::PingPong, 1},
+    {128, false, false, Persist::Coop, 1}, {128, false, false, Persist::PingPong, 2},
+    {128, false, false, Persist::Coop, 2}, {256, false, false, Persist::Coop, 1},
+    {256, false, false, Persist::Coop, 2}, {192, false, false, Persist::Coop, 1},
+    {192, false, false, Persist::Coop, 2}};
+
+int sm90_index(const std::string& name) {
+  const auto it = std::find(kSm90Names.begin(), kSm90Names.end(), name);
+  TORCH_INTERNAL_ASSERT(it != kSm90Names.end(), "tileops: no Hopper config named ", name);
+  return int(it - kSm90Names.begin());
+}
 
 // One persistent config of kSm90Configs, instantiated: its tile, its kind and its cluster size.
 template <typename T, bool BMN>
@@ -349,6 +356,9 @@ void launch_persistent_config(const Sm90Config& cfg, const GemmArgs& a, const CU
   } else if (cfg.bn == 128) {
     if (c2) launch_sm90_persistent<T, BMN, 256, 128, true, 2>(a, ma, mb, ba, bb);
     else launch_sm90_persistent<T, BMN, 256, 128, true, 1>(a, ma, mb, ba, bb);
+  } else if (cfg.bn == 192) {
+    if (c2) launch_sm90_persistent<T, BMN, 128, 192, true, 2>(a, ma, mb, ba, bb);
+    else launch_sm90_persistent<T, BMN, 128, 192, true, 1>(a, ma, mb, ba, bb);
   } else {
     if (c2) launch_sm90_persistent<T, BMN, 128, 256, true, 2>(a, ma, mb, ba, bb);
     else launch_sm90_persistent<T, BMN, 128, 256, true, 1>(a, ma, mb, ba, bb);
@@ -419,14 +429,16 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
   // The heuristic: bn64x2 where 128-wide tiles would leave SMs idle but 64-wide ones fill them
   // without split-K, and for N <= 64 (measured, results/h200/14fecd3: square 1024 0.70 -> 1.10x,
   // 1000^3 0.75 -> 0.92x, batched AV 1.00 -> 1.19x; 1x1-conv GEMMs with N = 64 unchanged; large
-  // problems are slower with it: ViT-B 0.36-0.67x); the ping-pong kernel for K up to 3072 with
-  // at least two tiles per SM (measured, results/h200/iterations-pp/cand_2ef5c06.json: ViT-B fc1
-  // 253 -> 236 us, fc2 221 -> 212, QKV 197 -> 182, batched QK^T 23.7 -> 18.7, linear+GELU 2-7%;
-  // squares and LLM shapes with K >= 4096 slower); else 256 wide for wide outputs, 128 below.
+  // problems are slower with it: ViT-B 0.36-0.67x); the persistent kernels in clusters of two
+  // where there are at least two 128 x 128 tiles per SM, cooperative 128 x 256 for wide outputs,
+  // ping-pong below (measured, results/h200/iterations-c2/cand_89f5bbd.json, against the
+  // one-tile kernels: ViT-B fc1 243 -> 214 us, QKV 186 -> 168, 8192^2 1690 -> 1655, LLM down
+  // 555 -> 543, linear+GELU fc2 263 -> 213); else 256 wide for wide outputs, 128 below.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool x2 = !a_mn && (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
-  const bool pp = !persistent_refusal<T>(a, a_mn) && a.K <= 3072 && output_tiles(a, 128) >= 2 * sms;
-  const int heuristic = x2 ? 6 : pp ? 7 : a.N > 128 ? 2 : 1;
+  const bool persist = !persistent_refusal<T>(a, a_mn) && output_tiles(a, 128) >= 2 * sms;
+  const char* pick = x2 ? "bn64x2" : persist ? (a.N >= 1024 ? "coop128x256-c2" : "pp128-c2") : a.N > 128 ? "bn256" : "bn128";
+  const int heuristic = sm90_index(pick);
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
