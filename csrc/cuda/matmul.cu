@@ -345,6 +345,34 @@ int sm90_index(const std::string& name) {
   return int(it - kSm90Names.begin());
 }
 
+// The heuristic's persistent config, in clusters of two (256-row cluster tiles): the best wave
+// efficiency (the share of the clusters' tile slots that covers C: a partial last wave and tiles
+// past N's edge are lost) times the config's speed at full waves (ViT-B fc1 on an H200: 128 x 256
+// 212 us, 128 x 192 217, ping-pong 232). On results/h200/iterations-c2/cand_3fdd839.json this
+// picks the fastest of the three on every row where they run by default, where 128 x 256 alone
+// did not: ViT-B fc2 214 -> 192 us (192 wide: 6 full waves, 256 wide: 4.5), QKV 167 -> 163,
+// 4095 x 4097 x 4093 355 -> 329 (ping-pong: 8 full waves), linear+GELU fc2 249 -> 205. Short K
+// (<= 256: 1x1 convs) takes ping-pong, whose epilogue overlaps the other warpgroup's main loop.
+const char* persistent_pick(const GemmArgs& a, int64_t sms) {
+  struct Choice {
+    const char* name;
+    double speed;
+  };
+  static constexpr Choice kChoices[] = {{"coop128x256-c2", 1.0}, {"coop128x192-c2", 0.977}, {"pp128-c2", 0.913}};
+  if (a.K <= 256) return "pp128-c2";
+  const int64_t clusters = std::max<int64_t>(1, sms / 2);
+  const char* best = kChoices[0].name;
+  double best_score = 0.0;
+  for (const Choice& c : kChoices) {
+    const int bn = kSm90Configs[sm90_index(c.name)].bn;
+    const int64_t tiles = (a.M + 255) / 256 * ((a.N + bn - 1) / bn) * a.batch;
+    const int64_t waves = (tiles + clusters - 1) / clusters;
+    const double score = c.speed * double(a.M) * double(a.N) * double(a.batch) / (double(waves * clusters) * 256.0 * bn);
+    if (score > best_score) best = c.name, best_score = score;
+  }
+  return best;
+}
+
 // One persistent config of kSm90Configs, instantiated: its tile, its kind and its cluster size.
 template <typename T, bool BMN>
 void launch_persistent_config(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
@@ -430,14 +458,12 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
   // without split-K, and for N <= 64 (measured, results/h200/14fecd3: square 1024 0.70 -> 1.10x,
   // 1000^3 0.75 -> 0.92x, batched AV 1.00 -> 1.19x; 1x1-conv GEMMs with N = 64 unchanged; large
   // problems are slower with it: ViT-B 0.36-0.67x); the persistent kernels in clusters of two
-  // where there are at least two 128 x 128 tiles per SM, cooperative 128 x 256 for wide outputs,
-  // ping-pong below (measured, results/h200/iterations-c2/cand_89f5bbd.json, against the
-  // one-tile kernels: ViT-B fc1 243 -> 214 us, QKV 186 -> 168, 8192^2 1690 -> 1655, LLM down
-  // 555 -> 543, linear+GELU fc2 263 -> 213); else 256 wide for wide outputs, 128 below.
+  // where there are at least two 128 x 128 tiles per SM (persistent_pick); else 256 wide for wide
+  // outputs, 128 below.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool x2 = !a_mn && (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
   const bool persist = !persistent_refusal<T>(a, a_mn) && output_tiles(a, 128) >= 2 * sms;
-  const char* pick = x2 ? "bn64x2" : persist ? (a.N >= 1024 ? "coop128x256-c2" : "pp128-c2") : a.N > 128 ? "bn256" : "bn128";
+  const char* pick = x2 ? "bn64x2" : persist ? persistent_pick(a, sms) : a.N > 128 ? "bn256" : "bn128";
   const int heuristic = sm90_index(pick);
   autotune::run(
       [&] {
