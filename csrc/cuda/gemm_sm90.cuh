@@ -644,14 +644,17 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // each consumer releases a stage on both blocks' empty barriers, and a producer waits for its
 // last stages' release before its block exits (the peer still arrives on its barriers).
 constexpr int GROUP_M = 8;
+constexpr size_t kSmemPerBlock = 227 * 1024;  // sm_90's dynamic shared memory limit for one block
 template <int TM, int BN, bool COOP>
 struct PersistShape {
   static constexpr int WROWS = COOP ? TM / 2 : TM, CP = BN + 8;  // CP: staging pitch (padded)
   static constexpr size_t STAGE = size_t(TM + BN) * ROW_BYTES;
-  // two staging buffers, two bias tiles, barriers (2 per stage + 2 turns), alignment slack
-  static constexpr size_t FIXED = 2 * WROWS * CP * 2 + 2 * BN * sizeof(float) + 1024 + 64;
-  // as many stages as fit beside them (227 KiB a block), at most 4
-  static constexpr int STAGES = (227 * 1024 - FIXED) / (STAGE + 16) < 4 ? int((227 * 1024 - FIXED) / (STAGE + 16)) : 4;
+  // two staging buffers of 16-bit outputs, two fp32 bias tiles, 1 KiB alignment slack, 64 bytes
+  // for the turn barriers
+  static constexpr size_t FIXED = 2 * WROWS * CP * sizeof(uint16_t) + 2 * BN * sizeof(float) + 1024 + 64;
+  // as many stages (each with its full and empty barriers) as fit beside them, at most 4
+  static constexpr size_t FIT = (kSmemPerBlock - FIXED) / (STAGE + 2 * sizeof(uint64_t));
+  static constexpr int STAGES = FIT < 4 ? int(FIT) : 4;
   static constexpr size_t SMEM = STAGES * STAGE + FIXED + 2 * STAGES * sizeof(uint64_t);
   static_assert(WROWS % 64 == 0 && TM % BM == 0 && STAGES >= 3, "persistent tile shape");
 };

@@ -276,7 +276,8 @@ const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
 // The persistent kernels (sm90::gemm_sm90_persistent_kernel; TM x BN tiles, COOP: cooperative,
 // else ping-pong; CL: blocks per cluster): one block per SM, as many clusters as fit at once on
 // the GPU or as there are cluster tiles (persistent_refusal says which problems they take). With
-// CL = 2 the B map's box is BN / 2 rows (each block loads half the tile).
+// CL = 2 each block loads half of the B tile: a K-major B map's box is BN / 2 rows (MN-major B is
+// read in 64-row atoms either way).
 template <typename T, bool MN, int TM, int BN, bool COOP, int CL>
 void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
   static_assert(sizeof(T) == 2, "see persistent_refusal");
