@@ -353,9 +353,10 @@ def test_matmul_sm90_configs_cuda(config, kind, size, b_layout):
 # The persistent kernels' own structure: blocks that walk several tiles (ping-pong's consumer
 # warpgroups alternating, the ring running on across tiles, both the ring's wrap and a K shorter
 # than it), grouped tile order with a partial last group, tails in M, N and K, an odd count of
-# tile rows (a cluster's second block past M), batches (one operand broadcast), every epilogue;
+# tile rows (a cluster's second block past M), batches (one operand broadcast), every epilogue,
+# C stored by TMA (rows 16-byte aligned: N = 264, 712) and by threads (N = 2100, 1500, 700);
 # and the problems they refuse.
-PP_CASES = [(1, 4100, 2100, 72), (1, 3000, 1500, 200), (2, 1100, 700, 1000), (3, 129, 264, 8)]
+PP_CASES = [(1, 4100, 2100, 72), (1, 3000, 1500, 200), (2, 1100, 700, 1000), (3, 129, 264, 8), (2, 1000, 712, 300)]
 
 
 @pytest.mark.cuda
@@ -386,16 +387,20 @@ def test_matmul_persistent_cuda(config, kind, size, b_layout):
 @pytest.mark.parametrize("kind", ["bfloat16", "float16"])
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
-def test_linear_persistent_cuda(config, kind, activation, with_bias):
+@pytest.mark.parametrize("out_features", [1100, 1104], ids=["n1100", "n1104"])
+def test_linear_persistent_cuda(config, kind, activation, with_bias, out_features):
+    """Every epilogue on the persistent kernels, C stored by threads (1100: rows not 16-byte
+    aligned) and by TMA (1104)."""
     from tileops import autotune
 
     gen, seed = fresh_generator()
     dt = DTYPES[kind]
-    x, w = randn((3001, 520), dt, "cuda", gen), randn((1100, 520), dt, "cuda", gen)
-    bias = randn((1100,), dt, "cuda", gen) if with_bias else None
+    n = out_features
+    x, w = randn((3001, 520), dt, "cuda", gen), randn((n, 520), dt, "cuda", gen)
+    bias = randn((n,), dt, "cuda", gen) if with_bias else None
     with autotune.pinned("matmul_sm90", config):
-        out = run_poisoned(lambda: tileops.linear(x, w, bias, activation), 3001 * 1100, dt, "cuda")
-        res = randn((3001, 1100), dt, "cuda", gen)
+        out = run_poisoned(lambda: tileops.linear(x, w, bias, activation), 3001 * n, dt, "cuda")
+        res = randn((3001, n), dt, "cuda", gen)
         with pytest.raises(RuntimeError, match="without a residual"):
             tileops.linear(x, w, bias, activation, res)
         with pytest.raises(RuntimeError, match="take K-major A"):

@@ -109,6 +109,13 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
         : "memory");
   }
 }
+// A 3-D TMA tile store of shared memory (laid out as map's box, its swizzle) to global memory at
+// (c0, c1, c2); parts of the box outside the tensor are not written. Completes in a bulk group.
+__device__ __forceinline__ void tma_store(const void* src, const CUtensorMap* map, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(map),
+               "r"(smem_u32(src)), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
@@ -365,19 +372,35 @@ __device__ __forceinline__ void conv_wgrad_producer(const ConvOperands& cv, cons
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// The epilogue's two halves, shared by the kernels below.
+// The epilogue's two halves, shared by the kernels below, over a staging layout L: L::at(r, c)
+// is the element offset of output (r, c) of the staged block.
+// PaddedStaging: rows CP elements apart, CP padded so the fragment writes hit 32 distinct banks.
+template <int CP>
+struct PaddedStaging {
+  static __device__ __forceinline__ int at(int r, int c) { return r * CP + c; }
+};
+// SwizzledStaging (16-bit outputs): the block as BN / 64 column chunks of [ROWS][64], each 128-byte
+// row's 16-byte units permuted by row % 8: the 128-byte swizzle a TMA store reads (chunk bases
+// 1024-byte aligned), and, as the padding does, distinct banks for the fragment writes.
+template <int ROWS>
+struct SwizzledStaging {
+  static __device__ __forceinline__ int at(int r, int c) {
+    return (c / 64) * (ROWS * 64) + r * 64 + ((((c % 64) / 8) ^ (r % 8)) * 8) + c % 8;
+  }
+};
+
 // stage_fragment: warpgroup thread t's part of an m64 x BN wgmma accumulator d into staging rows
-// 0..63 (pitch CP, padded so the fragment writes hit 32 distinct banks), plus the tile's bias
-// from shared memory; RAW: as fp32, for a store loop that adds a residual before activating;
-// else activated and cast to T. Fragment layout of m64nN: warp w holds rows 16w + lane/4 (+8),
-// n8 block j columns 8j + 2 (lane % 4) (+1). Columns past N are computed, never stored.
-template <Act A, int BN, int CP, bool RAW, typename S, typename T>
-__device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stage, const float* bias_s, bool has_bias,
-                                               const Epilogue<T>& epi, int t) {
+// row0..row0+63, plus the tile's bias from shared memory; RAW: as fp32, for a store loop that adds
+// a residual before activating; else activated and cast to T. Fragment layout of m64nN: warp w
+// holds rows 16w + lane/4 (+8), n8 block j columns 8j + 2 (lane % 4) (+1). Columns past N are
+// computed, never stored.
+template <Act A, int BN, class L, bool RAW, typename S, typename T>
+__device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stage, int row0, const float* bias_s,
+                                               bool has_bias, const Epilogue<T>& epi, int t) {
   const int warp = t / 32, lane = t % 32;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int r = warp * 16 + lane / 4 + half * 8;
+    const int r = row0 + warp * 16 + lane / 4 + half * 8;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
       const int c = j * 8 + (lane % 4) * 2;
@@ -385,12 +408,12 @@ __device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stag
 #pragma unroll
       for (int e = 0; e < 2; ++e) v[e] = d[j * 4 + half * 2 + e] + (has_bias ? bias_s[c + e] : 0.f);
       if constexpr (RAW) {
-        *reinterpret_cast<float2*>(stage + r * CP + c) = make_float2(v[0], v[1]);
+        *reinterpret_cast<float2*>(stage + L::at(r, c)) = make_float2(v[0], v[1]);
       } else {  // the pair as one store (half the shared-memory store instructions)
         struct alignas(2 * sizeof(S)) Pair {
           S e[2];
         };
-        *reinterpret_cast<Pair*>(stage + r * CP + c) = Pair{{epi.template finish<A>(v[0]), epi.template finish<A>(v[1])}};
+        *reinterpret_cast<Pair*>(stage + L::at(r, c)) = Pair{{epi.template finish<A>(v[0]), epi.template finish<A>(v[1])}};
       }
     }
   }
@@ -405,10 +428,10 @@ __device__ __forceinline__ void stage_bias(float* bias_s, const Epilogue<T>& epi
     bias_s[c] = n0 + c < N ? static_cast<float>(epi.bias[p.bias_index(g, n0 + c)]) : 0.f;
 }
 
-// store_staged: ROWS x BN staged outputs (pitch CP) to C from (m0, n0) on, by a warpgroup's 128
+// store_staged: ROWS x BN staged outputs (layout L) to C from (m0, n0) on, by a warpgroup's 128
 // threads: 16-byte stores along rows where vec_store (rows and base 16-byte aligned), element
 // stores at the edges; interior: the whole block lies inside C (no checks).
-template <int ROWS, int BN, int CP, typename T>
+template <int ROWS, int BN, class L, typename T>
 __device__ __forceinline__ void store_staged(const T* stage, const MatmulProblem<T>& p, int g, int64_t m0, int64_t n0,
                                              int64_t M, int64_t N, bool vec_store, bool interior, int t) {
   constexpr int VEC = 16 / int(sizeof(T));  // elements per 16-byte store
@@ -417,10 +440,10 @@ __device__ __forceinline__ void store_staged(const T* stage, const MatmulProblem
     const int r = i / (BN / VEC), c = (i % (BN / VEC)) * VEC;
     const int64_t m = m0 + r, n = n0 + c;
     if (interior || (vec_store && m < M && n + VEC <= N)) {
-      *reinterpret_cast<uint4*>(p.c(p.row_c(g, m), n)) = *reinterpret_cast<const uint4*>(stage + r * CP + c);
+      *reinterpret_cast<uint4*>(p.c(p.row_c(g, m), n)) = *reinterpret_cast<const uint4*>(stage + L::at(r, c));
     } else if (m < M) {
       const auto row = p.row_c(g, m);
-      for (int e = 0; e < VEC && n + e < N; ++e) *p.c(row, n + e) = stage[r * CP + c + e];
+      for (int e = 0; e < VEC && n + e < N; ++e) *p.c(row, n + e) = stage[L::at(r, c) + e];
     }
   }
 }
@@ -572,17 +595,17 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
       asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
     }
     if (has_res) {
-      stage_fragment<Act::None, BN, CP, true>(d, fstage, bias_s, has_bias, epi, t);
+      stage_fragment<Act::None, BN, PaddedStaging<CP>, true>(d, fstage, 0, bias_s, has_bias, epi, t);
     } else {
       with_act(epi.act, [&](auto act) {
-        stage_fragment<decltype(act)::value, BN, CP, false>(d, stage, bias_s, has_bias, epi, t);
+        stage_fragment<decltype(act)::value, BN, PaddedStaging<CP>, false>(d, stage, 0, bias_s, has_bias, epi, t);
       });
     }
     asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");  // this warpgroup's staging is written
     constexpr int VEC = 16 / int(sizeof(T));  // elements per 16-byte store
     const bool interior = vec_store && m0 + BM <= M && n0 + BN <= N;
     if (!has_res) {
-      store_staged<64, BN, CP>(stage, p, g, m0 + (wg - 1) * 64, n0, M, N, vec_store, interior, t);
+      store_staged<64, BN, PaddedStaging<CP>>(stage, p, g, m0 + (wg - 1) * 64, n0, M, N, vec_store, interior, t);
       return;
     }
     with_act(epi.act, [&](auto act) {  // residual: vec_store also means the residual is 16-byte aligned
@@ -627,7 +650,9 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // time, so the tiles in flight share A rows and B columns in L2); the producer fills one ring in
 // tile order, running on into the next tile while the consumers finish this one. A tile is TM x
 // BN; each consumer warpgroup holds WROWS x BN of accumulators (WROWS / 64 m64 wgmmas) and
-// stages its epilogue in its own buffer, not in the ring.
+// stages its epilogue in its own buffer, not in the ring, in TMA's 128-byte swizzle: where C's
+// rows are 16-byte aligned one thread hands the staged block to TMA stores and the warpgroup goes
+// on to its next tile (the stores drain while it computes), else its threads store it.
 // - Ping-pong (COOP false, 128 x 128, WROWS 128): each warpgroup owns whole tiles, the two
 //   taking turns (the block's tiles 0, 2, 4... to warpgroup 1, the odd ones to 2), so one's main
 //   loop runs while the other does its epilogue: the pipeline fill and the epilogue that cost
@@ -647,11 +672,11 @@ constexpr int GROUP_M = 8;
 constexpr size_t kSmemPerBlock = 227 * 1024;  // sm_90's dynamic shared memory limit for one block
 template <int TM, int BN, bool COOP>
 struct PersistShape {
-  static constexpr int WROWS = COOP ? TM / 2 : TM, CP = BN + 8;  // CP: staging pitch (padded)
+  static constexpr int WROWS = COOP ? TM / 2 : TM;
   static constexpr size_t STAGE = size_t(TM + BN) * ROW_BYTES;
-  // two staging buffers of 16-bit outputs, two fp32 bias tiles, 1 KiB alignment slack, 64 bytes
-  // for the turn barriers
-  static constexpr size_t FIXED = 2 * WROWS * CP * sizeof(uint16_t) + 2 * BN * sizeof(float) + 1024 + 64;
+  // two staging buffers of 16-bit outputs (SwizzledStaging), two fp32 bias tiles, 1 KiB alignment
+  // slack, 64 bytes for the turn barriers
+  static constexpr size_t FIXED = 2 * WROWS * BN * sizeof(uint16_t) + 2 * BN * sizeof(float) + 1024 + 64;
   // as many stages (each with its full and empty barriers) as fit beside them, at most 4
   static constexpr size_t FIT = (kSmemPerBlock - FIXED) / (STAGE + 2 * sizeof(uint64_t));
   static constexpr int STAGES = FIT < 4 ? int(FIT) : 4;
@@ -674,19 +699,21 @@ __device__ __forceinline__ TileOrigin persist_tile(int i, int mt, int nt, int bm
 template <typename T, bool B_MN_MAJOR, int TM, int BN, bool COOP, int CL>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_persistent_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
-                                MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch,
-                                int batch_a, int batch_b, bool vec_store) {
+                                const __grid_constant__ CUtensorMap tm_c, MatmulProblem<T> p, int64_t M, int64_t N,
+                                int64_t K, Epilogue<T> epi, int batch, int batch_a, int batch_b, bool vec_store,
+                                bool c_by_tma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(sizeof(T) == 2, "fp32 staging of two 128-row tiles would not fit beside the ring");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
   using Shape = PersistShape<TM, BN, COOP>;
-  constexpr int STAGES = Shape::STAGES, WROWS = Shape::WROWS, CP = Shape::CP, BK = bk<T>, KSTEP = 32 / int(sizeof(T));
+  constexpr int STAGES = Shape::STAGES, WROWS = Shape::WROWS, BK = bk<T>, KSTEP = 32 / int(sizeof(T));
+  using Staging = SwizzledStaging<WROWS>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // see gemm_sm90_kernel
   T* As = reinterpret_cast<T*>(smem);
   T* Bs = As + STAGES * TM * BK;
-  T* staging = Bs + STAGES * BN * BK;  // [2][WROWS][CP], one per consumer
-  float* bias_tiles = reinterpret_cast<float*>(staging + 2 * WROWS * CP);  // [2][BN]
+  T* staging = Bs + STAGES * BN * BK;  // [2][WROWS * BN] (Staging), one per consumer, 1 KiB aligned
+  float* bias_tiles = reinterpret_cast<float*>(staging + 2 * WROWS * BN);  // [2][BN]
   uint64_t* full = reinterpret_cast<uint64_t*>(bias_tiles + 2 * BN);
   uint64_t* empty = full + STAGES;
   // Ping-pong's turn[w]: the other warpgroup finished issuing a tile's main loop, so warpgroup w
@@ -740,7 +767,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int w = wg - 1;
-  T* stage = staging + w * WROWS * CP;
+  T* stage = staging + w * WROWS * BN;
   float* bias_s = bias_tiles + w * BN;
   const bool has_bias = epi.bias != nullptr;
   const int bar = 2 + w;  // this warpgroup's named barrier (0 is __syncthreads, 1 the other kernel's)
@@ -785,8 +812,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     release((pos0 + ktiles - 1) % STAGES);
 
-    // Epilogue, in this warpgroup's own staging: first wait until all its threads are done
-    // storing the previous tile from it (and reading its bias).
+    // Epilogue, in this warpgroup's own staging: first the staging must be free: the previous
+    // tile's TMA store has read it (its issuing thread waits for that), and all threads are done
+    // storing from it and reading the bias.
+    if (c_by_tma && t == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
     asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
     if (has_bias) {
       stage_bias<BN>(bias_s, epi, p, o.g, o.n0, N, t);
@@ -795,13 +824,24 @@ __global__ void __launch_bounds__(THREADS, 1)
     with_act(epi.act, [&](auto act) {
 #pragma unroll
       for (int h = 0; h < H; ++h)
-        stage_fragment<decltype(act)::value, BN, CP, false>(d[h], stage + h * 64 * CP, bias_s, has_bias, epi, t);
+        stage_fragment<decltype(act)::value, BN, Staging, false>(d[h], stage, h * 64, bias_s, has_bias, epi, t);
     });
+    if (c_by_tma) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged writes, visible to TMA
     asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
     const int64_t m0 = o.m0 + row0;
-    const bool interior = vec_store && m0 + WROWS <= M && o.n0 + BN <= N;
-    store_staged<WROWS, BN, CP>(stage, p, o.g, m0, o.n0, M, N, vec_store, interior, t);
+    if (c_by_tma) {  // one thread hands the staged block to TMA (tails clipped) and moves on
+      if (t == 0) {
+#pragma unroll
+        for (int j = 0; j < BN / 64; ++j) tma_store(stage + j * WROWS * 64, &tm_c, int(o.n0) + 64 * j, int(m0), o.g);
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      }
+    } else {
+      const bool interior = vec_store && m0 + WROWS <= M && o.n0 + BN <= N;
+      store_staged<WROWS, BN, Staging>(stage, p, o.g, m0, o.n0, M, N, vec_store, interior, t);
+    }
   }
+  // the block's shared memory must outlive the TMA stores' reads of it
+  if (c_by_tma && t == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 #else
   __trap();  // built without sm_90a: the host never launches this
 #endif

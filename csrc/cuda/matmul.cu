@@ -312,8 +312,18 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
     resident = r.load(std::memory_order_acquire);
   }
   cfg.gridDim = dim3(unsigned(CL * std::min<int64_t>(tiles, resident)));
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
-                                    int(a.batch), ba, bb, vec_stores<T>(a)));
+  // C by TMA stores where its rows and base are 16-byte aligned (vec_stores): boxes of 64 columns
+  // by a consumer's rows, in the 128-byte swizzle the kernel stages them in; else by threads.
+  const bool vec = vec_stores<T>(a);
+  CUtensorMap mc{};
+  if (vec) {
+    const auto& o = a.mm;
+    const uint64_t d[3] = {uint64_t(a.N), uint64_t(a.M), uint64_t(a.batch)};
+    const uint64_t st[2] = {uint64_t(o.sc[1]) * sizeof(T), uint64_t(o.sc[0] == 0 ? o.sc[1] * a.M : o.sc[0]) * sizeof(T)};
+    mc = tensor_map(o.c, a.dtype, d, st, 64, sm90::PersistShape<TM, BN, COOP>::WROWS);
+  }
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, mc, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
+                                    int(a.batch), ba, bb, vec, vec));
 }
 
 // Hopper configs as data: tile width x split-K allowed x two blocks per SM (a 4-stage ring,
