@@ -1,7 +1,9 @@
 """Session-10 probes: GPU time of small GEMMs on each path; conv 128@28 and fc1 regions for ncu."""
 import sys
+
 import torch
 import torch.nn.functional as F
+
 sys.path.insert(0, "benchmarks")
 import tileops
 from common import timed
@@ -13,8 +15,10 @@ if what == "small":
         a = torch.randn(lead + (M, K), device="cuda", dtype=torch.bfloat16)
         b = torch.randn(lead + (K, N), device="cuda", dtype=torch.bfloat16)
         row = {"shape": (B, M, N, K)}
-        for name, fn in [("torch", lambda: torch.matmul(a, b)), ("auto", lambda: tileops.matmul(a, b)),
-                         ("mma", lambda: tileops.matmul(a, b, algo="mma")), ("wgmma", lambda: tileops.matmul(a, b, algo="wgmma"))]:
+        paths = [("torch", lambda a=a, b=b: torch.matmul(a, b)), ("auto", lambda a=a, b=b: tileops.matmul(a, b)),
+                 ("mma", lambda a=a, b=b: tileops.matmul(a, b, algo="mma")),
+                 ("wgmma", lambda a=a, b=b: tileops.matmul(a, b, algo="wgmma"))]
+        for name, fn in paths:
             g, c, _ = timed(fn, budget_s=0.5)
             row[name] = "%.1f/%.1f us" % (g * 1e3, c * 1e3)
         print(row, flush=True)
@@ -50,6 +54,6 @@ elif what == "vits":  # ViT-S/16 b128 GEMMs (forward linears, data-gradient matm
             with autotune.pinned("matmul_sm90", cand):
                 try:
                     out[cand] = round(timed(mine, budget_s=0.3)[0] * 1e3, 1)
-                except RuntimeError as e:
+                except RuntimeError:
                     out[cand] = None
         print(out, flush=True)
