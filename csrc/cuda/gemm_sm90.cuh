@@ -700,8 +700,7 @@ template <typename T, bool B_MN_MAJOR, int TM, int BN, bool COOP, int CL>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_persistent_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                 const __grid_constant__ CUtensorMap tm_c, MatmulProblem<T> p, int64_t M, int64_t N,
-                                int64_t K, Epilogue<T> epi, int batch, int batch_a, int batch_b, bool vec_store,
-                                bool c_by_tma) {
+                                int64_t K, Epilogue<T> epi, int batch, int batch_a, int batch_b, bool vec_store) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(sizeof(T) == 2, "fp32 staging of two 128-row tiles would not fit beside the ring");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
@@ -770,6 +769,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   T* stage = staging + w * WROWS * BN;
   float* bias_s = bias_tiles + w * BN;
   const bool has_bias = epi.bias != nullptr;
+  const bool c_by_tma = vec_store;  // C's rows 16-byte aligned: the host made tm_c, TMA stores C
   const int bar = 2 + w;  // this warpgroup's named barrier (0 is __syncthreads, 1 the other kernel's)
   const int row0 = COOP ? w * WROWS : 0;  // this warpgroup's first row in the tile
   // j: the block's tile count. Ping-pong: this warpgroup takes every other tile, from its own.
@@ -835,9 +835,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int j = 0; j < BN / 64; ++j) tma_store(stage + j * WROWS * 64, &tm_c, int(o.n0) + 64 * j, int(m0), o.g);
         asm volatile("cp.async.bulk.commit_group;" ::: "memory");
       }
-    } else {
-      const bool interior = vec_store && m0 + WROWS <= M && o.n0 + BN <= N;
-      store_staged<WROWS, BN, Staging>(stage, p, o.g, m0, o.n0, M, N, vec_store, interior, t);
+    } else {  // C's rows not 16-byte aligned: element stores
+      store_staged<WROWS, BN, Staging>(stage, p, o.g, m0, o.n0, M, N, false, false, t);
     }
   }
   // the block's shared memory must outlive the TMA stores' reads of it

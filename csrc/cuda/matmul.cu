@@ -323,7 +323,7 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
     mc = tensor_map(o.c, a.dtype, d, st, 64, sm90::PersistShape<TM, BN, COOP>::WROWS);
   }
   C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, mc, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
-                                    int(a.batch), ba, bb, vec, vec));
+                                    int(a.batch), ba, bb, vec));
 }
 
 // Hopper configs as data: tile width x split-K allowed x two blocks per SM (a 4-stage ring,
