@@ -374,6 +374,8 @@ def test_cuda_timing_and_capture():
 @pytest.mark.cuda
 def test_matmul_autotuned_cuda():
     """bf16 matmul with autotuning on: correct, tuned once, and an entry for this GPU and build."""
+    from test_matmul import SM90_CONFIGS
+
     gen, seed = fresh_generator()
     M, N, K = 4096, 2048, 1024
     a = randn((M, K), torch.bfloat16, "cuda", gen)
@@ -387,10 +389,7 @@ def test_matmul_autotuned_cuda():
     check(out, ref, mag, "bfloat16", "autotuned matmul seed=%d" % seed)
     check(again, ref, mag, "bfloat16", "autotuned matmul, cached, seed=%d" % seed)
     new = {k: v for k, v in autotune.entries().items() if k not in before}
-    assert len(new) == 1 and list(new.values())[0] in ("bn64", "bn128", "bn256", "bn64-nosplit", "bn128-nosplit",
-                                                        "bn256-nosplit", "bn64x2", "pp128", "coop256x128", "pp128-c2",
-                                                        "coop256x128-c2", "coop128x256", "coop128x256-c2", "coop128x192",
-                                                        "coop128x192-c2"), new
+    assert len(new) == 1 and list(new.values())[0] in SM90_CONFIGS, new
     dev = _C._autotune_device_key(torch.cuda.current_device())
     assert all(k.startswith(dev + " :: matmul_sm90|") for k in new), new
 

@@ -316,9 +316,10 @@ def test_matmul_a_mn_major_cuda(kind, size, b_layout, batch):
 
 # Each Hopper config pinned (autotune family "matmul_sm90"): tile widths, split-K or not,
 # bn64x2 (two blocks per SM, a 4-stage ring, no register rebalance) and the persistent kernels
-# (ping-pong pp128, cooperative coop256x128, coop128x256 and coop128x192, alone or in clusters of two blocks
-# sharing B: fp16/bf16 only), on tails in M, N and K, both B layouts, batches and split-K-sized
-# problems; tf32 takes K-major operands (copies).
+# (ping-pong pp128, cooperative coop256x128, coop128x256 and coop128x192, alone or in clusters
+# of two blocks sharing B: fp16/bf16 only), on tails in M, N and K, both B layouts, batches and
+# split-K-sized problems; tf32 takes K-major operands (copies). SM90_CONFIGS is the whole family,
+# in matmul.cu's order (test_autotune checks the autotuner's choice against it).
 PERSISTENT = ["pp128", "coop256x128", "coop128x256", "coop128x192", "pp128-c2", "coop256x128-c2", "coop128x256-c2",
               "coop128x192-c2"]
 SM90_CONFIGS = ["bn64", "bn128", "bn256", "bn64-nosplit", "bn128-nosplit", "bn256-nosplit", "bn64x2"] + PERSISTENT

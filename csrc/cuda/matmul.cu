@@ -66,6 +66,17 @@ CUtensorMap tensor_map(const void* base, at::ScalarType st, const uint64_t dims[
   return m;
 }
 
+// The map of a [batch][rows][cols] matrix with a unit stride along cols (row and batch strides
+// in elements; a batch stride of 0, one matrix for every batch entry, is given as rows * s_row),
+// boxes of box_cols x box_rows.
+CUtensorMap matrix_map(const void* base, at::ScalarType st, int64_t cols, int64_t rows, int64_t batch, int64_t s_row,
+                       int64_t s_batch, uint32_t box_cols, uint32_t box_rows) {
+  const uint64_t es = c10::elementSize(st);
+  const uint64_t dims[3] = {uint64_t(cols), uint64_t(rows), uint64_t(batch)};
+  const uint64_t strides[2] = {uint64_t(s_row) * es, uint64_t(s_batch == 0 ? s_row * rows : s_batch) * es};
+  return tensor_map(base, st, dims, strides, box_cols, box_rows);
+}
+
 // How TMA reads an operand in place: along K, along its rows (M for A, N for B), or not at all.
 enum class Major { None, K, MN };
 
@@ -315,13 +326,10 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
   // C by TMA stores where its rows and base are 16-byte aligned (vec_stores): boxes of 64 columns
   // by a consumer's rows, in the 128-byte swizzle the kernel stages them in; else by threads.
   const bool vec = vec_stores<T>(a);
-  CUtensorMap mc{};
-  if (vec) {
-    const auto& o = a.mm;
-    const uint64_t d[3] = {uint64_t(a.N), uint64_t(a.M), uint64_t(a.batch)};
-    const uint64_t st[2] = {uint64_t(o.sc[1]) * sizeof(T), uint64_t(o.sc[0] == 0 ? o.sc[1] * a.M : o.sc[0]) * sizeof(T)};
-    mc = tensor_map(o.c, a.dtype, d, st, 64, sm90::PersistShape<TM, BN, COOP>::WROWS);
-  }
+  const auto& o = a.mm;
+  const CUtensorMap mc = vec ? matrix_map(o.c, a.dtype, a.N, a.M, a.batch, o.sc[1], o.sc[0], 64,
+                                          sm90::PersistShape<TM, BN, COOP>::WROWS)
+                             : CUtensorMap{};
   C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, mc, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
                                     int(a.batch), ba, bb, vec));
 }
@@ -350,7 +358,8 @@ const Sm90Config kSm90Configs[] = {
     {256, false, false, Persist::Coop, 2}, {192, false, false, Persist::Coop, 1},
     {192, false, false, Persist::Coop, 2}};
 
-int sm90_index(const std::string& name) {
+// A config's index in kSm90Names; call sites keep it in a static (no lookups per call).
+int sm90_index(const char* name) {
   const auto it = std::find(kSm90Names.begin(), kSm90Names.end(), name);
   TORCH_INTERNAL_ASSERT(it != kSm90Names.end(), "tileops: no Hopper config named ", name);
   return int(it - kSm90Names.begin());
@@ -364,22 +373,25 @@ int sm90_index(const std::string& name) {
 // did not: ViT-B fc2 214 -> 192 us (192 wide: 6 full waves, 256 wide: 4.5), QKV 167 -> 163,
 // 4095 x 4097 x 4093 355 -> 329 (ping-pong: 8 full waves), linear+GELU fc2 249 -> 205. Short K
 // (<= 256: 1x1 convs) takes ping-pong, whose epilogue overlaps the other warpgroup's main loop.
-const char* persistent_pick(const GemmArgs& a, int64_t sms) {
+int persistent_pick(const GemmArgs& a, int64_t sms) {
   struct Choice {
-    const char* name;
+    int config;  // index in kSm90Configs
     double speed;
   };
-  static constexpr Choice kChoices[] = {{"coop128x256-c2", 1.0}, {"coop128x192-c2", 0.977}, {"pp128-c2", 0.913}};
-  if (a.K <= 256) return "pp128-c2";
+  static const Choice kChoices[] = {
+      {sm90_index("coop128x256-c2"), 1.0}, {sm90_index("coop128x192-c2"), 0.977}, {sm90_index("pp128-c2"), 0.913}};
+  constexpr int kPingPong = 2;
+  if (a.K <= 256) return kChoices[kPingPong].config;
+  // clusters resident at once: the launch asks the driver (cudaOccupancyMaxActiveClusters), which
+  // answers half the SMs on an H100/H200; the heuristic takes that without asking
   const int64_t clusters = std::max<int64_t>(1, sms / 2);
-  const char* best = kChoices[0].name;
+  int best = kChoices[0].config;
   double best_score = 0.0;
   for (const Choice& c : kChoices) {
-    const int bn = kSm90Configs[sm90_index(c.name)].bn;
-    const int64_t tiles = (a.M + 255) / 256 * ((a.N + bn - 1) / bn) * a.batch;
-    const int64_t waves = (tiles + clusters - 1) / clusters;
+    const int bn = kSm90Configs[c.config].bn;
+    const int64_t waves = (output_tiles(a, bn, 256) + clusters - 1) / clusters;
     const double score = c.speed * double(a.M) * double(a.N) * double(a.batch) / (double(waves * clusters) * 256.0 * bn);
-    if (score > best_score) best = c.name, best_score = score;
+    if (score > best_score) best = c.config, best_score = score;
   }
   return best;
 }
@@ -410,15 +422,8 @@ template <typename T>
 CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const int64_t* s, int batch, Major m,
                         uint32_t tile_rows) {
   constexpr uint32_t BK = sm90::bk<T>;
-  auto bytes = [](int64_t st, int64_t fallback) { return uint64_t(st == 0 ? fallback : st) * sizeof(T); };
-  if (m == Major::MN) {
-    const uint64_t d[3] = {uint64_t(rows), uint64_t(a.K), uint64_t(batch)};
-    const uint64_t st[2] = {bytes(s[2], 0), bytes(s[0], s[2] * a.K)};
-    return tensor_map(p, a.dtype, d, st, 64, BK);
-  }
-  const uint64_t d[3] = {uint64_t(a.K), uint64_t(rows), uint64_t(batch)};
-  const uint64_t st[2] = {bytes(s[1], 0), bytes(s[0], s[1] * rows)};
-  return tensor_map(p, a.dtype, d, st, BK, tile_rows);
+  if (m == Major::MN) return matrix_map(p, a.dtype, rows, a.K, batch, s[2], s[0], 64, BK);
+  return matrix_map(p, a.dtype, a.K, rows, batch, s[1], s[0], BK, tile_rows);
 }
 
 template <typename T>
@@ -474,8 +479,8 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool x2 = !a_mn && (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
   const bool persist = !persistent_refusal<T>(a, a_mn) && output_tiles(a, 128) >= 2 * sms;
-  const char* pick = x2 ? "bn64x2" : persist ? persistent_pick(a, sms) : a.N > 128 ? "bn256" : "bn128";
-  const int heuristic = sm90_index(pick);
+  static const int kX2 = sm90_index("bn64x2"), kBn256 = sm90_index("bn256"), kBn128 = sm90_index("bn128");
+  const int heuristic = x2 ? kX2 : persist ? persistent_pick(a, sms) : a.N > 128 ? kBn256 : kBn128;
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
