@@ -18,7 +18,9 @@ from utils import check, fresh_generator, randn
 
 NAMES = ["a", "b", "c"]
 DEV = "test-device"
-CONV_FWD_CANDIDATES = ["bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"]  # family conv_fwd_sm90, matmul.cu
+# family conv_fwd_sm90 (matmul.cu): one-tile kernels, then the persistent ones (TMA im2col loads only)
+CONV_FWD_PERSISTENT = ["pp128-c2-im2col", "coop128x256-c2-im2col", "coop128x192-c2-im2col"]
+CONV_FWD_CANDIDATES = ["bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"] + CONV_FWD_PERSISTENT
 
 
 def choose(key, times, heuristic=0, names=NAMES, **kw):
@@ -397,16 +399,40 @@ def test_matmul_autotuned_cuda():
 @pytest.mark.cuda
 @pytest.mark.parametrize("config", CONV_FWD_CANDIDATES)
 @pytest.mark.parametrize("case", ["3x3_c64", "resnet_3x3_64@56", "3x3_c64_s2", "3x3_c64_dilated", "3x5_c64_stride_2x1",
-                                  "5x5_c128_p0", "3x3_c64_pad130"])
+                                  "5x5_c128_p0", "3x3_c64_k264@56", "3x3_c64_pad130"])
 def test_conv_fwd_sm90_candidates_cuda(config, case):
     """Each candidate of the Hopper implicit-GEMM conv, pinned, on output-channel counts below, at
-    and above its tile width (7, 64, 72, 200), every stride/dilation/padding, unequal kernel sides
-    (which pin TMA's im2col conventions) and a padding past what an im2col map takes (the im2col
-    candidates then gather), against float64."""
+    and above its tile width (7, 64, 72, 200, 264; unaligned output rows stored by threads, the
+    others by TMA in the persistent kernels), every stride/dilation/padding, unequal kernel sides
+    (which pin TMA's im2col conventions), blocks looping over tiles, and a padding past what an
+    im2col map takes (the one-tile im2col candidates then gather; the persistent ones, which have
+    no gather, refuse with a clear error), against float64."""
     from test_conv2d import run_forward, sized
 
     with autotune.pinned("conv_fwd_sm90", config):
+        if case == "3x3_c64_pad130" and config in CONV_FWD_PERSISTENT:
+            with pytest.raises(RuntimeError, match="im2col mode"):
+                run_forward(sized(case, "cuda"), case, "cuda", "bfloat16", "channels_last", act="relu", bias=True)
+            return
         run_forward(sized(case, "cuda"), case, "cuda", "bfloat16", "channels_last", act="relu", bias=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", CONV_FWD_PERSISTENT)
+def test_conv_fwd_sm90_persistent_refuses_residual_cuda(config):
+    """A pinned persistent conv candidate asked for a fused residual (which its epilogue does not
+    add) says so instead of dropping it; unpinned, the same call takes a kernel that adds it."""
+    gen = fresh_generator()[0]
+    x = randn((2, 64, 9, 9), torch.bfloat16, "cuda", gen).to(memory_format=torch.channels_last)
+    w = randn((128, 64, 3, 3), torch.bfloat16, "cuda", gen).to(memory_format=torch.channels_last)
+    r = randn((2, 128, 9, 9), torch.bfloat16, "cuda", gen).to(memory_format=torch.channels_last)
+    with autotune.pinned("conv_fwd_sm90", config):
+        with pytest.raises(RuntimeError, match="without a residual"):
+            tileops.conv2d(x, w, None, 1, 1, residual=r)
+    y = tileops.conv2d(x, w, None, 1, 1, residual=r)
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), None, 1, 1) + r.double()
+    mag = torch.nn.functional.conv2d(x.double().abs(), w.double().abs(), None, 1, 1) + r.double().abs()
+    check(y, ref, mag, "bfloat16", "conv2d + residual, unpinned")
 
 
 @pytest.mark.cuda

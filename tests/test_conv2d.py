@@ -116,6 +116,9 @@ CUDA_CASES = {
     "7x7_c64_k7": Conv(1, 64, 9, 10, 7, 7, 7, 1, 3),
     "5x5_c128_p0": Conv(2, 128, 9, 9, 200, 5, 5),
     "resnet_3x3_64@56": Conv(4, 64, 56, 56, 64, 3, 3, 1, 1),
+    # bf16/fp16 channels_last: the persistent kernels by the heuristic (98 cluster tiles of 256 rows
+    # x 2-3 column tiles: blocks loop over tiles), an output-channel tail, TMA-stored rows
+    "3x3_c64_k264@56": Conv(4, 64, 56, 56, 264, 3, 3, 1, 1),
     "3x3_c64_pad130": Conv(1, 64, 3, 4, 8, 3, 3, (5, 7), 130),  # past the [-128, 127] of a TMA im2col map
     "batch1": Conv(1, 16, 9, 9, 8, 3, 3, 1, 1),
     "batch1_56": Conv(1, 32, 56, 56, 32, 3, 3, 1, 1),

@@ -238,8 +238,9 @@ __device__ __forceinline__ const T* tap_src(const ConvOperands& cv, const T* x, 
 // never straddles a tap; from a split's first k tile, then one k tile at a time with next), or
 // the first row of a weight-gradient atom.
 struct Tap {
-  int r, s;
-  int64_t c0;
+  int r = 0, s = 0;
+  int64_t c0 = 0;
+  Tap() = default;
   __device__ Tap(const ConvOperands& cv, int64_t k) : r(int(k / (cv.C * cv.S))), s(int((k / cv.C) % cv.S)), c0(k % cv.C) {}
   __device__ void next(const ConvOperands& cv, int bk) {
     if ((c0 += bk) == cv.C) {
@@ -696,13 +697,19 @@ __device__ __forceinline__ TileOrigin persist_tile(int i, int mt, int nt, int bm
   return {g, int64_t(first + in % rows) * bm, int64_t(in / rows) * bn};
 }
 
-template <typename T, bool B_MN_MAJOR, int TM, int BN, bool COOP, int CL>
+// G = ConvFwdIm2col: the conv forward's implicit GEMM, A loaded by TMA im2col loads of tm_a (a map
+// of x with BM-pixel boxes, as the one-tile kernel's), each of a tile's BM-row boxes one load per k
+// tile; B (the weight rows) and C as in the plain GEMM.
+template <typename T, bool B_MN_MAJOR, int TM, int BN, bool COOP, int CL, Gather G = Gather::None>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_persistent_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                 const __grid_constant__ CUtensorMap tm_c, MatmulProblem<T> p, int64_t M, int64_t N,
-                                int64_t K, Epilogue<T> epi, int batch, int batch_a, int batch_b, bool vec_store) {
+                                int64_t K, Epilogue<T> epi, int batch, int batch_a, int batch_b, bool vec_store,
+                                ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(sizeof(T) == 2, "fp32 staging of two 128-row tiles would not fit beside the ring");
+  constexpr bool IM2COL = G == Gather::ConvFwdIm2col;
+  static_assert(G == Gather::None || (IM2COL && !B_MN_MAJOR), "the persistent conv forward: K-major weight rows");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
   using Shape = PersistShape<TM, BN, COOP>;
   constexpr int STAGES = Shape::STAGES, WROWS = Shape::WROWS, BK = bk<T>, KSTEP = 32 / int(sizeof(T));
@@ -746,10 +753,20 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = cluster; i < tiles; i += clusters, pos += ktiles) {
       const TileOrigin o = persist_tile(i, mt, nt, CL * TM, BN);
       const int ga = batch_a > 1 ? o.g : 0, gb = batch_b > 1 ? o.g : 0, m0 = int(o.m0) + rank * TM;
+      Pixel px[TM / BM];  // IM2COL: each A box's first output pixel (pixels past the last image read zeros)
+      Tap tap;            // IM2COL: the k tile's filter tap and first channel
+      if constexpr (IM2COL) {
+#pragma unroll
+        for (int h = 0; h < TM / BM; ++h) px[h] = pixel_of(conv, uint32_t(m0 + h * BM), INT64_MAX);
+        tap = Tap(conv, 0);
+      }
       tma_producer<STAGES>(full, empty, ktiles, (TM + BN) * BK * sizeof(T), [&](int kt, int s) {
 #pragma unroll
-        for (int h = 0; h < TM / BM; ++h)  // A in boxes of BM rows (the map's box)
-          tma_load_tile<BM, BK, false>(As + (s * TM + h * BM) * BK, &tm_a, &full[s], m0 + h * BM, kt * BK, ga);
+        for (int h = 0; h < TM / BM; ++h) {  // A in boxes of BM rows (the map's box)
+          if constexpr (IM2COL) tma_load_im2col_tap(As + (s * TM + h * BM) * BK, &tm_a, &full[s], conv, px[h], tap);
+          else tma_load_tile<BM, BK, false>(As + (s * TM + h * BM) * BK, &tm_a, &full[s], m0 + h * BM, kt * BK, ga);
+        }
+        if constexpr (IM2COL) tap.next(conv, BK);
         // B: CL = 1, the whole tile in one part; else this rank's share of its parts, multicast
         // into every block (K-major: CL parts of BN / CL rows; MN-major: the 64-row atoms)
         constexpr int PARTS = CL == 1 ? 1 : B_MN_MAJOR ? BN / 64 : CL, PROWS = BN / PARTS;

@@ -289,10 +289,11 @@ const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
 // the GPU or as there are cluster tiles (persistent_refusal says which problems they take). With
 // CL = 2 each block loads half of the B tile: a K-major B map's box is BN / 2 rows (MN-major B is
 // read in 64-row atoms either way).
-template <typename T, bool MN, int TM, int BN, bool COOP, int CL>
+// G = ConvFwdIm2col: ma is an im2col map of the conv's x (im2col_map, BM-pixel boxes).
+template <typename T, bool MN, int TM, int BN, bool COOP, int CL, sm90::Gather G>
 void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
   static_assert(sizeof(T) == 2, "see persistent_refusal");
-  auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, TM, BN, COOP, CL>;
+  auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, TM, BN, COOP, CL, G>;
   constexpr size_t smem = sm90::PersistShape<TM, BN, COOP>::SMEM;
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, smem, set_on);
@@ -331,7 +332,7 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
                                           sm90::PersistShape<TM, BN, COOP>::WROWS)
                              : CUtensorMap{};
   C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, mc, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
-                                    int(a.batch), ba, bb, vec));
+                                    int(a.batch), ba, bb, vec, a.conv));
 }
 
 // Hopper configs as data: tile width x split-K allowed x two blocks per SM (a 4-stage ring,
@@ -402,17 +403,17 @@ void launch_persistent_config(const Sm90Config& cfg, const GemmArgs& a, const CU
                               int ba, int bb) {
   const bool coop = cfg.persist == Persist::Coop, c2 = cfg.cluster == 2;
   if (!coop) {
-    if (c2) launch_sm90_persistent<T, BMN, 128, 128, false, 2>(a, ma, mb, ba, bb);
-    else launch_sm90_persistent<T, BMN, 128, 128, false, 1>(a, ma, mb, ba, bb);
+    if (c2) launch_sm90_persistent<T, BMN, 128, 128, false, 2, sm90::Gather::None>(a, ma, mb, ba, bb);
+    else launch_sm90_persistent<T, BMN, 128, 128, false, 1, sm90::Gather::None>(a, ma, mb, ba, bb);
   } else if (cfg.bn == 128) {
-    if (c2) launch_sm90_persistent<T, BMN, 256, 128, true, 2>(a, ma, mb, ba, bb);
-    else launch_sm90_persistent<T, BMN, 256, 128, true, 1>(a, ma, mb, ba, bb);
+    if (c2) launch_sm90_persistent<T, BMN, 256, 128, true, 2, sm90::Gather::None>(a, ma, mb, ba, bb);
+    else launch_sm90_persistent<T, BMN, 256, 128, true, 1, sm90::Gather::None>(a, ma, mb, ba, bb);
   } else if (cfg.bn == 192) {
-    if (c2) launch_sm90_persistent<T, BMN, 128, 192, true, 2>(a, ma, mb, ba, bb);
-    else launch_sm90_persistent<T, BMN, 128, 192, true, 1>(a, ma, mb, ba, bb);
+    if (c2) launch_sm90_persistent<T, BMN, 128, 192, true, 2, sm90::Gather::None>(a, ma, mb, ba, bb);
+    else launch_sm90_persistent<T, BMN, 128, 192, true, 1, sm90::Gather::None>(a, ma, mb, ba, bb);
   } else {
-    if (c2) launch_sm90_persistent<T, BMN, 128, 256, true, 2>(a, ma, mb, ba, bb);
-    else launch_sm90_persistent<T, BMN, 128, 256, true, 1>(a, ma, mb, ba, bb);
+    if (c2) launch_sm90_persistent<T, BMN, 128, 256, true, 2, sm90::Gather::None>(a, ma, mb, ba, bb);
+    else launch_sm90_persistent<T, BMN, 128, 256, true, 1, sm90::Gather::None>(a, ma, mb, ba, bb);
   }
 }
 
@@ -567,20 +568,51 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // matmul's (family "conv_fwd_sm90"). bn64 / bn128: one block per SM, deep rings; bn64x2: a
   // 4-stage ring, two blocks per SM (sm90::blocks_per_sm); all three gather A with cp.async.
   // "-im2col": the same tile loaded by TMA in im2col mode (one thread), the cp.async gather where
-  // no im2col map can be made. The heuristic, bn64x2-im2col: on the ResNet layers at b32 (H200,
-  // results/h200/c1-73b195d) 24-30 us against bn64x2's 42-62 and bn128's 38-75 (cuDNN 18-26):
-  // the cp.async gather is latency-bound (NOTES 17), TMA is not.
-  static const std::vector<std::string> kNames = {"bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"};
-  run_conv_candidates(g, "conv_fwd_sm90", kNames, 3, [&](int i, auto tag) {
+  // no im2col map can be made. Then the persistent kernels of kPersist (matmul's configs of the
+  // same names, clusters of two) with A by im2col loads: they need the im2col map and no residual.
+  static const std::array<int, 3> kPersist = {sm90_index("pp128-c2"), sm90_index("coop128x256-c2"),
+                                              sm90_index("coop128x192-c2")};
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> v = {"bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"};
+    for (int c : kPersist) v.push_back(kSm90Names[c] + "-im2col");
+    return v;
+  }();
+  constexpr int kFirstPersist = 5;
+  CUtensorMap ma;
+  const bool im2col = im2col_map(g, sm90::BM, &ma);
+  // The heuristic. bn64x2-im2col: on the ResNet layers at b32 (H200, results/h200/c1-73b195d)
+  // 24-30 us against bn64x2's 42-62 and bn128's 38-75 (cuDNN 18-26): the cp.async gather is
+  // latency-bound (NOTES 17), TMA is not. The persistent kernels as matmul picks them, where
+  // matmul would take them and they can run.
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  // (persistent_refusal looks at the type's size only: 16-bit, as conv_sm90_ok requires)
+  const bool persist = im2col && persistent_refusal<c10::Half>(g, false) == nullptr && output_tiles(g, 128) >= 2 * sms;
+  int heuristic = 3;
+  if (persist) {
+    const int pick = persistent_pick(g, sms);  // one of kPersist
+    for (int j = 0; j < int(kPersist.size()); ++j)
+      if (pick == kPersist[j]) heuristic = kFirstPersist + j;
+  }
+  run_conv_candidates(g, "conv_fwd_sm90", kNames, heuristic, [&](int i, auto tag) {
     using T = decltype(tag);
     constexpr auto G = sm90::Gather::ConvFwd, I = sm90::Gather::ConvFwdIm2col;
+    if (i >= kFirstPersist) {
+      const char* refusal = persistent_refusal<T>(g, false);
+      TORCH_CHECK(refusal == nullptr, refusal);
+      TORCH_CHECK(im2col, "tileops: the conv_fwd_sm90 candidate ", kNames[i], " loads x by TMA in im2col mode, which ",
+                  "this conv's padding, stride or dilation does not allow (the -im2col one-tile candidates gather)");
+      const Sm90Config& cfg = kSm90Configs[kPersist[i - kFirstPersist]];
+      const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, uint32_t(cfg.bn / cfg.cluster));
+      if (cfg.persist == Persist::PingPong) launch_sm90_persistent<T, false, 128, 128, false, 2, I>(g, ma, mb, 1, 1);
+      else if (cfg.bn == 256) launch_sm90_persistent<T, false, 128, 256, true, 2, I>(g, ma, mb, 1, 1);
+      else launch_sm90_persistent<T, false, 128, 192, true, 2, I>(g, ma, mb, 1, 1);
+      return;
+    }
     const bool wide = i == 1 || i == 4;
     const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, wide ? 128 : 64);
-    CUtensorMap ma;
-    const bool im2col = i >= 3 && im2col_map(g, sm90::BM, &ma);
     if (i == 0) launch_sm90<T, 64, 8, false, G>(g, mb, mb, 1, 1);  // no im2col variant
-    else if (wide) launch_conv<T, 128, 6, false, G, I>(g, im2col, ma, mb);
-    else launch_conv<T, 64, 4, false, G, I>(g, im2col, ma, mb);
+    else if (wide) launch_conv<T, 128, 6, false, G, I>(g, im2col && i >= 3, ma, mb);
+    else launch_conv<T, 64, 4, false, G, I>(g, im2col && i >= 3, ma, mb);
   });
   return true;
 }
