@@ -569,38 +569,41 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // 4-stage ring, two blocks per SM (sm90::blocks_per_sm); all three gather A with cp.async.
   // "-im2col": the same tile loaded by TMA in im2col mode (one thread), the cp.async gather where
   // no im2col map can be made. Then the persistent kernels (clusters of two) with A by im2col
-  // loads, which need the im2col map and no residual: matmul's configs of the same names, and a
-  // 64-wide ping-pong for convs with at most 64 output channels.
-  struct Persistent {
-    const char* config;
-    int bn;
-    bool coop;
-  };
-  static const Persistent kPersist[] = {
-      {"pp128-c2", 128, false}, {"coop128x256-c2", 256, true}, {"coop128x192-c2", 192, true}, {"pp128x64-c2", 64, false}};
+  // loads, which need the im2col map and no residual: matmul's configs of the same names. (A
+  // 64-wide ping-pong, pp128x64-c2, measured no faster than bn64x2-im2col on 3x3 64@56 b64, 50.3
+  // against 50.7 us, and slower elsewhere: iterations-conv/cand_19979d4_b64.json; dropped.)
+  static const std::array<int, 3> kPersist = {sm90_index("pp128-c2"), sm90_index("coop128x256-c2"),
+                                              sm90_index("coop128x192-c2")};
   static const std::vector<std::string> kNames = [] {
     std::vector<std::string> v = {"bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"};
-    for (const Persistent& c : kPersist) v.push_back(std::string(c.config) + "-im2col");
+    for (int c : kPersist) v.push_back(kSm90Names[c] + "-im2col");
     return v;
   }();
-  constexpr int kBn64x2 = 2, kBn64x2Im2col = 3, kBn128Im2col = 4, kFirstPersist = 5;
+  constexpr int kBn64x2 = 2, kBn64x2Im2col = 3, kBn128Im2col = 4, kFirstPersist = 5, kCoop256 = kFirstPersist + 1;
   CUtensorMap ma;
   const bool im2col = im2col_map(g, sm90::BM, &ma);
   // The heuristic (H200, results/h200/iterations-conv/cand_32fc427_b32.json, _b64: ResNet-50's
   // 3x3 and strided layers at batch 32 and 64): 64 output channels, bn64x2-im2col (two blocks per
   // SM hide each other's epilogue); else the persistent kernels where matmul would take them
-  // (3x3 128@28 b64 29 us against bn128-im2col's 31, 1x1/2 256->512 b32 18 against 30) and
-  // bn128-im2col below that (256@14 b32 17 us, bn64x2-im2col 24, cuDNN 19).
+  // (3x3 128@28 b64 29 us against bn128-im2col's 31, 1x1/2 256->512 b32 18 against 30);
+  // below that bn128-im2col (256@14 b32 17 us, bn64x2-im2col 24, cuDNN 19), or coop128x256-c2
+  // where its waves of 128 x 256 tiles (twice the area, counted 1.12x faster per area) take less
+  // time than bn128's waves of 128 x 128 ones: 256@14 b64, 98 cluster tiles in one wave of 66
+  // clusters against 196 blocks in two waves of 132, 28 us against 31.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   // (persistent_refusal looks at the type's size only: 16-bit, as conv_sm90_ok requires)
-  const bool persist = im2col && persistent_refusal<c10::Half>(g, false) == nullptr && output_tiles(g, 128) >= 2 * sms;
+  const bool can_persist = im2col && persistent_refusal<c10::Half>(g, false) == nullptr;
   int heuristic = im2col ? kBn128Im2col : kBn64x2;
   if (g.N <= 64) {
     heuristic = kBn64x2Im2col;  // gathers where no im2col map can be made
-  } else if (persist) {
-    const int pick = persistent_pick(g, sms);
-    for (int j = 0; j < int(std::size(kPersist)); ++j)
-      if (kSm90Names[pick] == kPersist[j].config) heuristic = kFirstPersist + j;
+  } else if (can_persist && output_tiles(g, 128) >= 2 * sms) {
+    const int pick = persistent_pick(g, sms);  // one of kPersist
+    for (int j = 0; j < int(kPersist.size()); ++j)
+      if (pick == kPersist[j]) heuristic = kFirstPersist + j;
+  } else if (can_persist) {
+    const int64_t waves128 = (output_tiles(g, 128) + sms - 1) / sms;
+    const int64_t waves256 = (output_tiles(g, 256, 256) + sms / 2 - 1) / (sms / 2);  // clusters of two
+    if (2.0 * double(waves256) < 1.12 * double(waves128)) heuristic = kCoop256;
   }
   run_conv_candidates(g, "conv_fwd_sm90", kNames, heuristic, [&](int i, auto tag) {
     using T = decltype(tag);
@@ -610,10 +613,9 @@ bool conv_fwd_sm90(const GemmArgs& g) {
       TORCH_CHECK(refusal == nullptr, refusal);
       TORCH_CHECK(im2col, "tileops: the conv_fwd_sm90 candidate ", kNames[i], " loads x by TMA in im2col mode, which ",
                   "this conv's padding, stride or dilation does not allow (the -im2col one-tile candidates gather)");
-      const Persistent& c = kPersist[i - kFirstPersist];
+      const Sm90Config& c = kSm90Configs[kPersist[i - kFirstPersist]];
       const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, uint32_t(c.bn / 2));  // B halves
-      if (c.bn == 64) launch_sm90_persistent<T, false, 128, 64, false, 2, I>(g, ma, mb, 1, 1);
-      else if (!c.coop) launch_sm90_persistent<T, false, 128, 128, false, 2, I>(g, ma, mb, 1, 1);
+      if (c.persist == Persist::PingPong) launch_sm90_persistent<T, false, 128, 128, false, 2, I>(g, ma, mb, 1, 1);
       else if (c.bn == 256) launch_sm90_persistent<T, false, 128, 256, true, 2, I>(g, ma, mb, 1, 1);
       else launch_sm90_persistent<T, false, 128, 192, true, 2, I>(g, ma, mb, 1, 1);
       return;
