@@ -275,10 +275,9 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
 
 // Why the persistent kernels cannot take a problem (nullptr: they can): they stage 16-bit outputs
 // beside the ring, read A K-major and add no residual. The one statement of their limits, for the
-// heuristic and the launch alike.
-template <typename T>
+// heuristics and the launches alike.
 const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
-  if (sizeof(T) != 2 || a.residual != nullptr)
+  if (c10::elementSize(a.dtype) != 2 || a.residual != nullptr)
     return "tileops: the persistent Hopper kernels take fp16/bf16 without a residual";
   if (a_mn) return "tileops: the persistent Hopper kernels take K-major A";
   return nullptr;
@@ -366,54 +365,78 @@ int sm90_index(const char* name) {
   return int(it - kSm90Names.begin());
 }
 
-// The heuristic's persistent config, in clusters of two (256-row cluster tiles): the best wave
+// Clusters of two blocks resident at once, as the heuristics take it: half the SMs, which is what
+// the launch's cudaOccupancyMaxActiveClusters answers on an H100/H200, without asking.
+int64_t resident_clusters(int64_t sms) { return std::max<int64_t>(1, sms / 2); }
+// Waves of those clusters over a problem's cluster tiles (256 x bn).
+int64_t cluster_waves(const GemmArgs& a, int64_t bn, int64_t sms) {
+  return (output_tiles(a, bn, 256) + resident_clusters(sms) - 1) / resident_clusters(sms);
+}
+
+// The persistent configs the heuristics choose among (clusters of two, 128-row block tiles), with
+// their speed at full waves (ViT-B fc1 on an H200: 128 x 256 212 us, 128 x 192 217, ping-pong
+// 232). The conv forward offers exactly these, with im2col loads.
+struct PersistentChoice {
+  int config;  // index in kSm90Configs
+  double speed;
+};
+const std::array<PersistentChoice, 3>& persistent_choices() {
+  static const std::array<PersistentChoice, 3> kChoices = {
+      {{sm90_index("coop128x256-c2"), 1.0}, {sm90_index("coop128x192-c2"), 0.977}, {sm90_index("pp128-c2"), 0.913}}};
+  return kChoices;
+}
+
+// The heuristic's persistent config, its position in persistent_choices(): the best wave
 // efficiency (the share of the clusters' tile slots that covers C: a partial last wave and tiles
-// past N's edge are lost) times the config's speed at full waves (ViT-B fc1 on an H200: 128 x 256
-// 212 us, 128 x 192 217, ping-pong 232). On results/h200/iterations-c2/cand_3fdd839.json this
+// past N's edge are lost) times the config's speed at full waves. On
+// results/h200/iterations-c2/cand_3fdd839.json this
 // picks the fastest of the three on every row where they run by default, where 128 x 256 alone
 // did not: ViT-B fc2 214 -> 192 us (192 wide: 6 full waves, 256 wide: 4.5), QKV 167 -> 163,
 // 4095 x 4097 x 4093 355 -> 329 (ping-pong: 8 full waves), linear+GELU fc2 249 -> 205. Short K
 // (<= 256: 1x1 convs) takes ping-pong, whose epilogue overlaps the other warpgroup's main loop.
 int persistent_pick(const GemmArgs& a, int64_t sms) {
-  struct Choice {
-    int config;  // index in kSm90Configs
-    double speed;
-  };
-  static const Choice kChoices[] = {
-      {sm90_index("coop128x256-c2"), 1.0}, {sm90_index("coop128x192-c2"), 0.977}, {sm90_index("pp128-c2"), 0.913}};
+  const auto& choices = persistent_choices();
   constexpr int kPingPong = 2;
-  if (a.K <= 256) return kChoices[kPingPong].config;
-  // clusters resident at once: the launch asks the driver (cudaOccupancyMaxActiveClusters), which
-  // answers half the SMs on an H100/H200; the heuristic takes that without asking
-  const int64_t clusters = std::max<int64_t>(1, sms / 2);
-  int best = kChoices[0].config;
+  if (a.K <= 256) return kPingPong;
+  const int64_t clusters = resident_clusters(sms);
+  int best = 0;
   double best_score = 0.0;
-  for (const Choice& c : kChoices) {
-    const int bn = kSm90Configs[c.config].bn;
-    const int64_t waves = (output_tiles(a, bn, 256) + clusters - 1) / clusters;
-    const double score = c.speed * double(a.M) * double(a.N) * double(a.batch) / (double(waves * clusters) * 256.0 * bn);
-    if (score > best_score) best = c.config, best_score = score;
+  for (int j = 0; j < int(choices.size()); ++j) {
+    const int bn = kSm90Configs[choices[j].config].bn;
+    const int64_t waves = cluster_waves(a, bn, sms);
+    const double score =
+        choices[j].speed * double(a.M) * double(a.N) * double(a.batch) / (double(waves * clusters) * 256.0 * bn);
+    if (score > best_score) best = j, best_score = score;
   }
   return best;
 }
 
-// One persistent config of kSm90Configs, instantiated: its tile, its kind and its cluster size.
+// The persistent configs of kSm90Configs whose block tile is 128 rows (ping-pong 128 x 128,
+// cooperative 128 x 256 and 128 x 192), instantiated for one cluster size and A's loads (G: the
+// conv forward takes these, in clusters of two, with im2col loads).
+bool tm128(const Sm90Config& cfg) { return cfg.persist == Persist::PingPong || cfg.bn != 128; }
+template <typename T, bool BMN, int CL, sm90::Gather G>
+void launch_persistent_tm128(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
+                             int ba, int bb) {
+  TORCH_INTERNAL_ASSERT(tm128(cfg) && cfg.cluster == CL, "tileops: not a 128-row persistent config of this cluster size");
+  if (cfg.persist == Persist::PingPong) launch_sm90_persistent<T, BMN, 128, 128, false, CL, G>(a, ma, mb, ba, bb);
+  else if (cfg.bn == 256) launch_sm90_persistent<T, BMN, 128, 256, true, CL, G>(a, ma, mb, ba, bb);
+  else launch_sm90_persistent<T, BMN, 128, 192, true, CL, G>(a, ma, mb, ba, bb);
+}
+
+// One persistent config of kSm90Configs, instantiated: its tile, its kind and its cluster size
+// (the GEMM's A by TMA tiles).
 template <typename T, bool BMN>
 void launch_persistent_config(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
                               int ba, int bb) {
-  const bool coop = cfg.persist == Persist::Coop, c2 = cfg.cluster == 2;
-  if (!coop) {
-    if (c2) launch_sm90_persistent<T, BMN, 128, 128, false, 2, sm90::Gather::None>(a, ma, mb, ba, bb);
-    else launch_sm90_persistent<T, BMN, 128, 128, false, 1, sm90::Gather::None>(a, ma, mb, ba, bb);
-  } else if (cfg.bn == 128) {
-    if (c2) launch_sm90_persistent<T, BMN, 256, 128, true, 2, sm90::Gather::None>(a, ma, mb, ba, bb);
-    else launch_sm90_persistent<T, BMN, 256, 128, true, 1, sm90::Gather::None>(a, ma, mb, ba, bb);
-  } else if (cfg.bn == 192) {
-    if (c2) launch_sm90_persistent<T, BMN, 128, 192, true, 2, sm90::Gather::None>(a, ma, mb, ba, bb);
-    else launch_sm90_persistent<T, BMN, 128, 192, true, 1, sm90::Gather::None>(a, ma, mb, ba, bb);
-  } else {
-    if (c2) launch_sm90_persistent<T, BMN, 128, 256, true, 2, sm90::Gather::None>(a, ma, mb, ba, bb);
-    else launch_sm90_persistent<T, BMN, 128, 256, true, 1, sm90::Gather::None>(a, ma, mb, ba, bb);
+  constexpr auto G = sm90::Gather::None;
+  const bool c2 = cfg.cluster == 2;
+  if (tm128(cfg)) {
+    if (c2) launch_persistent_tm128<T, BMN, 2, G>(cfg, a, ma, mb, ba, bb);
+    else launch_persistent_tm128<T, BMN, 1, G>(cfg, a, ma, mb, ba, bb);
+  } else {  // cooperative 256 x 128
+    if (c2) launch_sm90_persistent<T, BMN, 256, 128, true, 2, G>(a, ma, mb, ba, bb);
+    else launch_sm90_persistent<T, BMN, 256, 128, true, 1, G>(a, ma, mb, ba, bb);
   }
 }
 
@@ -446,7 +469,7 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
     const CUtensorMap mb = map_of(o.b, a.N, sb, bb, l.b, uint32_t(bn / cfg.cluster));
     constexpr auto G = sm90::Gather::None;
     if (cfg.persist != Persist::No) {
-      const char* refusal = persistent_refusal<T>(a, AMN);
+      const char* refusal = persistent_refusal(a, AMN);
       TORCH_CHECK(refusal == nullptr, refusal);
       if constexpr (!AMN && sizeof(T) == 2) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb);
     } else if (bn == 256) launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
@@ -479,9 +502,10 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
   // outputs, 128 below.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool x2 = !a_mn && (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
-  const bool persist = !persistent_refusal<T>(a, a_mn) && output_tiles(a, 128) >= 2 * sms;
+  const bool persist = !persistent_refusal(a, a_mn) && output_tiles(a, 128) >= 2 * sms;
   static const int kX2 = sm90_index("bn64x2"), kBn256 = sm90_index("bn256"), kBn128 = sm90_index("bn128");
-  const int heuristic = x2 ? kX2 : persist ? persistent_pick(a, sms) : a.N > 128 ? kBn256 : kBn128;
+  const int heuristic =
+      x2 ? kX2 : persist ? persistent_choices()[persistent_pick(a, sms)].config : a.N > 128 ? kBn256 : kBn128;
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
@@ -569,17 +593,22 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // 4-stage ring, two blocks per SM (sm90::blocks_per_sm); all three gather A with cp.async.
   // "-im2col": the same tile loaded by TMA in im2col mode (one thread), the cp.async gather where
   // no im2col map can be made. Then the persistent kernels (clusters of two) with A by im2col
-  // loads, which need the im2col map and no residual: matmul's configs of the same names. (A
+  // loads, which need the im2col map and no residual: matmul's persistent_choices(). (A
   // 64-wide ping-pong, pp128x64-c2, measured no faster than bn64x2-im2col on 3x3 64@56 b64, 50.3
   // against 50.7 us, and slower elsewhere: iterations-conv/cand_19979d4_b64.json; dropped.)
-  static const std::array<int, 3> kPersist = {sm90_index("pp128-c2"), sm90_index("coop128x256-c2"),
-                                              sm90_index("coop128x192-c2")};
-  static const std::vector<std::string> kNames = [] {
+  const auto& persist = persistent_choices();
+  static const std::vector<std::string> kNames = [&] {
     std::vector<std::string> v = {"bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"};
-    for (int c : kPersist) v.push_back(kSm90Names[c] + "-im2col");
+    for (const PersistentChoice& c : persist) v.push_back(kSm90Names[c.config] + "-im2col");
     return v;
   }();
-  constexpr int kBn64x2 = 2, kBn64x2Im2col = 3, kBn128Im2col = 4, kFirstPersist = 5, kCoop256 = kFirstPersist + 1;
+  constexpr int kBn64x2 = 2, kBn64x2Im2col = 3, kBn128Im2col = 4, kFirstPersist = 5;
+  static const int kCoop256 = [&] {  // coop128x256-c2-im2col
+    for (int j = 0; j < int(persist.size()); ++j)
+      if (persist[j].config == sm90_index("coop128x256-c2")) return kFirstPersist + j;
+    TORCH_INTERNAL_ASSERT(false, "tileops: coop128x256-c2 is not a persistent choice");
+    return -1;
+  }();
   CUtensorMap ma;
   const bool im2col = im2col_map(g, sm90::BM, &ma);
   // The heuristic (H200, results/h200/iterations-conv/cand_32fc427_b32.json, _b64: ResNet-50's
@@ -591,33 +620,27 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // time than bn128's waves of 128 x 128 ones: 256@14 b64, 98 cluster tiles in one wave of 66
   // clusters against 196 blocks in two waves of 132, 28 us against 31.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  // (persistent_refusal looks at the type's size only: 16-bit, as conv_sm90_ok requires)
-  const bool can_persist = im2col && persistent_refusal<c10::Half>(g, false) == nullptr;
+  const bool can_persist = im2col && persistent_refusal(g, false) == nullptr;
   int heuristic = im2col ? kBn128Im2col : kBn64x2;
   if (g.N <= 64) {
     heuristic = kBn64x2Im2col;  // gathers where no im2col map can be made
   } else if (can_persist && output_tiles(g, 128) >= 2 * sms) {
-    const int pick = persistent_pick(g, sms);  // one of kPersist
-    for (int j = 0; j < int(kPersist.size()); ++j)
-      if (pick == kPersist[j]) heuristic = kFirstPersist + j;
+    heuristic = kFirstPersist + persistent_pick(g, sms);
   } else if (can_persist) {
     const int64_t waves128 = (output_tiles(g, 128) + sms - 1) / sms;
-    const int64_t waves256 = (output_tiles(g, 256, 256) + sms / 2 - 1) / (sms / 2);  // clusters of two
-    if (2.0 * double(waves256) < 1.12 * double(waves128)) heuristic = kCoop256;
+    if (2.0 * double(cluster_waves(g, 256, sms)) < 1.12 * double(waves128)) heuristic = kCoop256;
   }
   run_conv_candidates(g, "conv_fwd_sm90", kNames, heuristic, [&](int i, auto tag) {
     using T = decltype(tag);
     constexpr auto G = sm90::Gather::ConvFwd, I = sm90::Gather::ConvFwdIm2col;
     if (i >= kFirstPersist) {
-      const char* refusal = persistent_refusal<T>(g, false);
+      const char* refusal = persistent_refusal(g, false);
       TORCH_CHECK(refusal == nullptr, refusal);
       TORCH_CHECK(im2col, "tileops: the conv_fwd_sm90 candidate ", kNames[i], " loads x by TMA in im2col mode, which ",
                   "this conv's padding, stride or dilation does not allow (the -im2col one-tile candidates gather)");
-      const Sm90Config& c = kSm90Configs[kPersist[i - kFirstPersist]];
+      const Sm90Config& c = kSm90Configs[persist[i - kFirstPersist].config];
       const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, uint32_t(c.bn / 2));  // B halves
-      if (c.persist == Persist::PingPong) launch_sm90_persistent<T, false, 128, 128, false, 2, I>(g, ma, mb, 1, 1);
-      else if (c.bn == 256) launch_sm90_persistent<T, false, 128, 256, true, 2, I>(g, ma, mb, 1, 1);
-      else launch_sm90_persistent<T, false, 128, 192, true, 2, I>(g, ma, mb, 1, 1);
+      launch_persistent_tm128<T, false, 2, I>(c, g, ma, mb, 1, 1);
       return;
     }
     const bool wide = i == 1 || i == kBn128Im2col;
