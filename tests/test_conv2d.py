@@ -120,6 +120,15 @@ CUDA_CASES = {
     # x 2-3 column tiles: blocks loop over tiles), an output-channel tail, TMA-stored rows
     "3x3_c64_k264@56": Conv(4, 64, 56, 56, 264, 3, 3, 1, 1),
     "3x3_c64_pad130": Conv(1, 64, 3, 4, 8, 3, 3, (5, 7), 130),  # past the [-128, 127] of a TMA im2col map
+    # strided data gradients as stride-1 phase convolutions (kinds.h dgrad_phase), 64 output channels so
+    # the phases run on the implicit kernels: phases of unequal sizes (odd H, W), a 1x1 phase with more
+    # outputs than dy rows (padding 0), dy rows skipped (padding 2 > (3 - 1) / 2), dilation 2 with
+    # stride 2 (one phase per dimension gets no tap: zeros), ResNet-50's downsampling 3x3/2
+    "3x3_s2_k64_odd": Conv(2, 32, 21, 19, 64, 3, 3, 2, 1),
+    "3x3_s2_k64_p0": Conv(2, 64, 16, 15, 64, 3, 3, 2, 0),
+    "3x3_s2_k64_p2": Conv(2, 64, 12, 13, 64, 3, 3, 2, 2),
+    "3x3_s2_k64_dil2": Conv(2, 64, 17, 16, 64, 3, 3, 2, 2, 2),
+    "resnet_3x3s2_128@56": Conv(2, 128, 56, 56, 128, 3, 3, 2, 1),
     "batch1": Conv(1, 16, 9, 9, 8, 3, 3, 1, 1),
     "batch1_56": Conv(1, 32, 56, 56, 32, 3, 3, 1, 1),
     "long_reduction": Conv(32, 16, 28, 28, 16, 3, 3, 1, 1),  # grad_weight reduces over 25088
@@ -176,7 +185,8 @@ BWD_CASES = ["1x1", "1x1_stride2", "1x1_pad1", "1x1_big_k65", "3x3", "3x3_s2", "
              "batch1", "batch1_56", "long_reduction", "2x2_stride3", "dilated", "kernel_3x5_stride_2x1", "aniso",
              "odd_13x17_c5_k65", "c3_k7", "c100_7x7", "stem7x7", "stem7x7_224", "patch16", "patch14", "chunked_cols",
              "groups2", "depthwise", "depthwise_x2", "depthwise_s2", "depthwise_5x5_s2", "depthwise_7x7",
-             "depthwise_dil2", "depthwise_c67", "depthwise_96@56", "depthwise_7x7_c192", "resnet_3x3_64@56", "3x3_c64_pad130"]
+             "depthwise_dil2", "depthwise_c67", "depthwise_96@56", "depthwise_7x7_c192", "resnet_3x3_64@56", "3x3_c64_pad130",
+             "3x3_s2_k64_odd", "3x3_s2_k64_p0", "3x3_s2_k64_p2", "3x3_s2_k64_dil2", "resnet_3x3s2_128@56"]
 
 ACTS = ["none", "relu", "gelu", "silu"]
 ACT_FN = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
@@ -385,6 +395,27 @@ def test_conv2d_fast_path_taken_cuda(kind, case, layout, kernel):
     assert any(kernel in n for n in names), "%s %s: expected %s among %s" % (case, kind, kernel, names)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float32", "bfloat16"])
+@pytest.mark.parametrize("case", ["resnet_3x3s2_128@56", "1x1_stride2", "3x3_s2_k64_p2"])
+def test_conv2d_dgrad_phases_taken_cuda(kind, case):
+    """A data gradient of stride 2 runs as phase convolutions: no column buffer gathered by col2im
+    (the values are checked by test_conv2d_backward_op_cuda)."""
+    c = CUDA_CASES[case]
+    x = torch.randn(c.x_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
+    w = torch.randn(c.w_shape, device="cuda", dtype=DTYPES[kind])
+    gy = torch.randn(c.out_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
+    st, pd, dl, g = c.params
+    pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [True, False, False])
+        torch.cuda.synchronize()
+    names = [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert names and not any("col2im" in n for n in names), "%s %s: %s" % (case, kind, names)
+    if kind == "bfloat16" and torch.cuda.get_device_capability() == (9, 0):
+        assert any("gemm_sm90" in n for n in names), "%s: expected the Hopper kernels among %s" % (case, names)
+
+
 @pytest.mark.parametrize("device,kind", SOME_KINDS)
 @pytest.mark.parametrize("case,layout", [("1x1", "channels_last"), ("1x1", "contiguous"), ("3x3_s2", "channels_last"),
                                          ("3x3_c64", "channels_last"), ("stem7x7", "contiguous"),
@@ -514,7 +545,7 @@ def run_backward_op(c, name, device, kind, layout, gy_layout="like_x", mask=(Tru
 @pytest.mark.parametrize("case", BWD_CASES)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_conv2d_backward_op_cuda(kind, case, layout):
-    """dgrad (GEMM + col2im gather on sm_90 fp16/bf16) and wgrad (split-K) at multi-tile sizes,
+    """dgrad (phase convolutions for strides <= 2, else GEMM + col2im gather) and wgrad (split-K) at multi-tile sizes,
     including pixels that no output touches (1x1/2, 2x2/3) and long grad_weight reductions."""
     run_backward_op(CUDA_CASES[case], case, "cuda", kind, layout)
 

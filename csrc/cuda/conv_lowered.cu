@@ -1,7 +1,8 @@
 // conv2d (groups == 1) lowered onto the matmul families, which are much faster than reading
 // a convolution through the implicit-GEMM index maps:
 //   forward  Y[NPQ, K]   = cols(X)[NPQ, RSC] . W[K, RSC]^T      (+ bias, activation)
-//   dgrad    dcols       = dY[NPQ, K] . W[K, RSC], then dX = col2im(dcols) (a gather: no atomics)
+//   dgrad    stride <= 2: one forward conv of dY per phase of dX (kinds.h); else
+//            dcols       = dY[NPQ, K] . W[K, RSC], then dX = col2im(dcols) (a gather: no atomics)
 //   wgrad    dW[K, RSC]  = dY^T[K, NPQ] . cols(X)[NPQ, RSC]     (split-K on Hopper)
 // Column order is (r, s, c), so a channels_last input gives 16-byte loads along c, and a 1x1
 // stride-1 convolution of a channels_last input is a plain GEMM over X itself (no copy). Rows
@@ -332,7 +333,8 @@ bool implicit_wgrad_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tenso
 // along output columns, here pixels, so a conv with bias takes the general path.
 bool nchw_1x1(const GemmArgs& a) {
   const auto& c = a.conv;
-  const bool shape = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && a.bias == nullptr;
+  const bool shape = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && c.P == c.H &&
+                     c.Q == c.W && a.bias == nullptr;  // (a data gradient's phase may have P != H)
   const bool rows = c.xs[3] == 1 && c.xs[2] == c.W && c.ys[3] == 1 && c.ys[2] == c.Q && c.xs[1] != 1;
   if (!shape || !rows || c.N > 65535) return false;
   const MatmulOperands mm{c.w, c.x, c.y, {0, c.ws[0], c.ws[1]}, {c.xs[0], c.xs[1], 1}, {c.ys[0], c.ys[1], 1}};
@@ -377,8 +379,8 @@ bool conv_fwd_lowered(const GemmArgs& a) {
   // which suits the SIMT families' row loads
   at::Tensor wr = weight_rows(w, g.Kp);
   if (!kmajor) wr = wr.t().contiguous();
-  const bool direct = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && g.Kp == c.C &&
-                      nhwc_dense(x);
+  const bool direct = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && c.P == c.H &&
+                      c.Q == c.W && g.Kp == c.C && nhwc_dense(x);
   if (direct) {
     gemm(a, x.permute({0, 2, 3, 1}).reshape({c.N * c.H * c.W, c.C}), wr, kmajor, out, epi);
   } else if (kmajor && implicit_sm90(a, x, wr, out, epi)) {
@@ -403,9 +405,30 @@ bool conv_dgrad_lowered(const GemmArgs& a) {
   const Geom<> g = geom(c);
   const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
   const at::Tensor w = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
-  if (dgrad_as_forward_ok(c)) {  // takes the forward's fast paths (1x1 GEMM, Hopper implicit)
-    const at::Tensor wt = w.flip({2, 3}).transpose(0, 1);
-    return conv_fwd_lowered(dgrad_as_forward(a, wt.const_data_ptr(), wt.strides().data()));
+  // Strides up to 2 x 2 (stride 1 included): one forward conv per phase of dx (kinds.h,
+  // dgrad_phase), on the forward's fast paths (1x1 GEMM, Hopper implicit GEMM), each writing
+  // its strided view of dx: the same FLOPs as GEMM + col2im without the column buffer (R*S /
+  // (sh*sw) times dx, written and read back). Larger strides (patch embeddings: kernel == stride, no overlap) keep col2im,
+  // which is then a plain permutation, instead of sh*sw launches.
+  if (c.sh * c.sw <= 4) {
+    const at::Tensor dy = gather_ready(wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a));  // once for all phases
+    for (int64_t ah = 0; ah < c.sh; ++ah) {
+      for (int64_t aw = 0; aw < c.sw; ++aw) {
+        const DgradPhase fh = dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh), fw = dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw);
+        if (fh.out == 0 || fw.out == 0) continue;
+        if (fh.taps == 0 || fw.taps == 0 || fh.skip >= c.P || fw.skip >= c.Q) {  // no tap reaches this phase
+          dx.slice(2, ah, c.H, c.sh).slice(3, aw, c.W, c.sw).zero_();
+          continue;
+        }
+        const at::Tensor wt = w.slice(2, fh.r0, fh.r0 + (fh.taps - 1) * fh.step + 1, fh.step)
+                                  .slice(3, fw.r0, fw.r0 + (fw.taps - 1) * fw.step + 1, fw.step)
+                                  .flip({2, 3})
+                                  .transpose(0, 1);
+        conv_fwd_lowered(dgrad_as_forward(a, fh, fw, ah, aw, dy.const_data_ptr(), dy.strides().data(),
+                                          wt.const_data_ptr(), wt.strides().data()));
+      }
+    }
+    return true;
   }
   const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a).contiguous(at::MemoryFormat::ChannelsLast);
   const at::Tensor wr = weight_rows(w, g.Kp);  // [K, Kp]: B row-major (K x Kp)

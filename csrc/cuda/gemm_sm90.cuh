@@ -57,7 +57,7 @@ enum class Gather { None, ConvFwd, ConvWgrad, ConvFwdIm2col, ConvWgradIm2col };
 // of the three reads other pixels).
 constexpr bool kIm2colCornersWH = true;  // pixel-box corner arrays ordered {W, H} (else {H, W})
 constexpr bool kIm2colOffsetsWH = true;  // the load's im2col offsets ordered {w, h} (else {h, w})
-constexpr int kIm2colUpperLess = 0;      // upper corner = pad - dilation * (kernel - 1) - this
+constexpr int kIm2colUpperLess = 0;      // upper corner = last origin - (extent - 1) - this (im2col_map)
 
 // Thread blocks per SM the kernel is built for: two where two fit in shared memory (shallow
 // rings), else one. Two blocks overlap one's pipeline fill and epilogue with the other's main

@@ -538,14 +538,15 @@ bool conv_sm90_ok(const GemmArgs& g) {
 }
 
 // The im2col map of a conv's x (NHWC, 16-bit) for the Im2col producers: the box of filter-origin
-// positions runs from -pad to pad - dilation * (kernel - 1) past the last pixel, stepping by the
-// stride; each load is 64 channels of `pixels` output pixels. False where the corners leave the
-// range a 4-D map takes ([-128, 127]), an offset or stride does not fit, or the driver refuses
-// the map: the caller then takes the cp.async gather.
+// positions runs from -pad to the last output's origin, (P - 1) * stride - pad (for the usual P,
+// pad - dilation * (kernel - 1) past the last pixel, less the stride's remainder; a data
+// gradient's phase, kinds.h, has its own P), stepping by the stride; each load is 64 channels of
+// `pixels` output pixels. False where the corners leave the range a 4-D map takes ([-128, 127]),
+// an offset or stride does not fit, or the driver refuses the map: the caller then gathers.
 bool im2col_map(const GemmArgs& g, int pixels, CUtensorMap* m) {
   const auto& c = g.conv;
-  const int64_t lw = -c.pw, lh = -c.ph, uw = c.pw - c.dw * (c.S - 1) - sm90::kIm2colUpperLess,
-                uh = c.ph - c.dh * (c.R - 1) - sm90::kIm2colUpperLess;
+  const int64_t lw = -c.pw, lh = -c.ph, uw = (c.Q - 1) * c.sw - c.pw - (c.W - 1) - sm90::kIm2colUpperLess,
+                uh = (c.P - 1) * c.sh - c.ph - (c.H - 1) - sm90::kIm2colUpperLess;
   for (int64_t v : {lw, lh, uw, uh})
     if (v < -128 || v > 127) return false;
   if (c.sw > 8 || c.sh > 8 || (c.S - 1) * c.dw > 65535 || (c.R - 1) * c.dh > 65535) return false;
