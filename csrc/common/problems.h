@@ -30,6 +30,10 @@ struct MatmulOperands {
   const void* b;
   void* c;
   int64_t sa[3], sb[3], sc[3];  // strides: batch, row, column (batch stride 0 = broadcast)
+  // rq > 0: C's rows in groups of rq, row m at (m / rq) * srq + (m % rq) * sc[1] (a data
+  // gradient's phase of dx, kinds.h). Only the Hopper one-tile kernels are given it (the
+  // persistent ones refuse it: their TMA store needs rows of one stride).
+  int64_t rq = 0, srq = 0;
 };
 
 // x: input-shaped (N, C, H, W); w: weight (K, C/groups, R, S); y: output-shaped (N, K, P, Q).
@@ -57,9 +61,9 @@ struct MatmulProblem {
   const T* A;
   const T* B;
   T* C;
-  int64_t sa[3], sb[3], sc[3];
+  int64_t sa[3], sb[3], sc[3], rq, srq;
   explicit MatmulProblem(const MatmulOperands& o)
-      : A(static_cast<const T*>(o.a)), B(static_cast<const T*>(o.b)), C(static_cast<T*>(o.c)) {
+      : A(static_cast<const T*>(o.a)), B(static_cast<const T*>(o.b)), C(static_cast<T*>(o.c)), rq(o.rq), srq(o.srq) {
     for (int i = 0; i < 3; ++i) {
       sa[i] = o.sa[i];
       sb[i] = o.sb[i];
@@ -73,7 +77,9 @@ struct MatmulProblem {
   TILEOPS_HD T a(RowA r, int64_t k) const { return r[k * sa[2]]; }
   TILEOPS_HD ColB col_b(int64_t g, int64_t n) const { return B + g * sb[0] + n * sb[2]; }
   TILEOPS_HD T b(ColB c, int64_t k) const { return c[k * sb[1]]; }
-  TILEOPS_HD RowC row_c(int64_t g, int64_t m) const { return C + g * sc[0] + m * sc[1]; }
+  TILEOPS_HD RowC row_c(int64_t g, int64_t m) const {
+    return C + g * sc[0] + (rq > 0 ? (m / rq) * srq + (m % rq) * sc[1] : m * sc[1]);
+  }
   TILEOPS_HD T* c(RowC r, int64_t n) const { return r + n * sc[2]; }
   TILEOPS_HD int64_t bias_index(int64_t, int64_t n) const { return n; }
 };

@@ -313,6 +313,20 @@ bool implicit_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr,
   return conv_fwd_sm90(gathering(matmul_args(a, c.N * c.P * c.Q, c.R * c.S * c.C, wr, true, out, epi), a, x));
 }
 
+// The same into y itself where y's rows are not one stride apart but (n, p) rows are one stride
+// apart and q another (grouped_rows: a data gradient's phase of an even-sized dx, kinds.h): C's
+// rows in groups of Q (MatmulOperands::rq), no buffer and no copy. No residual (the epilogue
+// would read it by its offset from C). False where the Hopper kernels cannot run.
+bool grouped_rows(const at::Tensor& y) { return y.stride(1) == 1 && y.stride(0) == y.size(2) * y.stride(2); }
+bool implicit_sm90_grouped(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr, const at::Tensor& y,
+                           const Fused& epi) {
+  const auto& c = a.conv;
+  MatmulOperands mm{nullptr, wr.const_data_ptr(), y.data_ptr(), {0, 0, 0}, {0, wr.stride(1), wr.stride(0)},
+                    {0, y.stride(3), 1}};
+  mm.rq = c.Q, mm.srq = y.stride(2);
+  return conv_fwd_sm90(gathering(lowered(a, epi, 1, c.N * c.P * c.Q, c.K, c.R * c.S * c.C, mm), a, x));
+}
+
 // Hopper implicit weight gradient (no column buffer): dW^T [R*S*C, K] = cols(x)^T . dY with the
 // columns gathered inside the kernel, dY's rows read in place (channels_last), into a small
 // [R*S*C, K] buffer that one copy permutes into dw's (K, C, R, S) in whatever layout dw has.
@@ -358,6 +372,9 @@ bool conv_fwd_lowered(const GemmArgs& a) {
   const at::Tensor y = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
   const bool kmajor = x.element_size() == 2;
   const bool y_rows = nhwc_dense(y);  // else the GEMM writes a [NPQ, K] buffer copied into y
+  if (kmajor && !y_rows && a.residual == nullptr && c.N * c.P * c.Q > 0 && grouped_rows(y) &&
+      implicit_sm90_grouped(a, x, weight_rows(w, g.Kp), y, a.fused()))
+    return true;
   const at::Tensor out = y_rows ? y.permute({0, 2, 3, 1}).reshape({c.N * c.P * c.Q, c.K})
                                 : at::empty({c.N * c.P * c.Q, c.K}, cuda_options(a.dtype));
   // The epilogue: bias, activation, residual. y_rows: out is y's memory, and the residual (y's
@@ -412,12 +429,22 @@ bool conv_dgrad_lowered(const GemmArgs& a) {
   // which is then a plain permutation, instead of sh*sw launches.
   if (c.sh * c.sw <= 4) {
     const at::Tensor dy = gather_ready(wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a));  // once for all phases
+    // Phases no tap reaches are zeros: where dx is dense, one fill of all of it first (a strided
+    // fill of a phase took as long as filling all of dx)
+    auto empty = [&](const DgradPhase& f, int64_t rows) { return f.taps == 0 || f.skip >= rows; };
+    bool any_empty = false;
+    for (int64_t ah = 0; ah < c.sh; ++ah)
+      for (int64_t aw = 0; aw < c.sw; ++aw)
+        any_empty |= empty(dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh), c.P) ||
+                     empty(dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw), c.Q);
+    const bool filled = any_empty && dx.is_non_overlapping_and_dense();
+    if (filled) dx.zero_();
     for (int64_t ah = 0; ah < c.sh; ++ah) {
       for (int64_t aw = 0; aw < c.sw; ++aw) {
         const DgradPhase fh = dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh), fw = dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw);
         if (fh.out == 0 || fw.out == 0) continue;
-        if (fh.taps == 0 || fw.taps == 0 || fh.skip >= c.P || fw.skip >= c.Q) {  // no tap reaches this phase
-          dx.slice(2, ah, c.H, c.sh).slice(3, aw, c.W, c.sw).zero_();
+        if (empty(fh, c.P) || empty(fw, c.Q)) {
+          if (!filled) dx.slice(2, ah, c.H, c.sh).slice(3, aw, c.W, c.sw).zero_();
           continue;
         }
         const at::Tensor wt = w.slice(2, fh.r0, fh.r0 + (fh.taps - 1) * fh.step + 1, fh.step)

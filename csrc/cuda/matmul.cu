@@ -228,7 +228,7 @@ template <typename T>
 bool vec_stores(const GemmArgs& a) {
   const auto& o = a.mm;
   constexpr int vec_elems = 16 / sizeof(T);
-  return o.sc[2] == 1 && o.sc[1] % vec_elems == 0 && o.sc[0] % vec_elems == 0 &&
+  return o.sc[2] == 1 && o.sc[1] % vec_elems == 0 && o.sc[0] % vec_elems == 0 && o.srq % vec_elems == 0 &&
          reinterpret_cast<uintptr_t>(o.c) % 16 == 0 && reinterpret_cast<uintptr_t>(a.residual) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(a.out_base) % 16 == 0;
 }
@@ -280,6 +280,7 @@ const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
   if (c10::elementSize(a.dtype) != 2 || a.residual != nullptr)
     return "tileops: the persistent Hopper kernels take fp16/bf16 without a residual";
   if (a_mn) return "tileops: the persistent Hopper kernels take K-major A";
+  if (a.mm.rq > 0) return "tileops: the persistent Hopper kernels store C by TMA, rows of one stride";
   return nullptr;
 }
 
@@ -675,6 +676,7 @@ bool conv_wgrad_sm90(const GemmArgs& g) {
 }
 
 void gemm_cuda_matmul(const GemmArgs& a) {
+  TORCH_INTERNAL_ASSERT(a.mm.rq == 0, "tileops: grouped output rows reach only the Hopper implicit conv kernels");
   if (matmul_skinny(a)) return;  // M <= 16 in fp32/fp64: bound by reading B, no tile fits it
   const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && tensor_core_dtype(a));
   const char* why = want ? sm90_unavailable(a) : "not requested";
