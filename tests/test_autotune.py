@@ -417,6 +417,23 @@ def test_conv_fwd_sm90_candidates_cuda(config, case):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("config", ["phases", "col2im"])
+@pytest.mark.parametrize("kind", ["float32", "bfloat16"])
+@pytest.mark.parametrize("case", ["3x3_s2_k64_odd", "3x3_s2_k64_p0", "3x3_s2_k64_p2", "3x3_s2_k64_dil2",
+                                  "resnet_3x3s2_128@56", "1x1_stride2", "3x3_s2", "kernel_3x5_stride_2x1", "aniso",
+                                  "stem7x7"])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_conv_dgrad_candidates_cuda(config, kind, case, layout):
+    """Both ways of a strided data gradient, pinned: phase convolutions (unequal phases, padding 0
+    and 2, dilation with stride, phases without taps, 1x1/2, stride 2x1, few channels, even phases
+    written in place by the Hopper kernels) and GEMM + col2im, against float64."""
+    from test_conv2d import CUDA_CASES, run_backward_op
+
+    with autotune.pinned("conv_dgrad", config):
+        run_backward_op(CUDA_CASES[case], case, "cuda", kind, layout, mask=(True, False, False))
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("config", CONV_FWD_PERSISTENT)
 def test_conv_fwd_sm90_persistent_refuses_residual_cuda(config):
     """A pinned persistent conv candidate asked for a fused residual (which its epilogue does not

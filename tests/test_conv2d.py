@@ -21,6 +21,7 @@ from torch._prims_common import suggest_memory_format
 
 import tileops
 from conftest import DEVICE_KINDS, DEVICES
+from tileops import autotune
 from utils import ATOL, DTYPES, TOL, check, fresh_generator, randn, tf32
 
 _Pair = Union[int, Tuple[int, int]]
@@ -120,8 +121,8 @@ CUDA_CASES = {
     # x 2-3 column tiles: blocks loop over tiles), an output-channel tail, TMA-stored rows
     "3x3_c64_k264@56": Conv(4, 64, 56, 56, 264, 3, 3, 1, 1),
     "3x3_c64_pad130": Conv(1, 64, 3, 4, 8, 3, 3, (5, 7), 130),  # past the [-128, 127] of a TMA im2col map
-    # strided data gradients as stride-1 phase convolutions (kinds.h dgrad_phase), 64 output channels so
-    # the phases run on the implicit kernels: phases of unequal sizes (odd H, W), a 1x1 phase with more
+    # strided data gradients as stride-1 phase convolutions (kinds.h dgrad_phase; test_autotune pins
+    # them), 64 output channels so the phases run on the implicit kernels: phases of unequal sizes (odd H, W), a 1x1 phase with more
     # outputs than dy rows (padding 0), dy rows skipped (padding 2 > (3 - 1) / 2), dilation 2 with
     # stride 2 (one phase per dimension gets no tap: zeros), ResNet-50's downsampling 3x3/2
     "3x3_s2_k64_odd": Conv(2, 32, 21, 19, 64, 3, 3, 2, 1),
@@ -399,15 +400,16 @@ def test_conv2d_fast_path_taken_cuda(kind, case, layout, kernel):
 @pytest.mark.parametrize("kind", ["float32", "bfloat16"])
 @pytest.mark.parametrize("case", ["resnet_3x3s2_128@56", "1x1_stride2", "3x3_s2_k64_p2"])
 def test_conv2d_dgrad_phases_taken_cuda(kind, case):
-    """A data gradient of stride 2 runs as phase convolutions: no column buffer gathered by col2im
-    (the values are checked by test_conv2d_backward_op_cuda)."""
+    """A data gradient of stride 2 with conv_dgrad's "phases" candidate runs as phase convolutions,
+    no column buffer gathered by col2im (the values: test_conv_dgrad_candidates_cuda)."""
     c = CUDA_CASES[case]
     x = torch.randn(c.x_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
     w = torch.randn(c.w_shape, device="cuda", dtype=DTYPES[kind])
     gy = torch.randn(c.out_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
     st, pd, dl, g = c.params
     pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+    with autotune.pinned("conv_dgrad", "phases"), \
+            torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [True, False, False])
         torch.cuda.synchronize()
     names = [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]

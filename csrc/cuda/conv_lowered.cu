@@ -1,7 +1,7 @@
 // conv2d (groups == 1) lowered onto the matmul families, which are much faster than reading
 // a convolution through the implicit-GEMM index maps:
 //   forward  Y[NPQ, K]   = cols(X)[NPQ, RSC] . W[K, RSC]^T      (+ bias, activation)
-//   dgrad    stride <= 2: one forward conv of dY per phase of dX (kinds.h); else
+//   dgrad    one forward conv of dY per phase of dX (kinds.h), or (strides > 1)
 //            dcols       = dY[NPQ, K] . W[K, RSC], then dX = col2im(dcols) (a gather: no atomics)
 //   wgrad    dW[K, RSC]  = dY^T[K, NPQ] . cols(X)[NPQ, RSC]     (split-K on Hopper)
 // Column order is (r, s, c), so a channels_last input gives 16-byte loads along c, and a 1x1
@@ -12,6 +12,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include "autotune.h"
 #include "cuda_util.h"
 #include "kinds.h"
 
@@ -356,6 +357,20 @@ bool nchw_1x1(const GemmArgs& a) {
   return true;
 }
 
+// conv_dgrad's heuristic for strides up to 2 x 2: phases (kinds.h) are sh * sw launches of short
+// reductions (1 to 4 taps), which beat GEMM + col2im (a column buffer of R*S / (sh*sw) times dx,
+// written and read back) only on Hopper's implicit kernels (16-bit, 64-channel multiples) and a
+// large dx, by fwd+bwd time on an H200 (results/h200/iterations-dgrad/conv_fb_d986f29.json against
+// conv.json): 3x3/2 128@56 b64 196 us against 222, 1x1/2 256->512 b32 / b64 110 / 177 against
+// 114 / 184; but 3x3/2 b32 (dx 2^23.6 elements) 144 against 136, b1 83 against 39, and the
+// 3-channel stem 2.2x slower.
+bool dgrad_by_phases(const GemmArgs& a) {
+  const auto& c = a.conv;
+  const auto* prop = at::cuda::getCurrentDeviceProperties();
+  return c10::elementSize(a.dtype) == 2 && c.C % 64 == 0 && c.K % 64 == 0 &&
+         c.N * c.C * c.H * c.W >= (int64_t(1) << 24) && prop->major == 9 && prop->minor == 0;
+}
+
 bool lowerable(const GemmArgs& a) {
   return a.conv.groups == 1 && (a.dtype == at::kHalf || a.dtype == at::kBFloat16 || a.dtype == at::kFloat);
 }
@@ -416,47 +431,50 @@ bool conv_fwd_lowered(const GemmArgs& a) {
   return true;
 }
 
-bool conv_dgrad_lowered(const GemmArgs& a) {
-  if (!lowerable(a)) return false;
+namespace {
+
+// The data gradient as one forward conv per phase of dx (kinds.h, dgrad_phase), on the forward's
+// fast paths (1x1 GEMM, Hopper implicit GEMM); the Hopper one-tile kernels write an even-sized
+// phase in place.
+void dgrad_phases(const GemmArgs& a) {
+  const auto& c = a.conv;
+  const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
+  const at::Tensor w = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
+  const at::Tensor dy = gather_ready(wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a));  // once for all phases
+  // Phases no tap reaches are zeros: where dx is dense, one fill of all of it first (a strided
+  // fill of a phase took as long as filling all of dx)
+  auto empty = [&](const DgradPhase& f, int64_t rows) { return f.taps == 0 || f.skip >= rows; };
+  bool any_empty = false;
+  for (int64_t ah = 0; ah < c.sh; ++ah)
+    for (int64_t aw = 0; aw < c.sw; ++aw)
+      any_empty |= empty(dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh), c.P) ||
+                   empty(dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw), c.Q);
+  const bool filled = any_empty && dx.is_non_overlapping_and_dense();
+  if (filled) dx.zero_();
+  for (int64_t ah = 0; ah < c.sh; ++ah) {
+    for (int64_t aw = 0; aw < c.sw; ++aw) {
+      const DgradPhase fh = dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh), fw = dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw);
+      if (fh.out == 0 || fw.out == 0) continue;
+      if (empty(fh, c.P) || empty(fw, c.Q)) {
+        if (!filled) dx.slice(2, ah, c.H, c.sh).slice(3, aw, c.W, c.sw).zero_();
+        continue;
+      }
+      const at::Tensor wt = w.slice(2, fh.r0, fh.r0 + (fh.taps - 1) * fh.step + 1, fh.step)
+                                .slice(3, fw.r0, fw.r0 + (fw.taps - 1) * fw.step + 1, fw.step)
+                                .flip({2, 3})
+                                .transpose(0, 1);
+      conv_fwd_lowered(dgrad_as_forward(a, fh, fw, ah, aw, dy.const_data_ptr(), dy.strides().data(),
+                                        wt.const_data_ptr(), wt.strides().data()));
+    }
+  }
+}
+
+// The data gradient as dcols = dY . W (a GEMM) and a col2im gather into dx.
+void dgrad_col2im(const GemmArgs& a) {
   const auto& c = a.conv;
   const Geom<> g = geom(c);
   const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
   const at::Tensor w = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
-  // Strides up to 2 x 2 (stride 1 included): one forward conv per phase of dx (kinds.h,
-  // dgrad_phase), on the forward's fast paths (1x1 GEMM, Hopper implicit GEMM), each writing
-  // its strided view of dx: the same FLOPs as GEMM + col2im without the column buffer (R*S /
-  // (sh*sw) times dx, written and read back). Larger strides (patch embeddings: kernel == stride, no overlap) keep col2im,
-  // which is then a plain permutation, instead of sh*sw launches.
-  if (c.sh * c.sw <= 4) {
-    const at::Tensor dy = gather_ready(wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a));  // once for all phases
-    // Phases no tap reaches are zeros: where dx is dense, one fill of all of it first (a strided
-    // fill of a phase took as long as filling all of dx)
-    auto empty = [&](const DgradPhase& f, int64_t rows) { return f.taps == 0 || f.skip >= rows; };
-    bool any_empty = false;
-    for (int64_t ah = 0; ah < c.sh; ++ah)
-      for (int64_t aw = 0; aw < c.sw; ++aw)
-        any_empty |= empty(dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh), c.P) ||
-                     empty(dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw), c.Q);
-    const bool filled = any_empty && dx.is_non_overlapping_and_dense();
-    if (filled) dx.zero_();
-    for (int64_t ah = 0; ah < c.sh; ++ah) {
-      for (int64_t aw = 0; aw < c.sw; ++aw) {
-        const DgradPhase fh = dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh), fw = dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw);
-        if (fh.out == 0 || fw.out == 0) continue;
-        if (empty(fh, c.P) || empty(fw, c.Q)) {
-          if (!filled) dx.slice(2, ah, c.H, c.sh).slice(3, aw, c.W, c.sw).zero_();
-          continue;
-        }
-        const at::Tensor wt = w.slice(2, fh.r0, fh.r0 + (fh.taps - 1) * fh.step + 1, fh.step)
-                                  .slice(3, fw.r0, fw.r0 + (fw.taps - 1) * fw.step + 1, fw.step)
-                                  .flip({2, 3})
-                                  .transpose(0, 1);
-        conv_fwd_lowered(dgrad_as_forward(a, fh, fw, ah, aw, dy.const_data_ptr(), dy.strides().data(),
-                                          wt.const_data_ptr(), wt.strides().data()));
-      }
-    }
-    return true;
-  }
   const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a).contiguous(at::MemoryFormat::ChannelsLast);
   const at::Tensor wr = weight_rows(w, g.Kp);  // [K, Kp]: B row-major (K x Kp)
   const at::Tensor dy_rows = dy.permute({0, 2, 3, 1}).reshape({c.N * c.P * c.Q, c.K});
@@ -480,6 +498,31 @@ bool conv_dgrad_lowered(const GemmArgs& a) {
       });
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+}  // namespace
+
+// Stride 1: the one phase (the transposed conv). Strides up to 2 x 2: phases or col2im, autotuned
+// (family "conv_dgrad"; the heuristic: dgrad_by_phases). Larger strides (patch embeddings: no
+// overlap, sh * sw launches) keep col2im, which is then a plain permutation.
+bool conv_dgrad_lowered(const GemmArgs& a) {
+  if (!lowerable(a)) return false;
+  const auto& c = a.conv;
+  if (c.sh == 1 && c.sw == 1) {
+    dgrad_phases(a);
+  } else if (c.sh * c.sw > 4) {
+    dgrad_col2im(a);
+  } else {
+    static const std::vector<std::string> kNames = {"phases", "col2im"};
+    autotune::run(
+        [&] {
+          return autotune::op_key({"conv_dgrad", c10::toString(a.dtype),
+                                   autotune::shape_class(c.N * c.H * c.W, c.C, c.K * c.R * c.S, 1),
+                                   "r" + std::to_string(c.R) + "s" + std::to_string(c.S),
+                                   "st" + std::to_string(c.sh) + "x" + std::to_string(c.sw)});
+        },
+        kNames, dgrad_by_phases(a) ? 0 : 1, [&](int i) { i == 0 ? dgrad_phases(a) : dgrad_col2im(a); });
   }
   return true;
 }
