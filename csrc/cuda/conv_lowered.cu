@@ -12,6 +12,9 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "autotune.h"
 #include "cuda_util.h"
 #include "kinds.h"
@@ -307,26 +310,20 @@ bool smallc_on_rows(const GemmArgs& a, const at::Tensor& x, const at::Tensor& ou
   return conv_fwd_smallc(f);
 }
 
-// Hopper implicit GEMM (no column buffer): the A tile is gathered from x inside the kernel.
-bool implicit_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr, const at::Tensor& out,
-                   const Fused& epi) {
+// Hopper implicit GEMM (no column buffer): the A tile is gathered from x inside the kernel. C:
+// rows ldc apart from c on, or, with rq > 0, rows in groups of rq (MatmulOperands::rq), srq apart
+// (a data gradient's phase of an even-sized dx, kinds.h: written in place, no buffer and copy).
+// False where the Hopper kernels cannot run.
+bool implicit_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr, void* c_ptr, int64_t ldc,
+                   const Fused& epi, int64_t rq = 0, int64_t srq = 0) {
   const auto& c = a.conv;
-  return conv_fwd_sm90(gathering(matmul_args(a, c.N * c.P * c.Q, c.R * c.S * c.C, wr, true, out, epi), a, x));
-}
-
-// The same into y itself where y's rows are not one stride apart but (n, p) rows are one stride
-// apart and q another (grouped_rows: a data gradient's phase of an even-sized dx, kinds.h): C's
-// rows in groups of Q (MatmulOperands::rq), no buffer and no copy. No residual (the epilogue
-// would read it by its offset from C). False where the Hopper kernels cannot run.
-bool grouped_rows(const at::Tensor& y) { return y.stride(1) == 1 && y.stride(0) == y.size(2) * y.stride(2); }
-bool implicit_sm90_grouped(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr, const at::Tensor& y,
-                           const Fused& epi) {
-  const auto& c = a.conv;
-  MatmulOperands mm{nullptr, wr.const_data_ptr(), y.data_ptr(), {0, 0, 0}, {0, wr.stride(1), wr.stride(0)},
-                    {0, y.stride(3), 1}};
-  mm.rq = c.Q, mm.srq = y.stride(2);
+  MatmulOperands mm{nullptr, wr.const_data_ptr(), c_ptr, {0, 0, 0}, {0, wr.stride(1), wr.stride(0)}, {0, ldc, 1}};
+  mm.rq = rq, mm.srq = srq;
   return conv_fwd_sm90(gathering(lowered(a, epi, 1, c.N * c.P * c.Q, c.K, c.R * c.S * c.C, mm), a, x));
 }
+// y's rows as such groups: channel-contiguous, rows (n, p) one stride apart, q another. No
+// residual there (the epilogue would read it by its offset from C).
+bool grouped_rows(const at::Tensor& y) { return y.stride(1) == 1 && y.stride(0) == y.size(2) * y.stride(2); }
 
 // Hopper implicit weight gradient (no column buffer): dW^T [R*S*C, K] = cols(x)^T . dY with the
 // columns gathered inside the kernel, dY's rows read in place (channels_last), into a small
@@ -366,9 +363,8 @@ bool nchw_1x1(const GemmArgs& a) {
 // 3-channel stem 2.2x slower.
 bool dgrad_by_phases(const GemmArgs& a) {
   const auto& c = a.conv;
-  const auto* prop = at::cuda::getCurrentDeviceProperties();
   return c10::elementSize(a.dtype) == 2 && c.C % 64 == 0 && c.K % 64 == 0 &&
-         c.N * c.C * c.H * c.W >= (int64_t(1) << 24) && prop->major == 9 && prop->minor == 0;
+         c.N * c.C * c.H * c.W >= (int64_t(1) << 24) && sm90_unavailable(a) == nullptr;
 }
 
 bool lowerable(const GemmArgs& a) {
@@ -387,9 +383,11 @@ bool conv_fwd_lowered(const GemmArgs& a) {
   const at::Tensor y = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
   const bool kmajor = x.element_size() == 2;
   const bool y_rows = nhwc_dense(y);  // else the GEMM writes a [NPQ, K] buffer copied into y
-  if (kmajor && !y_rows && a.residual == nullptr && c.N * c.P * c.Q > 0 && grouped_rows(y) &&
-      implicit_sm90_grouped(a, x, weight_rows(w, g.Kp), y, a.fused()))
-    return true;
+  at::Tensor wr;  // weight rows, made once where a path needs them (the small-C kernel reads w)
+  if (kmajor && !y_rows && a.residual == nullptr && c.N * c.P * c.Q > 0 && grouped_rows(y)) {
+    wr = weight_rows(w, g.Kp);
+    if (implicit_sm90(a, x, wr, y.data_ptr(), y.stride(3), a.fused(), c.Q, y.stride(2))) return true;
+  }
   const at::Tensor out = y_rows ? y.permute({0, 2, 3, 1}).reshape({c.N * c.P * c.Q, c.K})
                                 : at::empty({c.N * c.P * c.Q, c.K}, cuda_options(a.dtype));
   // The epilogue: bias, activation, residual. y_rows: out is y's memory, and the residual (y's
@@ -409,13 +407,13 @@ bool conv_fwd_lowered(const GemmArgs& a) {
   }
   // fp16/bf16 take B as a linear weight (Hopper's K-major path); fp32 as row-major K x N,
   // which suits the SIMT families' row loads
-  at::Tensor wr = weight_rows(w, g.Kp);
+  if (!wr.defined()) wr = weight_rows(w, g.Kp);
   if (!kmajor) wr = wr.t().contiguous();
   const bool direct = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && c.P == c.H &&
                       c.Q == c.W && g.Kp == c.C && nhwc_dense(x);
   if (direct) {
     gemm(a, x.permute({0, 2, 3, 1}).reshape({c.N * c.H * c.W, c.C}), wr, kmajor, out, epi);
-  } else if (kmajor && implicit_sm90(a, x, wr, out, epi)) {
+  } else if (kmajor && implicit_sm90(a, x, wr, out.data_ptr(), out.stride(0), epi)) {
     // Hopper gathered the columns itself
   } else {
     const int64_t per = images_per_chunk(c, g.Kp);
@@ -439,30 +437,35 @@ namespace {
 void dgrad_phases(const GemmArgs& a) {
   const auto& c = a.conv;
   const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
-  const at::Tensor w = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
   const at::Tensor dy = gather_ready(wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a));  // once for all phases
-  // Phases no tap reaches are zeros: where dx is dense, one fill of all of it first (a strided
-  // fill of a phase took as long as filling all of dx)
-  auto empty = [&](const DgradPhase& f, int64_t rows) { return f.taps == 0 || f.skip >= rows; };
-  bool any_empty = false;
-  for (int64_t ah = 0; ah < c.sh; ++ah)
-    for (int64_t aw = 0; aw < c.sw; ++aw)
-      any_empty |= empty(dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh), c.P) ||
-                   empty(dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw), c.Q);
+  // the kernel flipped once, (C, K, R, S): each phase's taps are a strided slice of it
+  const at::Tensor wf = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a).flip({2, 3}).transpose(0, 1);
+  std::vector<DgradPhase> along_h, along_w;  // the phases of each dimension
+  for (int64_t ah = 0; ah < c.sh; ++ah) along_h.push_back(dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh));
+  for (int64_t aw = 0; aw < c.sw; ++aw) along_w.push_back(dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw));
+  // no tap reaches a phase (zeros): none, or all of its dy rows skipped
+  auto empty = [](const DgradPhase& f, int64_t rows) { return f.taps == 0 || f.skip >= rows; };
+  auto any_empty_of = [&](const std::vector<DgradPhase>& v, int64_t rows) {
+    return std::any_of(v.begin(), v.end(), [&](const DgradPhase& f) { return empty(f, rows); });
+  };
+  const bool any_empty = any_empty_of(along_h, c.P) || any_empty_of(along_w, c.Q);
+  // where dx is dense, one fill of all of it first (a strided fill of a phase took as long)
   const bool filled = any_empty && dx.is_non_overlapping_and_dense();
   if (filled) dx.zero_();
+  // a phase's taps r0, r0 + step, ..., last, flipped: flipped indices R - 1 - last on, by step
+  auto taps = [](const at::Tensor& t, int dim, int64_t R, const DgradPhase& f) {
+    const int64_t first = R - 1 - (f.r0 + (f.taps - 1) * f.step);
+    return t.slice(dim, first, first + (f.taps - 1) * f.step + 1, f.step);
+  };
   for (int64_t ah = 0; ah < c.sh; ++ah) {
     for (int64_t aw = 0; aw < c.sw; ++aw) {
-      const DgradPhase fh = dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh), fw = dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw);
+      const DgradPhase &fh = along_h[ah], &fw = along_w[aw];
       if (fh.out == 0 || fw.out == 0) continue;
       if (empty(fh, c.P) || empty(fw, c.Q)) {
         if (!filled) dx.slice(2, ah, c.H, c.sh).slice(3, aw, c.W, c.sw).zero_();
         continue;
       }
-      const at::Tensor wt = w.slice(2, fh.r0, fh.r0 + (fh.taps - 1) * fh.step + 1, fh.step)
-                                .slice(3, fw.r0, fw.r0 + (fw.taps - 1) * fw.step + 1, fw.step)
-                                .flip({2, 3})
-                                .transpose(0, 1);
+      const at::Tensor wt = taps(taps(wf, 2, c.R, fh), 3, c.S, fw);
       conv_fwd_lowered(dgrad_as_forward(a, fh, fw, ah, aw, dy.const_data_ptr(), dy.strides().data(),
                                         wt.const_data_ptr(), wt.strides().data()));
     }

@@ -22,6 +22,9 @@ bool conv_wgrad_lowered(const GemmArgs& a);
 // forward for C % 8 != 0, R*S*C <= 256, fp16/bf16, x rows (w, c) contiguous.
 // False when it does not apply.
 bool conv_fwd_smallc(const GemmArgs& a);
+// matmul.cu: why the Hopper kernels cannot run problem a on this build, GPU and dtype (nullptr:
+// they can); its M, N, K are the GEMM's (the op layer sets them for the conv kinds too).
+const char* sm90_unavailable(const GemmArgs& a);
 // matmul.cu: implicit-GEMM forward on Hopper; a.mm holds B (weight rows, K-major) and C,
 // a.conv the channels_last input. False when it cannot run (dtype, GPU, C % 64, layout).
 bool conv_fwd_sm90(const GemmArgs& a);

@@ -80,6 +80,8 @@ CUtensorMap matrix_map(const void* base, at::ScalarType st, int64_t cols, int64_
 // How TMA reads an operand in place: along K, along its rows (M for A, N for B), or not at all.
 enum class Major { None, K, MN };
 
+}  // namespace
+
 // Why the Hopper family cannot run on this build, GPU and dtype, or nullptr when it can.
 const char* sm90_unavailable(const GemmArgs& a) {
 #ifndef TILEOPS_HAVE_SM90A
@@ -95,6 +97,8 @@ const char* sm90_unavailable(const GemmArgs& a) {
     return "the problem is too large for one launch";
   return nullptr;
 }
+
+namespace {
 
 // Whether TMA can read an operand in place, and along what: 16-byte aligned base and strides,
 // and a unit stride along K or, for the 16-bit types, along the operand's rows. (s_batch, s_row,
