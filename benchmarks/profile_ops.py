@@ -24,7 +24,7 @@ def kernel_table(fn, reps=5):
         for _ in range(reps):
             fn()
         torch.cuda.synchronize()
-    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=90)
+    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=150)
 
 
 def main():
