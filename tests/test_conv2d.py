@@ -513,18 +513,18 @@ def test_conv2d_backward(device, kind, case, layout):
     check_format(w.grad, w, what + " grad_weight")
 
 
-def run_backward_op(c, name, device, kind, layout, gy_layout="like_x", mask=(True, True, True)):
+def run_backward_op(c, name, device, kind, layout, gy_layout="like_x", mask=(True, True, True), w_layout=None):
     """torch.ops.tileops._conv2d_backward against float64; returns its outputs and inputs."""
     gen, seed = fresh_generator()
     dt = DTYPES[kind]
     x = make_x(c.x_shape, layout, dt, device, gen)
-    w = make_w(c.w_shape, like_x(layout), dt, device, gen)
+    w = make_w(c.w_shape, w_layout or like_x(layout), dt, device, gen)
     gy = make_grad_out(c.out_shape, gy_layout, layout, dt, device, gen)
     st, pd, dl, g = c.params
     pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
     with tf32(kind == "tf32"):
         gx, gw, gb = poisoned(lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, list(mask)), device)
-    what = "conv bwd op %s x=%s gy=%s %s mask=%s seed=%d" % (name, layout, gy_layout, kind, mask, seed)
+    what = "conv bwd op %s x=%s gy=%s w=%s %s mask=%s seed=%d" % (name, layout, gy_layout, w_layout, kind, mask, seed)
     ref_x, ref_w, mag_x, mag_w = grad_ref(x, w, gy, c.params)
     for out, on, name_ in zip((gx, gw, gb), mask, ("grad_input", "grad_weight", "grad_bias")):
         assert on or out.numel() == 0, "%s: %s not asked for but has shape %s" % (what, name_, tuple(out.shape))
@@ -550,6 +550,18 @@ def test_conv2d_backward_op_cuda(kind, case, layout):
     """dgrad (phase convolutions for strides <= 2, else GEMM + col2im gather) and wgrad (split-K) at multi-tile sizes,
     including pixels that no output touches (1x1/2, 2x2/3) and long grad_weight reductions."""
     run_backward_op(CUDA_CASES[case], case, "cuda", kind, layout)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float32", "bfloat16"])
+@pytest.mark.parametrize("case", ["3x3_big", "3x3_c64_dilated", "3x3_s2_k64_odd", "3x3_s2_k64_dil2", "batch1_56"])
+@pytest.mark.parametrize("w_layout", ["contiguous", "channels_last", "sliced", "misaligned"])
+def test_conv2d_backward_weight_layouts_cuda(kind, case, w_layout):
+    """The data gradient reads each phase's taps, flipped, through the weight's strides (one
+    tap_transpose per phase) and the weight gradient writes grad_weight through its strides:
+    every weight layout, stride 1 and the strided phases (pinned), split-K (batch1_56) included."""
+    with autotune.pinned("conv_dgrad", "phases"):
+        run_backward_op(CUDA_CASES[case], case, "cuda", kind, "channels_last", w_layout=w_layout)
 
 
 @pytest.mark.parametrize("device,kind", SOME_KINDS)

@@ -2,6 +2,8 @@
 #pragma once
 #include <c10/core/ScalarType.h>
 
+#include <vector>
+
 #include "epilogue.h"
 #include "problems.h"
 
@@ -67,6 +69,9 @@ void visit_problem(const GemmArgs& args, Fn&& fn) {
 void gemm_cpu(const GemmArgs& args);
 #ifdef TILEOPS_WITH_CUDA
 void gemm_cuda(const GemmArgs& args);
+// Independent problems (disjoint outputs) at once: the first on the current stream, the others on
+// side streams joined back into it (cuda::concurrently).
+void gemm_cuda_concurrent(const std::vector<GemmArgs>& problems);
 #endif
 
 }  // namespace tileops

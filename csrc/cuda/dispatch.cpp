@@ -1,8 +1,14 @@
 // CUDA entry: the caller holds a device guard; empty problems launch nothing.
-#include <algorithm>
-
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/core/ScalarType.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
+#include <exception>
+#include <vector>
+
+#include "../autotune.h"
 #include "kinds.h"
 
 namespace tileops {
@@ -33,4 +39,45 @@ void gemm_cuda(const GemmArgs& a) {
   }
 }
 
+void gemm_cuda_concurrent(const std::vector<GemmArgs>& problems) {
+  std::vector<std::function<void()>> fns;
+  for (const GemmArgs& p : problems) fns.push_back([&p] { gemm_cuda(p); });
+  cuda::concurrently(fns);
+}
+
+namespace cuda {
+
+void concurrently(const std::vector<std::function<void()>>& fns) {
+  if (fns.size() < 2 || autotune::enabled()) {  // tuning times each candidate alone
+    for (const auto& fn : fns) fn();
+    return;
+  }
+  const c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream();
+  at::cuda::CUDAEvent fork;
+  fork.record(main);
+  std::vector<at::cuda::CUDAEvent> joins(fns.size() - 1);
+  std::exception_ptr error;  // the first failure, rethrown once every stream is joined back
+  auto attempt = [&](const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  };
+  for (size_t i = 1; i < fns.size(); ++i) {
+    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+    fork.block(side);
+    {
+      // allocations inside fn belong to `side`: the caching allocator reuses them only in its order
+      const c10::cuda::CUDAStreamGuard guard(side);
+      attempt(fns[i]);
+    }
+    joins[i - 1].record(side);
+  }
+  attempt(fns[0]);
+  for (auto& e : joins) e.block(main);
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace cuda
 }  // namespace tileops

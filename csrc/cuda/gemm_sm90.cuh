@@ -451,12 +451,28 @@ __device__ __forceinline__ void store_staged(const T* stage, const MatmulProblem
 #endif
 
 // Split-K: blockIdx.z = g * splits + split; each split runs k tiles [split * kt_per_split,
-// +kt_per_split) and writes its fp32 partial tile to partial[blockIdx.z] (M x N, dense); a
-// second kernel (splitk_reduce) sums the splits in a fixed order, so results are deterministic.
+// +kt_per_split) and writes its fp32 partial tile to partial[blockIdx.z] (M x N, dense), then
+// counts itself in arrivals[tile] (zeroed by the launch). The last split of a tile to arrive
+// sums all the splits' partials in split order (its own from registers), so results are
+// deterministic whichever arrives last, and runs the ordinary epilogue: no second kernel, which
+// cost a launch and 3-8 us per GEMM on the ResNet layers (NOTES 34).
 struct SplitK {
   int splits = 1, kt_per_split = 0;
   float* partial = nullptr;  // nullptr: no split, the epilogue writes C
+  int* arrivals = nullptr;   // one counter per output tile (batch-major, then n tile, then m tile)
 };
+
+// bar.red.or over the two consumer warpgroups (named barrier 1): true in all 256 threads when it
+// is in any (a block-uniform decision without shared memory; the producer warpgroup is not there).
+__device__ __forceinline__ bool consumers_any(bool v) {
+  uint32_t out;
+  asm volatile(
+      "{ .reg .pred p, q; setp.ne.u32 q, %1, 0; bar.red.or.pred p, 1, 256, q; selp.u32 %0, 1, 0, p; }"
+      : "=r"(out)
+      : "r"(uint32_t(v))
+      : "memory");
+  return out != 0;
+}
 
 // Gather::ConvFwd (implicit-GEMM conv2d forward): A is not read by TMA but gathered from a
 // channels_last input (conv.x, C % bk<T> == 0, so one k tile is bk channels of one (r, s) tap)
@@ -560,24 +576,59 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     // accumulator layout of m64nN: warp w holds rows 16w + lane/4 (+8), n8 block j holds
     // columns 8j + 2*(lane%4) (+1)
     if (sk.partial) {  // split-K: raw fp32 partials; each quad of lanes writes one 32-byte sector
-      float* out = sk.partial + int64_t(blockIdx.z) * M * N;
+      const int split = blockIdx.z % sk.splits;
+      const int64_t MN = M * N;
+      float* first = sk.partial + int64_t(g) * sk.splits * MN;  // split 0 of this batch entry
+      // fn(m, n, index of the pair in d) over this thread's fragment pairs inside C
+      auto pairs = [&](auto&& fn) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int64_t m = m0 + (wg - 1) * 64 + warp * 16 + lane / 4 + half * 8;
-        if (m >= M) continue;
+        for (int half = 0; half < 2; ++half) {
+          const int64_t m = m0 + (wg - 1) * 64 + warp * 16 + lane / 4 + half * 8;
+          if (m >= M) continue;
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-          const int64_t n = n0 + j * 8 + (lane % 4) * 2;
-          const float v0 = d[j * 4 + half * 2], v1 = d[j * 4 + half * 2 + 1];
-          if (n + 1 < N && N % 2 == 0) {
-            *reinterpret_cast<float2*>(out + m * N + n) = make_float2(v0, v1);
-          } else {
-            if (n < N) out[m * N + n] = v0;
-            if (n + 1 < N) out[m * N + n + 1] = v1;
+          for (int j = 0; j < BN / 8; ++j) {
+            const int64_t n = n0 + j * 8 + (lane % 4) * 2;
+            if (n < N) fn(m, n, j * 4 + half * 2);
           }
         }
+      };
+      const bool pair_ok = N % 2 == 0;  // then n + 1 < N too, and the pair is 8-byte aligned
+      pairs([&](int64_t m, int64_t n, int i) {
+        float* out = first + split * MN + m * N + n;
+        if (pair_ok) {
+          *reinterpret_cast<float2*>(out) = make_float2(d[i], d[i + 1]);
+        } else {
+          out[0] = d[i];
+          if (n + 1 < N) out[1] = d[i + 1];
+        }
+      });
+      __threadfence();  // the partial is visible before the arrival that counts it
+      bool last = false;
+      if (t == 0 && wg == 1) {
+        const int64_t tile = (int64_t(g) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+        last = atomicAdd(&sk.arrivals[tile], 1) == sk.splits - 1;
       }
-      return;
+      if (!consumers_any(last)) return;
+      __threadfence();
+      pairs([&](int64_t m, int64_t n, int i) {
+        const bool two = n + 1 < N;
+        float v0 = 0.f, v1 = 0.f;
+        for (int s = 0; s < sk.splits; ++s) {
+          if (s == split) {
+            v0 += d[i], v1 += d[i + 1];
+            continue;
+          }
+          const float* src = first + s * MN + m * N + n;  // L2 (.cg): written by other blocks
+          if (pair_ok) {
+            const float2 q = __ldcg(reinterpret_cast<const float2*>(src));
+            v0 += q.x, v1 += q.y;
+          } else {
+            v0 += __ldcg(src);
+            if (two) v1 += __ldcg(src + 1);
+          }
+        }
+        d[i] = v0, d[i + 1] = v1;
+      });
     }
 
     // Epilogue. Both consumers must be done with the stages before they become staging space.

@@ -1,7 +1,9 @@
 // One translation unit per problem kind, so they compile in parallel.
 #pragma once
 #include <algorithm>
+#include <functional>
 #include <numeric>
+#include <vector>
 
 #include "../common/gemm_args.h"
 
@@ -22,6 +24,13 @@ bool conv_wgrad_lowered(const GemmArgs& a);
 // forward for C % 8 != 0, R*S*C <= 256, fp16/bf16, x rows (w, c) contiguous.
 // False when it does not apply.
 bool conv_fwd_smallc(const GemmArgs& a);
+// dispatch.cpp: runs fns[0] on the current stream and each other fn on a stream of torch's pool,
+// all after the work already on the current stream and before what follows it (fork and join by
+// events, which CUDA graph capture records too). For independent launches that fill the GPU only
+// together: a backward's data and weight gradients, a strided data gradient's phases (one launch
+// of 1.5 waves each). Each fn must write its own outputs. Sequential while autotuning is on, so
+// that candidates are timed alone.
+void concurrently(const std::vector<std::function<void()>>& fns);
 // matmul.cu: why the Hopper kernels cannot run problem a on this build, GPU and dtype (nullptr:
 // they can); its M, N, K are the GEMM's (the op layer sets them for the conv kinds too).
 const char* sm90_unavailable(const GemmArgs& a);

@@ -15,7 +15,6 @@
 #include "cuda_util.h"
 #include "gemm_sm90.cuh"
 #include "launch.cuh"
-#include "splitk.cuh"
 
 namespace tileops::cuda {
 namespace {
@@ -263,18 +262,20 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   const Epilogue<T> epi = epilogue_of<T>(a);
   sm90::SplitK sk;
   sk.splits = allow_split ? splitk_factor(a, BN, BK) : 1;
-  at::Tensor work;  // split-K partials, through the caching allocator
+  const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
+                  unsigned(a.batch * sk.splits));
+  at::Tensor work, arrivals;  // split-K partials and per-tile counters, through the caching allocator
   if (sk.splits > 1) {
     const int64_t ktiles = (a.K + BK - 1) / BK;
     sk.kt_per_split = int((ktiles + sk.splits - 1) / sk.splits);
     work = at::empty({a.batch * sk.splits, a.M, a.N}, cuda_options(at::kFloat));
     sk.partial = work.data_ptr<float>();
+    arrivals = at::empty({int64_t(grid.x) * grid.y * a.batch}, cuda_options(at::kInt));
+    sk.arrivals = arrivals.data_ptr<int>();
+    C10_CUDA_CHECK(cudaMemsetAsync(sk.arrivals, 0, arrivals.nbytes(), stream));
   }
-  const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
-                  unsigned(a.batch * sk.splits));
   kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, vec, sk, a.conv);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (sk.splits > 1) splitk_reduce<T, float>(sk.partial, sk.splits, a);
 }
 
 // Why the persistent kernels cannot take a problem (nullptr: they can): they stage 16-bit outputs

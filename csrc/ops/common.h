@@ -6,6 +6,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "../common/gemm_args.h"
 
@@ -118,6 +119,19 @@ inline void run_gemm(const GemmArgs& a, const at::Device& device) {
   } else {
     gemm_cpu(a);
   }
+}
+
+// Problems that write disjoint outputs, on the device that holds their tensors: at once on a GPU
+// (side streams), one after another on the CPU.
+inline void run_gemms(const std::vector<GemmArgs>& problems, const at::Device& device) {
+  if (problems.size() == 1 || !device.is_cuda()) {
+    for (const auto& a : problems) run_gemm(a, device);
+    return;
+  }
+#ifdef TILEOPS_WITH_CUDA
+  const at::DeviceGuard guard(device);
+  gemm_cuda_concurrent(problems);
+#endif
 }
 
 // A handle to call a registered op through the dispatcher (the dispatch_* calls below).

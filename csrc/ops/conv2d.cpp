@@ -145,14 +145,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(const at::Tensor&
   gx = output_mask[0] ? empty_in_format_of(x.sizes(), x) : at::empty({0}, x.options());
   gw = output_mask[1] ? empty_in_format_of(weight.sizes(), weight) : at::empty({0}, x.options());
   gb = output_mask[2] ? grad_out.sum({0, 2, 3}) : at::empty({0}, x.options());
+  // the data and weight gradients at once (on a GPU, two streams): at small batches each leaves
+  // most SMs idle or a last wave part-filled, which the other fills
+  std::vector<GemmArgs> problems;
   if (output_mask[0] && gx.numel() > 0) {
     set_tensors(c, gx, weight, grad_out);
-    run_gemm(conv_args(Kind::ConvDgrad, c, x, Act::None, nullptr), x.device());
+    problems.push_back(conv_args(Kind::ConvDgrad, c, x, Act::None, nullptr));
   }
   if (output_mask[1] && gw.numel() > 0) {
     set_tensors(c, x, gw, grad_out);
-    run_gemm(conv_args(Kind::ConvWgrad, c, x, Act::None, nullptr), x.device());
+    problems.push_back(conv_args(Kind::ConvWgrad, c, x, Act::None, nullptr));
   }
+  if (!problems.empty()) run_gemms(problems, x.device());
   return {gx, gw, gb};
 }
 
