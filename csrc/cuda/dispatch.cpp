@@ -5,7 +5,9 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "../autotune.h"
@@ -47,8 +49,17 @@ void gemm_cuda_concurrent(const std::vector<GemmArgs>& problems) {
 
 namespace cuda {
 
+// TILEOPS_STREAMS=0: one stream for everything (profiling, debugging); read once.
+bool streams_on() {
+  static const bool on = [] {
+    const char* v = std::getenv("TILEOPS_STREAMS");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
 void concurrently(const std::vector<std::function<void()>>& fns) {
-  if (fns.size() < 2 || autotune::enabled()) {  // tuning times each candidate alone
+  if (fns.size() < 2 || autotune::enabled() || !streams_on()) {  // tuning times each candidate alone
     for (const auto& fn : fns) fn();
     return;
   }

@@ -29,7 +29,7 @@ bool conv_fwd_smallc(const GemmArgs& a);
 // events, which CUDA graph capture records too). For independent launches that fill the GPU only
 // together: a backward's data and weight gradients, a strided data gradient's phases (one launch
 // of 1.5 waves each). Each fn must write its own outputs. Sequential while autotuning is on, so
-// that candidates are timed alone.
+// that candidates are timed alone, and where TILEOPS_STREAMS=0.
 void concurrently(const std::vector<std::function<void()>>& fns);
 // matmul.cu: why the Hopper kernels cannot run problem a on this build, GPU and dtype (nullptr:
 // they can); its M, N, K are the GEMM's (the op layer sets them for the conv kinds too).

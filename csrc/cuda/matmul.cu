@@ -15,6 +15,7 @@
 #include "cuda_util.h"
 #include "gemm_sm90.cuh"
 #include "launch.cuh"
+#include "splitk.cuh"
 
 namespace tileops::cuda {
 namespace {
@@ -213,6 +214,10 @@ int64_t output_tiles(const GemmArgs& a, int64_t bn, int64_t bm = sm90::BM) {
   return (a.M + bm - 1) / bm * ((a.N + bn - 1) / bn) * a.batch;
 }
 
+// Splits up to which the last split of a tile sums them in-kernel (gemm_sm90.cuh SplitK); more
+// go to splitk_reduce, which spreads the sum over the whole GPU.
+constexpr int kFixupSplits = 4;
+
 // Split-K factor: only when the output tiles leave most SMs idle and K is long enough that
 // each split keeps >= 4 k tiles (skinny M, conv weight gradients); else 1.
 int splitk_factor(const GemmArgs& a, int bn, int bk) {
@@ -270,12 +275,15 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
     sk.kt_per_split = int((ktiles + sk.splits - 1) / sk.splits);
     work = at::empty({a.batch * sk.splits, a.M, a.N}, cuda_options(at::kFloat));
     sk.partial = work.data_ptr<float>();
-    arrivals = at::empty({int64_t(grid.x) * grid.y * a.batch}, cuda_options(at::kInt));
-    sk.arrivals = arrivals.data_ptr<int>();
-    C10_CUDA_CHECK(cudaMemsetAsync(sk.arrivals, 0, arrivals.nbytes(), stream));
+    if (sk.splits <= kFixupSplits) {
+      arrivals = at::empty({int64_t(grid.x) * grid.y * a.batch}, cuda_options(at::kInt));
+      sk.arrivals = arrivals.data_ptr<int>();
+      C10_CUDA_CHECK(cudaMemsetAsync(sk.arrivals, 0, arrivals.nbytes(), stream));
+    }
   }
   kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, vec, sk, a.conv);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (sk.splits > 1 && sk.arrivals == nullptr) splitk_reduce<T, float>(sk.partial, sk.splits, a);
 }
 
 // Why the persistent kernels cannot take a problem (nullptr: they can): they stage 16-bit outputs
