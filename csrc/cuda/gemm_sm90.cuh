@@ -451,29 +451,13 @@ __device__ __forceinline__ void store_staged(const T* stage, const MatmulProblem
 #endif
 
 // Split-K: blockIdx.z = g * splits + split; each split runs k tiles [split * kt_per_split,
-// +kt_per_split) and writes its fp32 partial tile to partial[blockIdx.z] (M x N, dense). With
-// `arrivals` (few splits), it then counts itself in arrivals[tile] (zeroed by the launch); the
-// last split of a tile to arrive sums all the partials in split order, so results are
-// deterministic whichever arrives last, and runs the ordinary epilogue: no second kernel (a
-// launch and 3-8 us per GEMM on the ResNet layers, NOTES 34). Without, a second kernel
-// (splitk_reduce) sums them: with many splits one block summing a tile serially is the slower.
+// +kt_per_split) and writes its fp32 partial tile to partial[blockIdx.z] (M x N, dense); a
+// second kernel (splitk_reduce) sums the splits in a fixed order, so results are deterministic.
+// (Summing them in the last split to arrive, in-kernel, measured slower: NOTES 34.)
 struct SplitK {
   int splits = 1, kt_per_split = 0;
   float* partial = nullptr;  // nullptr: no split, the epilogue writes C
-  int* arrivals = nullptr;   // one counter per output tile (batch-major, then n tile, then m tile)
 };
-
-// bar.red.or over the two consumer warpgroups (named barrier 1): true in all 256 threads when it
-// is in any (a block-uniform decision without shared memory; the producer warpgroup is not there).
-__device__ __forceinline__ bool consumers_any(bool v) {
-  uint32_t out;
-  asm volatile(
-      "{ .reg .pred p, q; setp.ne.u32 q, %1, 0; bar.red.or.pred p, 1, 256, q; selp.u32 %0, 1, 0, p; }"
-      : "=r"(out)
-      : "r"(uint32_t(v))
-      : "memory");
-  return out != 0;
-}
 
 // Gather::ConvFwd (implicit-GEMM conv2d forward): A is not read by TMA but gathered from a
 // channels_last input (conv.x, C % bk<T> == 0, so one k tile is bk channels of one (r, s) tap)
@@ -577,65 +561,24 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     // accumulator layout of m64nN: warp w holds rows 16w + lane/4 (+8), n8 block j holds
     // columns 8j + 2*(lane%4) (+1)
     if (sk.partial) {  // split-K: raw fp32 partials; each quad of lanes writes one 32-byte sector
-      const int64_t MN = M * N;
-      float* first = sk.partial + int64_t(g) * sk.splits * MN;  // split 0 of this batch entry
-      const bool pair_ok = N % 2 == 0;  // then n + 1 < N too, and the pair is 8-byte aligned
-      // this thread's row of the fragment's half h: rows 16w + lane/4 (+8); the pairs of n8 block
-      // j are columns 8j + 2*(lane%4) (+1), held in d[4j + 2h] and d[4j + 2h + 1]
-      auto row_of = [&](int h) { return m0 + (wg - 1) * 64 + warp * 16 + lane / 4 + h * 8; };
-      auto col_of = [&](int j) { return n0 + j * 8 + (lane % 4) * 2; };
+      float* out = sk.partial + int64_t(blockIdx.z) * M * N;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t m = row_of(h);
+      for (int half = 0; half < 2; ++half) {
+        const int64_t m = m0 + (wg - 1) * 64 + warp * 16 + lane / 4 + half * 8;
         if (m >= M) continue;
-        float* out = first + (blockIdx.z % sk.splits) * MN + m * N;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
-          const int64_t n = col_of(j);
-          const float v0 = d[j * 4 + h * 2], v1 = d[j * 4 + h * 2 + 1];
-          if (pair_ok && n < N) {
-            *reinterpret_cast<float2*>(out + n) = make_float2(v0, v1);
+          const int64_t n = n0 + j * 8 + (lane % 4) * 2;
+          const float v0 = d[j * 4 + half * 2], v1 = d[j * 4 + half * 2 + 1];
+          if (n + 1 < N && N % 2 == 0) {
+            *reinterpret_cast<float2*>(out + m * N + n) = make_float2(v0, v1);
           } else {
-            if (n < N) out[n] = v0;
-            if (n + 1 < N) out[n + 1] = v1;
+            if (n < N) out[m * N + n] = v0;
+            if (n + 1 < N) out[m * N + n + 1] = v1;
           }
         }
       }
-      if (sk.arrivals == nullptr) return;  // many splits: splitk_reduce sums them, in parallel
-      __threadfence();  // the partial is visible before the arrival that counts it
-      bool last = false;
-      if (t == 0 && wg == 1) {
-        const int64_t tile = (int64_t(g) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-        last = atomicAdd(&sk.arrivals[tile], 1) == sk.splits - 1;
-      }
-      if (!consumers_any(last)) return;
-      __threadfence();
-      // The sum in split order, every split (this one's too) read back from L2 (.cg: written by
-      // other blocks). Per row, split-outer: one split's loads of the row are independent, so
-      // they are in flight at once (pair-outer, each load waited in turn, made a 2-split fixup
-      // slower than the GEMM), and only one row's loads are live beside the accumulators.
-#pragma unroll
-      for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t m = row_of(h);
-        if (m >= M) continue;
-        for (int s = 0; s < sk.splits; ++s) {
-          const float* row = first + s * MN + m * N;
-#pragma unroll
-          for (int j = 0; j < BN / 8; ++j) {
-            const int64_t n = col_of(j);
-            float* v = d + j * 4 + h * 2;
-            if (pair_ok && n < N) {
-              const float2 q = __ldcg(reinterpret_cast<const float2*>(row + n));
-              v[0] += q.x, v[1] += q.y;
-            } else {
-              if (n < N) v[0] += __ldcg(row + n);
-              if (n + 1 < N) v[1] += __ldcg(row + n + 1);
-            }
-          }
-        }
-      }
+      return;
     }
 
     // Epilogue. Both consumers must be done with the stages before they become staging space.

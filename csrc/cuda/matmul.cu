@@ -214,10 +214,6 @@ int64_t output_tiles(const GemmArgs& a, int64_t bn, int64_t bm = sm90::BM) {
   return (a.M + bm - 1) / bm * ((a.N + bn - 1) / bn) * a.batch;
 }
 
-// Splits up to which the last split of a tile sums them in-kernel (gemm_sm90.cuh SplitK); more
-// go to splitk_reduce, which spreads the sum over the whole GPU.
-constexpr int kFixupSplits = 4;
-
 // Split-K factor: only when the output tiles leave most SMs idle and K is long enough that
 // each split keeps >= 4 k tiles (skinny M, conv weight gradients); else 1.
 int splitk_factor(const GemmArgs& a, int bn, int bk) {
@@ -267,23 +263,18 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   const Epilogue<T> epi = epilogue_of<T>(a);
   sm90::SplitK sk;
   sk.splits = allow_split ? splitk_factor(a, BN, BK) : 1;
-  const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
-                  unsigned(a.batch * sk.splits));
-  at::Tensor work, arrivals;  // split-K partials and per-tile counters, through the caching allocator
+  at::Tensor work;  // split-K partials, through the caching allocator
   if (sk.splits > 1) {
     const int64_t ktiles = (a.K + BK - 1) / BK;
     sk.kt_per_split = int((ktiles + sk.splits - 1) / sk.splits);
     work = at::empty({a.batch * sk.splits, a.M, a.N}, cuda_options(at::kFloat));
     sk.partial = work.data_ptr<float>();
-    if (sk.splits <= kFixupSplits) {
-      arrivals = at::empty({int64_t(grid.x) * grid.y * a.batch}, cuda_options(at::kInt));
-      sk.arrivals = arrivals.data_ptr<int>();
-      C10_CUDA_CHECK(cudaMemsetAsync(sk.arrivals, 0, arrivals.nbytes(), stream));
-    }
   }
+  const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
+                  unsigned(a.batch * sk.splits));
   kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, vec, sk, a.conv);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (sk.splits > 1 && sk.arrivals == nullptr) splitk_reduce<T, float>(sk.partial, sk.splits, a);
+  if (sk.splits > 1) splitk_reduce<T, float>(sk.partial, sk.splits, a);
 }
 
 // Why the persistent kernels cannot take a problem (nullptr: they can): they stage 16-bit outputs

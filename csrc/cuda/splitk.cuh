@@ -1,5 +1,4 @@
-// Split-K's second pass, for the ladder, skinny and Hopper families (the Hopper kernels sum a few
-// splits themselves, in the last split to arrive: gemm_sm90.cuh SplitK): the first pass writes
+// Split-K's second pass, shared by the Hopper, ladder and skinny families: the first pass writes
 // each K chunk's partial tile to a workspace [batch][splits][M][N] (Acc: float, double for fp64,
 // or T); this sums the splits in split order (so results are deterministic), then applies the
 // epilogue: bias, residual, activation, cast.
