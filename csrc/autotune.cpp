@@ -32,14 +32,19 @@ std::string env(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
-bool env_flag(const char* name) {
+}  // namespace
+
+bool env_flag(const char* name, bool unset) {
   std::string v = env(name);
   std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  if (v.empty()) return unset;
   if (v == "1" || v == "on" || v == "true" || v == "yes") return true;
-  if (!(v.empty() || v == "0" || v == "off" || v == "false" || v == "no"))
-    TORCH_WARN("tileops autotune: ", name, "='", v, "' is not one of 0/1/on/off/true/false; taking it as off");
-  return false;
+  if (v == "0" || v == "off" || v == "false" || v == "no") return false;
+  TORCH_WARN("tileops: ", name, "='", v, "' is not one of 0/1/on/off/true/false; taking it as ", unset ? "on" : "off");
+  return unset;
 }
+
+namespace {
 
 // ---- a JSON reader and writer for {"version": N, "entries": {"string": "string", ...}} ----
 

@@ -70,6 +70,11 @@ bool active();
 Choice choose_with(const std::string& device, const std::string& op_key, const std::vector<std::string>& names,
                    int heuristic, const std::function<double(int)>& measure_ms, bool can_measure = true);
 
+// A switch from the environment: 1/on/true/yes or 0/off/false/no (any case); `unset` where the
+// variable is empty or not set, and (with a warning) where it is anything else. Shared by the
+// TILEOPS_* switches (TILEOPS_AUTOTUNE, TILEOPS_AUTOTUNE_VERBOSE, TILEOPS_STREAMS).
+bool env_flag(const char* name, bool unset = false);
+
 // Mode: off by default, TILEOPS_AUTOTUNE=1 turns it on at start-up.
 void set_enabled(bool on);
 bool enabled();

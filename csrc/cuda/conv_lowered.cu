@@ -36,14 +36,6 @@ struct Geom {
   }
 };
 
-// fn(I{}) with I = int32_t when every index of a launch is below `extent` and `extent` leaves room
-// for a grid-stride step (blocks_for: at most 2^28 threads), else int64_t.
-template <typename Fn>
-void with_index(int64_t extent, Fn&& fn) {
-  if (extent < (int64_t(1) << 31) - (int64_t(1) << 28)) fn(int32_t{});
-  else fn(int64_t{});
-}
-
 Geom<> geom(const ConvOperands& c) {
   return {c.C, c.H, c.W, c.R, c.S, c.P, c.Q, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, (c.R * c.S * c.C + 7) / 8 * 8};
 }

@@ -34,5 +34,15 @@ inline unsigned blocks_for(int64_t total, int64_t max_blocks = 1 << 20) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, max_blocks)));
 }
 
+// fn(I{}) with I = int32_t when every index of a launch is below `extent` and `extent` leaves room
+// for a grid-stride step (blocks_for: at most 2^28 threads), else int64_t: a 64-bit division is a
+// long instruction sequence, which index-heavy kernels (col2im, the split-K reduce) spent most of
+// their time on.
+template <typename Fn>
+void with_index(int64_t extent, Fn&& fn) {
+  if (extent < (int64_t(1) << 31) - (int64_t(1) << 28)) fn(int32_t{});
+  else fn(int64_t{});
+}
+
 }  // namespace cuda
 }  // namespace tileops

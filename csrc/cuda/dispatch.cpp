@@ -5,10 +5,8 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <exception>
 #include <mutex>
-#include <string>
 #include <vector>
 
 #include "../autotune.h"
@@ -52,10 +50,7 @@ namespace cuda {
 
 // TILEOPS_STREAMS=0: one stream for everything (profiling, debugging); read once.
 bool streams_on() {
-  static const bool on = [] {
-    const char* v = std::getenv("TILEOPS_STREAMS");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool on = autotune::env_flag("TILEOPS_STREAMS", true);
   return on;
 }
 
@@ -79,6 +74,20 @@ void concurrently(const std::vector<std::function<void()>>& fns) {
     return;
   }
   const c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream();
+  // Side streams for fns[1..]: the ones after those that enclosing calls on this thread hold (a
+  // nested call, a data gradient's phases beside its weight gradient, must not queue behind its
+  // caller's other fns), skipping the current stream; held until every fn has been issued.
+  thread_local size_t held = 0;
+  struct Release {
+    size_t& held;
+    size_t outer;
+    ~Release() { held = outer; }
+  } release{held, held};
+  std::vector<c10::cuda::CUDAStream> sides;
+  while (sides.size() + 1 < fns.size()) {
+    const c10::cuda::CUDAStream s = side_stream(held++, main.device_index());
+    if (s != main) sides.push_back(s);
+  }
   at::cuda::CUDAEvent fork;
   fork.record(main);
   std::vector<at::cuda::CUDAEvent> joins(fns.size() - 1);
@@ -90,10 +99,8 @@ void concurrently(const std::vector<std::function<void()>>& fns) {
       if (!error) error = std::current_exception();
     }
   };
-  size_t next = 0;  // side streams in order, skipping the current one (a nested call runs on one)
   for (size_t i = 1; i < fns.size(); ++i) {
-    c10::cuda::CUDAStream side = side_stream(next++, main.device_index());
-    if (side == main) side = side_stream(next++, main.device_index());
+    const c10::cuda::CUDAStream side = sides[i - 1];
     fork.block(side);
     {
       // allocations inside fn belong to `side`: the caching allocator reuses them only in its order

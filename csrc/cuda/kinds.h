@@ -24,7 +24,8 @@ bool conv_wgrad_lowered(const GemmArgs& a);
 // forward for C % 8 != 0, R*S*C <= 256, fp16/bf16, x rows (w, c) contiguous.
 // False when it does not apply.
 bool conv_fwd_smallc(const GemmArgs& a);
-// dispatch.cpp: runs fns[0] on the current stream and each other fn on a stream of torch's pool,
+// dispatch.cpp: runs fns[0] on the current stream and each other fn on a side stream (a fixed few
+// per device, from torch's pool; a nested call takes ones its callers do not hold),
 // all after the work already on the current stream and before what follows it (fork and join by
 // events, which CUDA graph capture records too). For independent launches that fill the GPU only
 // together: a backward's data and weight gradients, a strided data gradient's phases (one launch

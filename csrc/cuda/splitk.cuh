@@ -15,7 +15,7 @@ namespace tileops {
 namespace cuda {
 
 // Each thread sums V consecutive outputs of one row (V = one 16-byte vector of partials where N
-// allows it) with index type I (32-bit where the workspace fits): the scalar, 64-bit-indexed form
+// allows it) with index type I (with_index: 32-bit where the workspace fits): the scalar, 64-bit-indexed form
 // spent more on its divisions than on memory (7.6 us for 2 x 1568 x 512 on an H200, NOTES 34).
 template <typename Acc, int V>
 struct alignas(sizeof(Acc) * V) AccPack {
@@ -53,20 +53,18 @@ void splitk_reduce(const Acc* partial, int splits, const GemmArgs& a) {
   const Epilogue<T> epi = epilogue_of<T>(a);
   constexpr int VEC = 16 / sizeof(Acc) > 1 ? int(16 / sizeof(Acc)) : 1;
   const bool vec = a.N % VEC == 0 && reinterpret_cast<uintptr_t>(partial) % 16 == 0;
-  const int64_t work = a.batch * splits * a.M * a.N;  // the largest index formed
   const unsigned blocks = blocks_for(a.batch * a.M * a.N / (vec ? VEC : 1), 65535);
   const auto stream = at::cuda::getCurrentCUDAStream();
   with_act(a.act, [&](auto act) {
-    auto go = [&](auto v, auto itag) {
+    with_index(a.batch * splits * a.M * a.N, [&](auto itag) {  // the largest index formed
       using I = decltype(itag);
-      splitk_reduce_kernel<T, Acc, decltype(act)::value, decltype(v)::value, I>
-          <<<blocks, 256, 0, stream>>>(partial, splits, I(a.M), I(a.N), I(a.batch), p, epi);
-    };
-    const bool narrow = work < (int64_t(1) << 31) - (int64_t(1) << 28);
-    if (vec && narrow) go(std::integral_constant<int, VEC>{}, int32_t{});
-    else if (vec) go(std::integral_constant<int, VEC>{}, int64_t{});
-    else if (narrow) go(std::integral_constant<int, 1>{}, int32_t{});
-    else go(std::integral_constant<int, 1>{}, int64_t{});
+      auto go = [&](auto v) {
+        splitk_reduce_kernel<T, Acc, decltype(act)::value, decltype(v)::value, I>
+            <<<blocks, 256, 0, stream>>>(partial, splits, I(a.M), I(a.N), I(a.batch), p, epi);
+      };
+      if (vec) go(std::integral_constant<int, VEC>{});
+      else go(std::integral_constant<int, 1>{});
+    });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

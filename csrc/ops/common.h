@@ -121,10 +121,10 @@ inline void run_gemm(const GemmArgs& a, const at::Device& device) {
   }
 }
 
-// Problems that write disjoint outputs, on the device that holds their tensors: at once on a GPU
-// (side streams), one after another on the CPU.
-inline void run_gemms(const std::vector<GemmArgs>& problems, const at::Device& device) {
-  if (problems.size() < 2 || !device.is_cuda()) {
+// Problems that write disjoint outputs, on the device that holds their tensors: with at_once, at
+// once on a GPU (side streams); else, and on the CPU, one after another.
+inline void run_gemms(const std::vector<GemmArgs>& problems, const at::Device& device, bool at_once = true) {
+  if (problems.size() < 2 || !at_once || !device.is_cuda()) {
     for (const auto& a : problems) run_gemm(a, device);
     return;
   }
