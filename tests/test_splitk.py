@@ -1,5 +1,6 @@
-"""Split-K (skinny M, long K) on Hopper (fp16/bf16) and on the SIMT rungs (fp32 with TF32 off,
-fp64; M > 16), and the skinny kernel (fp32 and fp64, M <= 16, K chunks summed the same way):
+"""Split-K (long K) on Hopper (fp16/bf16; M > 16 where 'auto' picks, any M pinned to 'wgmma') and on
+the SIMT rungs (fp32 with TF32 off, fp64; M > 16), and the skinny kernel (every dtype, M <= 16, K
+chunks summed the same way):
 the partial tiles and their fixed-order reduction, with bias, activations, residuals,
 odd N and K, strided operands, batches and run-to-run bitwise determinism."""
 import pytest
@@ -43,6 +44,23 @@ def test_splitk_matmul_transposed(kind):
     out = run_poisoned(lambda: tileops.matmul(a, b), 32 * 300, dt, "cuda")
     a64, b64 = a.double().cpu(), b.double().cpu()
     check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "split-K matmul seed=%d" % seed)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("M", [1, 16])
+@pytest.mark.parametrize("b_layout", ["n_major", "k_major"])
+def test_splitk_wgmma_skinny(kind, M, b_layout):
+    """Hopper split-K at M <= 16, which 'auto' gives to the skinny kernel: pinned to 'wgmma'."""
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    N, K = 1000, 4096
+    a = randn((M, K), dt, "cuda", gen)
+    b = randn((K, N), dt, "cuda", gen) if b_layout == "n_major" else randn((N, K), dt, "cuda", gen).t()
+    out = run_poisoned(lambda: tileops.matmul(a, b, algo="wgmma"), M * N, dt, "cuda")
+    a64, b64 = a.double().cpu(), b.double().cpu()
+    check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "wgmma split-K %s M=%d seed=%d" % (b_layout, M, seed))
+    assert torch.equal(out, tileops.matmul(a, b, algo="wgmma")), "split-K result differs run to run"
 
 
 # (M, N, K): few 128x128 (fp32) or 64x64 (fp64) output tiles and K long enough for several
@@ -94,12 +112,14 @@ def test_splitk_simt_matmul_strided(kind, view):
 
 # The skinny kernel (M <= 16): every row count it rounds up to (1, 2, 4, 8, 16) and the rows
 # between; K = 0, K under one 128-deep stage, odd K, K split into many chunks
+# (16-byte vectors: N or K not a multiple of 8 leaves a partial vector at the edge)
 SKINNY_SIZES = [(1, 4096, 4096), (2, 33, 130), (3, 1000, 1), (5, 257, 5003), (8, 4096, 4096), (9, 64, 0),
-                (16, 4096, 4096), (16, 7, 20000)]
+                (16, 4096, 4096), (16, 7, 20000), (4, 300, 77)]
+SKINNY_KINDS = ["float32", "tf32", "float64", "float16", "bfloat16"]
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("kind", ["float32", "tf32", "float64"])
+@pytest.mark.parametrize("kind", SKINNY_KINDS)
 @pytest.mark.parametrize("size", SKINNY_SIZES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("op", ["linear", "matmul"])  # a linear weight is K-major B; matmul's b N-major
 def test_skinny(kind, size, op):
@@ -129,10 +149,12 @@ def test_skinny(kind, size, op):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("kind", ["float32", "float64"])
-@pytest.mark.parametrize("view", ["batched", "broadcast_b", "a_transposed", "b_sliced", "out_of_both"])
+@pytest.mark.parametrize("kind", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("view", ["batched", "broadcast_b", "a_transposed", "b_sliced", "out_of_both", "b_offset",
+                                  "b_odd_rows", "b_kmajor_odd"])
 def test_skinny_views(kind, view):
-    """Batches (grid z), a broadcast B, transposed and sliced operands through the index maps."""
+    """Batches (grid z), a broadcast B, transposed and sliced operands through the index maps; B
+    views whose pointer or strides forbid 16-byte vectors (the element-wise form)."""
     gen, seed = fresh_generator()
     dt = DTYPES[kind]
     B, M, N, K = 3, 6, 300, 2000
@@ -144,6 +166,12 @@ def test_skinny_views(kind, view):
         a, b = randn((B, K, M), dt, "cuda", gen).transpose(1, 2), randn((B, N, K), dt, "cuda", gen).transpose(1, 2)
     elif view == "b_sliced":
         a, b = randn((B, M, K), dt, "cuda", gen), randn((B, K, 2 * N), dt, "cuda", gen)[:, :, ::2]
+    elif view == "b_offset":  # N-major, pointer one element past a 16-byte boundary
+        a, b = randn((B, M, K), dt, "cuda", gen), randn((B, K * N + 1), dt, "cuda", gen)[:, 1:].view(B, K, N)
+    elif view == "b_odd_rows":  # N-major, rows of N + 1 elements
+        a, b = randn((B, M, K), dt, "cuda", gen), randn((B, K, N + 1), dt, "cuda", gen)[:, :, :N]
+    elif view == "b_kmajor_odd":  # K-major (a weight's transpose), rows of K + 1 elements
+        a, b = randn((B, M, K), dt, "cuda", gen), randn((B, N, K + 1), dt, "cuda", gen)[:, :, :K].transpose(1, 2)
     else:
         a, b = randn((B, M, 2 * K), dt, "cuda", gen)[:, :, K:], randn((B, 2 * K, N), dt, "cuda", gen)[:, ::2]
     with tf32(False):

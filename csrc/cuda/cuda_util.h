@@ -24,6 +24,12 @@ void with_dtype(c10::ScalarType st, Fn&& fn) {
 template <typename T>
 using AccOf = std::conditional_t<std::is_same<T, double>::value, double, float>;
 
+// V values of E as one aligned vector: Pack loads and stores are 16-byte (or narrower) accesses.
+template <typename E, int V>
+struct alignas(sizeof(E) * V) Pack {
+  E v[V];
+};
+
 // Options for workspaces on the current CUDA device (the caller holds the device guard).
 inline at::TensorOptions cuda_options(c10::ScalarType st) {
   return at::TensorOptions().dtype(st).device(at::kCUDA, at::cuda::current_device());

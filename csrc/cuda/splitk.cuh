@@ -17,11 +17,6 @@ namespace cuda {
 // Each thread sums V consecutive outputs of one row (V = one 16-byte vector of partials where N
 // allows it) with index type I (with_index: 32-bit where the workspace fits): the scalar, 64-bit-indexed form
 // spent more on its divisions than on memory (7.6 us for 2 x 1568 x 512 on an H200, NOTES 34).
-template <typename Acc, int V>
-struct alignas(sizeof(Acc) * V) AccPack {
-  Acc v[V];
-};
-
 template <typename T, typename Acc, Act A, int V, typename I>
 __global__ void splitk_reduce_kernel(const Acc* __restrict__ partial, int splits, I M, I N, I batch,
                                      MatmulProblem<T> p, Epilogue<T> epi) {
@@ -29,9 +24,9 @@ __global__ void splitk_reduce_kernel(const Acc* __restrict__ partial, int splits
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * I(blockDim.x)) {
     const I g = i / (M * NV), mv = i % (M * NV), m = mv / NV, n0 = (mv % NV) * V;
     const Acc* src = partial + g * splits * MN + m * N + n0;
-    AccPack<Acc, V> sum = *reinterpret_cast<const AccPack<Acc, V>*>(src);
+    Pack<Acc, V> sum = *reinterpret_cast<const Pack<Acc, V>*>(src);
     for (int s = 1; s < splits; ++s) {
-      const AccPack<Acc, V> q = *reinterpret_cast<const AccPack<Acc, V>*>(src + s * MN);
+      const Pack<Acc, V> q = *reinterpret_cast<const Pack<Acc, V>*>(src + s * MN);
 #pragma unroll
       for (int e = 0; e < V; ++e) sum.v[e] += q.v[e];
     }
