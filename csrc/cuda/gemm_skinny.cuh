@@ -31,6 +31,13 @@ struct SkinnyShape {
   static constexpr int ROUND = kWarps * VK;      // k per step of the whole block
 };
 
+// Elements per vector load of B: 16 bytes, but 8 for 2-byte types from 8 rows on, where eight
+// columns per lane would hold 64+ accumulators and leave one block per SM.
+template <typename T, int MT>
+constexpr int skinny_vector() {
+  return sizeof(T) == 2 && MT >= 8 ? 4 : int(16 / sizeof(T));
+}
+
 // k per shared-memory stage of A: 16 KB of accumulator values, whole block steps.
 template <typename Acc, int MT, int ROUND>
 constexpr int skinny_stage() {
@@ -58,7 +65,7 @@ __global__ void __launch_bounds__(256)
   using Acc = AccOf<T>;
   using S = SkinnyShape<KMAJOR, V>;
   constexpr int KS = skinny_stage<Acc, MT, S::ROUND>();
-  constexpr int U = KMAJOR ? 2 : (MT > 8 ? 4 : 8);  // lane steps whose loads are in flight at once
+  constexpr int U = KMAJOR ? 4 : 8;  // lane steps whose loads are in flight at once
   constexpr int R = MT < S::kThreads / S::BN ? MT : S::kThreads / S::BN;  // rows per reduction round
   __shared__ __align__(16) Acc As[MT * KS];  // N-major: [k][m] (a lane reads MT values); K-major: [m][k]
   __shared__ Acc red[S::kWarps * R * S::BN];
@@ -77,9 +84,10 @@ __global__ void __launch_bounds__(256)
 
   for (int64_t k0 = kbeg; k0 < kend; k0 += KS) {
     const int kn = kend - k0 < KS ? int(kend - k0) : KS;
-    for (int i = threadIdx.x; i < MT * KS; i += S::kThreads) {  // zeros past M and past the chunk
-      const int m = KMAJOR ? i / KS : i % MT, kk = KMAJOR ? i % KS : i / MT;
-      As[i] = m < M && kk < kn ? static_cast<Acc>(p.a(p.row_a(g, m), k0 + kk)) : Acc(0);
+    const int kfill = (kn + S::VK - 1) / S::VK * S::VK;  // what the steps read: zeros past M and the chunk
+    for (int i = threadIdx.x; i < MT * kfill; i += S::kThreads) {
+      const int m = KMAJOR ? i / kfill : i % MT, kk = KMAJOR ? i % kfill : i / MT;
+      As[KMAJOR ? m * KS + kk : kk * MT + m] = m < M && kk < kn ? static_cast<Acc>(p.a(p.row_a(g, m), k0 + kk)) : Acc(0);
     }
     __syncthreads();
     for (int kk0 = warp * S::VK; kk0 < kn; kk0 += U * S::ROUND) {

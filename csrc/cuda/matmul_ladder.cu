@@ -67,8 +67,17 @@ void with_rows(int64_t M, Fn&& fn) {
 
 }  // namespace
 
-// K is cut into chunks until there are blocks for about two per SM, while the chunks' partial
-// sums stay small beside B (a quarter of its bytes) and each chunk is at least two block steps.
+// Blocks of `kernel` (256 threads) that fit on one SM at once.
+template <typename Kernel>
+int resident_blocks(Kernel kernel) {
+  int n = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 256, 0));
+  return std::max(1, n);
+}
+
+// K is cut into chunks until the blocks fill every SM's resident slots once (a second, partial
+// wave doubled the time: NOTES 36), while the chunks' partial sums stay small beside B (a quarter
+// of its bytes) and each chunk is at least two block steps.
 bool matmul_skinny(const GemmArgs& a) {
   if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.batch > 65535) return false;
   const bool kmajor = a.mm.sb[1] == 1 && a.mm.sb[2] != 1;
@@ -77,39 +86,39 @@ bool matmul_skinny(const GemmArgs& a) {
   with_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     using Acc = AccOf<T>;
-    constexpr int VMAX = int(16 / sizeof(T));
-    // 16-byte vectors where B's pointer and strides keep every one aligned
-    const int64_t across = kmajor ? a.mm.sb[2] : a.mm.sb[1];  // the stride that is not 1
-    const bool vec = (kmajor || a.mm.sb[2] == 1) && across % VMAX == 0 && a.mm.sb[0] % VMAX == 0 &&
-                     reinterpret_cast<uintptr_t>(a.mm.b) % 16 == 0;
-    auto go = [&](auto km, auto v) {
-      constexpr bool KM = decltype(km)::value;
-      constexpr int V = decltype(v)::value;
-      using S = SkinnyShape<KM, V>;
-      const int64_t blocks_n = (a.N + S::BN - 1) / S::BN;
-      int64_t want = (2 * sms + blocks_n * a.batch - 1) / (blocks_n * a.batch);
-      want = std::min<int64_t>({want, 64, std::max<int64_t>(1, a.K * int64_t(sizeof(T)) / (16 * a.M)),
-                                std::max<int64_t>(1, a.K / (2 * S::ROUND))});
-      const int64_t kc = std::max<int64_t>(1, (a.K + want * S::ROUND - 1) / (want * S::ROUND)) * S::ROUND;
-      const int64_t splits = std::max<int64_t>(1, (a.K + kc - 1) / kc);
-      at::Tensor work;  // the chunks' partial sums when K is split
-      if (splits > 1) work = at::empty({a.batch, splits, a.M, a.N}, cuda_options(c10::CppTypeToScalarType<Acc>::value));
-      Acc* part = splits > 1 ? work.data_ptr<Acc>() : nullptr;
-      const MatmulProblem<T> p(a.mm);
-      const dim3 grid(unsigned(blocks_n), unsigned(splits), unsigned(a.batch));
-      with_rows(a.M, [&](auto mt) {
-        gemm_skinny_kernel<T, decltype(mt)::value, KM, V>
-            <<<grid, S::kThreads, 0, stream>>>(p, a.M, a.N, a.K, kc, epilogue_of<T>(a), part);
-      });
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      if (splits > 1) splitk_reduce<T, Acc>(part, int(splits), a);
-    };
-    using Yes = std::true_type;
-    using No = std::false_type;
-    using Vec = std::integral_constant<int, VMAX>;
-    using One = std::integral_constant<int, 1>;
-    if (kmajor) vec ? go(Yes{}, Vec{}) : go(Yes{}, One{});
-    else vec ? go(No{}, Vec{}) : go(No{}, One{});
+    with_rows(a.M, [&](auto mt) {
+      constexpr int MT = decltype(mt)::value, VMAX = skinny_vector<T, MT>();
+      // vectors where B's pointer and strides keep every one aligned
+      const int64_t across = kmajor ? a.mm.sb[2] : a.mm.sb[1];  // the stride that is not 1
+      const bool vec = (kmajor || a.mm.sb[2] == 1) && across % VMAX == 0 && a.mm.sb[0] % VMAX == 0 &&
+                       reinterpret_cast<uintptr_t>(a.mm.b) % (VMAX * sizeof(T)) == 0;
+      auto go = [&](auto km, auto v) {
+        constexpr bool KM = decltype(km)::value;
+        constexpr int V = decltype(v)::value;
+        using S = SkinnyShape<KM, V>;
+        const auto kernel = gemm_skinny_kernel<T, MT, KM, V>;
+        static const int per_sm = resident_blocks(kernel);  // one kernel, one GPU kind per process
+        const int64_t blocks_n = (a.N + S::BN - 1) / S::BN;
+        const int64_t want = std::min<int64_t>({per_sm * sms / (blocks_n * a.batch), 64,
+                                                a.K * int64_t(sizeof(T)) / (16 * a.M), a.K / (2 * S::ROUND)});
+        const int64_t kc = std::max<int64_t>(1, (a.K + std::max<int64_t>(1, want) * S::ROUND - 1) /
+                                                    (std::max<int64_t>(1, want) * S::ROUND)) * S::ROUND;
+        const int64_t splits = std::max<int64_t>(1, (a.K + kc - 1) / kc);
+        at::Tensor work;  // the chunks' partial sums when K is split
+        if (splits > 1) work = at::empty({a.batch, splits, a.M, a.N}, cuda_options(c10::CppTypeToScalarType<Acc>::value));
+        Acc* part = splits > 1 ? work.data_ptr<Acc>() : nullptr;
+        const dim3 grid(unsigned(blocks_n), unsigned(splits), unsigned(a.batch));
+        kernel<<<grid, S::kThreads, 0, stream>>>(MatmulProblem<T>(a.mm), a.M, a.N, a.K, kc, epilogue_of<T>(a), part);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        if (splits > 1) splitk_reduce<T, Acc>(part, int(splits), a);
+      };
+      using Yes = std::true_type;
+      using No = std::false_type;
+      using Vec = std::integral_constant<int, VMAX>;
+      using One = std::integral_constant<int, 1>;
+      if (kmajor) vec ? go(Yes{}, Vec{}) : go(Yes{}, One{});
+      else vec ? go(No{}, Vec{}) : go(No{}, One{});
+    });
   });
   return true;
 }
