@@ -1,6 +1,5 @@
-"""Split-K (long K) on Hopper (fp16/bf16; M > 16 where 'auto' picks, any M pinned to 'wgmma') and on
-the SIMT rungs (fp32 with TF32 off, fp64; M > 16), and the skinny kernel (every dtype, M <= 16, K
-chunks summed the same way):
+"""Split-K (skinny M, long K) on Hopper (fp16/bf16) and on the SIMT rungs (fp32 with TF32 off,
+fp64; M > 16), and the skinny kernel (fp32 and fp64, M <= 16, K chunks summed the same way):
 the partial tiles and their fixed-order reduction, with bias, activations, residuals,
 odd N and K, strided operands, batches and run-to-run bitwise determinism."""
 import pytest
@@ -44,23 +43,6 @@ def test_splitk_matmul_transposed(kind):
     out = run_poisoned(lambda: tileops.matmul(a, b), 32 * 300, dt, "cuda")
     a64, b64 = a.double().cpu(), b.double().cpu()
     check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "split-K matmul seed=%d" % seed)
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("M", [1, 16])
-@pytest.mark.parametrize("b_layout", ["n_major", "k_major"])
-def test_splitk_wgmma_skinny(kind, M, b_layout):
-    """Hopper split-K at M <= 16, which 'auto' gives to the skinny kernel: pinned to 'wgmma'."""
-    gen, seed = fresh_generator()
-    dt = DTYPES[kind]
-    N, K = 1000, 4096
-    a = randn((M, K), dt, "cuda", gen)
-    b = randn((K, N), dt, "cuda", gen) if b_layout == "n_major" else randn((N, K), dt, "cuda", gen).t()
-    out = run_poisoned(lambda: tileops.matmul(a, b, algo="wgmma"), M * N, dt, "cuda")
-    a64, b64 = a.double().cpu(), b.double().cpu()
-    check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "wgmma split-K %s M=%d seed=%d" % (b_layout, M, seed))
-    assert torch.equal(out, tileops.matmul(a, b, algo="wgmma")), "split-K result differs run to run"
 
 
 # (M, N, K): few 128x128 (fp32) or 64x64 (fp64) output tiles and K long enough for several
@@ -115,7 +97,7 @@ def test_splitk_simt_matmul_strided(kind, view):
 # (16-byte vectors: N or K not a multiple of 8 leaves a partial vector at the edge)
 SKINNY_SIZES = [(1, 4096, 4096), (2, 33, 130), (3, 1000, 1), (5, 257, 5003), (8, 4096, 4096), (9, 64, 0),
                 (16, 4096, 4096), (16, 7, 20000), (4, 300, 77)]
-SKINNY_KINDS = ["float32", "tf32", "float64", "float16", "bfloat16"]
+SKINNY_KINDS = ["float32", "tf32", "float64", "float16", "bfloat16"]  # fp16/bf16: Hopper split-K at M <= 16
 
 
 @pytest.mark.cuda
@@ -154,7 +136,7 @@ def test_skinny(kind, size, op):
                                   "b_odd_rows", "b_kmajor_odd"])
 def test_skinny_views(kind, view):
     """Batches (grid z), a broadcast B, transposed and sliced operands through the index maps; B
-    views whose pointer or strides forbid 16-byte vectors (the element-wise form)."""
+    views whose pointer or strides forbid 16-byte vectors (the element-wise form in fp32/fp64)."""
     gen, seed = fresh_generator()
     dt = DTYPES[kind]
     B, M, N, K = 3, 6, 300, 2000

@@ -1,5 +1,5 @@
-// Skinny family (M <= 16, every dtype): a matrix-vector product in disguise, bound by reading B
-// once, where a 128-row tile would compute 112 or more empty rows. A block of 8 warps owns BN
+// Skinny family (M <= 16; fp32 and fp64, matmul_skinny): a matrix-vector product in disguise,
+// bound by reading B once, where a 128-row tile would compute 112 or more empty rows. A block of 8 warps owns BN
 // columns of B and one K chunk (blockIdx.y; chunks are summed by splitk_reduce). Each lane owns
 // a column vector and the block's warps take turns along k, so that together they stream whole
 // runs of B; their partial sums meet in shared memory at the end. The chunk's rows of A are
@@ -11,6 +11,8 @@
 // V = 1 where B's pointer or strides do not keep vectors aligned (any strides then). The first
 // version read one element per thread and step and one shared A value per multiply-add: 35-56 us
 // for 4096 x 4096 fp32 at M = 1-16 on an H200, latency- and shared-memory-bound (NOTES 36).
+// What bounds this one: the loads a lane has in flight live in its registers beside MT x VN
+// accumulators; a cp.async or TMA ring in shared memory would lift that.
 #pragma once
 #include "../common/epilogue.h"
 #include "../common/problems.h"
@@ -30,13 +32,6 @@ struct SkinnyShape {
   static constexpr int BN = 32 * VN;             // columns per block
   static constexpr int ROUND = kWarps * VK;      // k per step of the whole block
 };
-
-// Elements per vector load of B: 16 bytes, but 8 for 2-byte types from 8 rows on, where eight
-// columns per lane would hold 64+ accumulators and leave one block per SM.
-template <typename T, int MT>
-constexpr int skinny_vector() {
-  return sizeof(T) == 2 && MT >= 8 ? 4 : int(16 / sizeof(T));
-}
 
 // k per shared-memory stage of A: 16 KB of accumulator values, whole block steps.
 template <typename Acc, int MT, int ROUND>

@@ -117,8 +117,8 @@ void launch_problem(const GemmArgs& a, const Operands& ops) {
 // Matmul on every rung but 'wgmma' (matmul_ladder.cu, its own translation unit so that the
 // ladder's kernels compile beside the Hopper ones).
 void launch_matmul(const GemmArgs& a);
-// The skinny family (gemm_skinny.cuh) where 'auto' takes it: M <= 16, every dtype (SIMT math in
-// the accumulator type: fp32 loses nothing where TF32 is allowed). False: it does not apply.
+// The skinny family (gemm_skinny.cuh) where 'auto' takes it: fp32 (TF32 allowed or not: fp32
+// math loses nothing) and fp64 with M <= 16. False: it does not apply.
 bool matmul_skinny(const GemmArgs& a);
 
 }  // namespace cuda

@@ -681,7 +681,7 @@ bool conv_wgrad_sm90(const GemmArgs& g) {
 
 void gemm_cuda_matmul(const GemmArgs& a) {
   TORCH_INTERNAL_ASSERT(a.mm.rq == 0, "tileops: grouped output rows reach only the Hopper implicit conv kernels");
-  if (matmul_skinny(a)) return;  // M <= 16: bound by reading B, no tile fits it
+  if (matmul_skinny(a)) return;  // M <= 16 in fp32/fp64: bound by reading B, no tile fits it
   const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && tensor_core_dtype(a));
   const char* why = want ? sm90_unavailable(a) : "not requested";
   const TmaLayout l = why == nullptr ? sm90_layout(a) : TmaLayout{};

@@ -75,50 +75,65 @@ int resident_blocks(Kernel kernel) {
   return std::max(1, n);
 }
 
-// K is cut into chunks until the blocks fill every SM's resident slots once (a second, partial
-// wave doubled the time: NOTES 36), while the chunks' partial sums stay small beside B (a quarter
-// of its bytes) and each chunk is at least two block steps.
+// K chunks for `blocks` blocks per chunk when `slots` blocks are resident at once: a block's time
+// is about its chunk's length (each warp streams its rows at the latency of a few loads), so the
+// cost of s chunks is waves(s) / s. The fewest chunks within 5% of the best up to `most`.
+int64_t skinny_splits(int64_t blocks, int64_t slots, int64_t most) {
+  auto cost = [&](int64_t s) { return double((blocks * s + slots - 1) / slots) / double(s); };
+  double best = cost(1);
+  for (int64_t s = 2; s <= most; ++s) best = std::min(best, cost(s));
+  int64_t s = 1;
+  while (cost(s) > 1.05 * best) ++s;
+  return s;
+}
+
+// fp32 and fp64 (TF32 allowed or not: fp32 math loses nothing). For fp16/bf16 this kernel lost
+// to Hopper split-K (NOTES 36: a lane's loads in flight are bounded by its registers). K is cut
+// into chunks as skinny_splits says, while the chunks' partial sums stay small beside B (a
+// quarter of its bytes) and each chunk is at least two block steps.
 bool matmul_skinny(const GemmArgs& a) {
-  if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.batch > 65535) return false;
+  if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.batch > 65535 || (a.dtype != at::kFloat && a.dtype != at::kDouble))
+    return false;
   const bool kmajor = a.mm.sb[1] == 1 && a.mm.sb[2] != 1;
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const auto stream = at::cuda::getCurrentCUDAStream();
   with_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    using Acc = AccOf<T>;
-    with_rows(a.M, [&](auto mt) {
-      constexpr int MT = decltype(mt)::value, VMAX = skinny_vector<T, MT>();
-      // vectors where B's pointer and strides keep every one aligned
+    if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value) {
+      constexpr int VMAX = int(16 / sizeof(T));
+      // 16-byte vectors where B's pointer and strides keep every one aligned
       const int64_t across = kmajor ? a.mm.sb[2] : a.mm.sb[1];  // the stride that is not 1
       const bool vec = (kmajor || a.mm.sb[2] == 1) && across % VMAX == 0 && a.mm.sb[0] % VMAX == 0 &&
-                       reinterpret_cast<uintptr_t>(a.mm.b) % (VMAX * sizeof(T)) == 0;
-      auto go = [&](auto km, auto v) {
+                       reinterpret_cast<uintptr_t>(a.mm.b) % 16 == 0;
+      auto go = [&](auto mt, auto km, auto v) {
+        constexpr int MT = decltype(mt)::value, V = decltype(v)::value;
         constexpr bool KM = decltype(km)::value;
-        constexpr int V = decltype(v)::value;
         using S = SkinnyShape<KM, V>;
         const auto kernel = gemm_skinny_kernel<T, MT, KM, V>;
         static const int per_sm = resident_blocks(kernel);  // one kernel, one GPU kind per process
-        const int64_t blocks_n = (a.N + S::BN - 1) / S::BN;
-        const int64_t want = std::min<int64_t>({per_sm * sms / (blocks_n * a.batch), 64,
-                                                a.K * int64_t(sizeof(T)) / (16 * a.M), a.K / (2 * S::ROUND)});
-        const int64_t kc = std::max<int64_t>(1, (a.K + std::max<int64_t>(1, want) * S::ROUND - 1) /
-                                                    (std::max<int64_t>(1, want) * S::ROUND)) * S::ROUND;
+        const int64_t blocks = (a.N + S::BN - 1) / S::BN * a.batch;
+        const int64_t most = std::max<int64_t>(1, std::min<int64_t>({64, a.K * int64_t(sizeof(T)) / (16 * a.M),
+                                                                     a.K / (2 * S::ROUND)}));
+        const int64_t want = skinny_splits(blocks, per_sm * sms, most);
+        const int64_t kc = std::max<int64_t>(1, (a.K + want * S::ROUND - 1) / (want * S::ROUND)) * S::ROUND;
         const int64_t splits = std::max<int64_t>(1, (a.K + kc - 1) / kc);
         at::Tensor work;  // the chunks' partial sums when K is split
-        if (splits > 1) work = at::empty({a.batch, splits, a.M, a.N}, cuda_options(c10::CppTypeToScalarType<Acc>::value));
-        Acc* part = splits > 1 ? work.data_ptr<Acc>() : nullptr;
-        const dim3 grid(unsigned(blocks_n), unsigned(splits), unsigned(a.batch));
+        if (splits > 1) work = at::empty({a.batch, splits, a.M, a.N}, cuda_options(a.dtype));
+        T* part = splits > 1 ? work.data_ptr<T>() : nullptr;
+        const dim3 grid(unsigned(blocks / a.batch), unsigned(splits), unsigned(a.batch));
         kernel<<<grid, S::kThreads, 0, stream>>>(MatmulProblem<T>(a.mm), a.M, a.N, a.K, kc, epilogue_of<T>(a), part);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
-        if (splits > 1) splitk_reduce<T, Acc>(part, int(splits), a);
+        if (splits > 1) splitk_reduce<T, T>(part, int(splits), a);
       };
       using Yes = std::true_type;
       using No = std::false_type;
       using Vec = std::integral_constant<int, VMAX>;
       using One = std::integral_constant<int, 1>;
-      if (kmajor) vec ? go(Yes{}, Vec{}) : go(Yes{}, One{});
-      else vec ? go(No{}, Vec{}) : go(No{}, One{});
-    });
+      with_rows(a.M, [&](auto mt) {
+        if (kmajor) vec ? go(mt, Yes{}, Vec{}) : go(mt, Yes{}, One{});
+        else vec ? go(mt, No{}, Vec{}) : go(mt, No{}, One{});
+      });
+    }
   });
   return true;
 }

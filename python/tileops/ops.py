@@ -56,8 +56,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, algo: str = "auto") -> torch.Tensor
     the others in float32) and any layout. 'auto' picks by dtype, GPU and layout: wgmma for
     float16/bfloat16 on Hopper, mma for TF32 and elsewhere for float16/bfloat16, vectorized
     for float32 with TF32 off (register when fewer 128x128 tiles than SMs), register for
-    float64; for M <= 16 (any dtype) a skinny kernel bound by reading b once. It is the only
-    choice on the CPU. A rung that cannot run a problem raises an
+    float64; for M <= 16 in float32/float64 a skinny kernel bound by reading b once. It is the
+    only choice on the CPU. A rung that cannot run a problem raises an
     error saying why."""
     return torch.ops.tileops.matmul.default(a, b, algo)
 
