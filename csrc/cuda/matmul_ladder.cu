@@ -65,8 +65,6 @@ void with_rows(int64_t M, Fn&& fn) {
   else fn(std::integral_constant<int, kSkinnyMaxM>{});
 }
 
-}  // namespace
-
 // Blocks of `kernel` (256 threads) that fit on one SM at once.
 template <typename Kernel>
 int resident_blocks(Kernel kernel) {
@@ -86,6 +84,8 @@ int64_t skinny_splits(int64_t blocks, int64_t slots, int64_t most) {
   while (cost(s) > 1.05 * best) ++s;
   return s;
 }
+
+}  // namespace
 
 // fp32 and fp64 (TF32 allowed or not: fp32 math loses nothing). For fp16/bf16 this kernel lost
 // to Hopper split-K (NOTES 36: a lane's loads in flight are bounded by its registers). K is cut
