@@ -18,9 +18,9 @@ for dt in (torch.float32, torch.float64):
                 a = torch.randn(M, K, device="cuda", dtype=dt)
                 b = torch.randn(K, N, device="cuda", dtype=dt) if layout == "n_major" else torch.randn(N, K, device="cuda", dtype=dt).t()
                 row = {"dtype": str(dt).replace("torch.", ""), "M": M, "N": N, "K": K, "layout": layout}
-                fns = {"torch": lambda: torch.matmul(a, b), "auto": lambda: tileops.matmul(a, b)}
+                fns = {"torch": lambda a=a, b=b: torch.matmul(a, b), "auto": lambda a=a, b=b: tileops.matmul(a, b)}
                 if dt in (torch.float16, torch.bfloat16):
-                    fns["wgmma"] = lambda: tileops.matmul(a, b, algo="wgmma")
+                    fns["wgmma"] = lambda a=a, b=b: tileops.matmul(a, b, algo="wgmma")
                 for name, fn in fns.items():
                     g, c, _ = timed(fn, budget_s=0.1)
                     row[name + "_us"] = round(g * 1e3, 2)
