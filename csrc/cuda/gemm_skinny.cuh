@@ -1,8 +1,8 @@
 // Skinny family (M <= 16; fp32 and fp64, matmul_skinny): a matrix-vector product in disguise,
-// bound by reading B once, where a 128-row tile would compute 112 or more empty rows. A block of 8 warps owns BN
-// columns of B and one K chunk (blockIdx.y; chunks are summed by splitk_reduce). Each lane owns
-// a column vector and the block's warps take turns along k, so that together they stream whole
-// runs of B; their partial sums meet in shared memory at the end. The chunk's rows of A are
+// bound by reading B once, where a 128-row tile would compute 112 or more empty rows. A block of
+// 8 warps owns BN columns of B and one K chunk (blockIdx.y; chunks are summed by splitk_reduce).
+// Each lane owns a column vector and the block's warps take turns along k, so that together they
+// stream whole runs of B; their partial sums meet in shared memory at the end. The chunk's rows of A are
 // staged in shared memory, and all lanes of a warp read the same A values (a broadcast). B is
 // read in 16-byte vectors (V elements) along whichever of N and K is contiguous:
 //   N-major B (row-major K x N): a lane step is one row of V columns; a warp reads 32*V columns.
@@ -54,7 +54,7 @@ __device__ __forceinline__ void shared_row(const Acc* src, Acc (&dst)[N]) {
 }
 
 template <typename T, int MT, bool KMAJOR, int V>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(SkinnyShape<KMAJOR, V>::kThreads)
     gemm_skinny_kernel(MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, int64_t kc, Epilogue<T> epi,
                        AccOf<T>* __restrict__ partial) {
   using Acc = AccOf<T>;

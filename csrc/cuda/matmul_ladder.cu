@@ -65,11 +65,11 @@ void with_rows(int64_t M, Fn&& fn) {
   else fn(std::integral_constant<int, kSkinnyMaxM>{});
 }
 
-// Blocks of `kernel` (256 threads) that fit on one SM at once.
+// Blocks of `kernel` (`threads` each) that fit on one SM at once.
 template <typename Kernel>
-int resident_blocks(Kernel kernel) {
+int resident_blocks(Kernel kernel, int threads) {
   int n = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 256, 0));
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0));
   return std::max(1, n);
 }
 
@@ -85,56 +85,57 @@ int64_t skinny_splits(int64_t blocks, int64_t slots, int64_t most) {
   return s;
 }
 
+// The skinny kernel for T (float or double) on problem a. K is cut into chunks as skinny_splits
+// says, while the chunks' partial sums (T, M x N each) stay within a quarter of B's bytes
+// (splits <= K / 4M) and each chunk is at least two block steps.
+template <typename T>
+void launch_skinny(const GemmArgs& a) {
+  constexpr int VMAX = int(16 / sizeof(T));
+  const bool kmajor = a.mm.sb[1] == 1 && a.mm.sb[2] != 1;
+  // 16-byte vectors where B's pointer and strides keep every one aligned
+  const int64_t across = kmajor ? a.mm.sb[2] : a.mm.sb[1];  // the stride that is not 1
+  const bool vec = (kmajor || a.mm.sb[2] == 1) && across % VMAX == 0 && a.mm.sb[0] % VMAX == 0 &&
+                   reinterpret_cast<uintptr_t>(a.mm.b) % 16 == 0;
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  auto go = [&](auto mt, auto km, auto v) {
+    constexpr int MT = decltype(mt)::value, V = decltype(v)::value;
+    constexpr bool KM = decltype(km)::value;
+    using S = SkinnyShape<KM, V>;
+    const auto kernel = gemm_skinny_kernel<T, MT, KM, V>;
+    static const int per_sm = resident_blocks(kernel, S::kThreads);  // one GPU kind per process
+    const int64_t blocks = (a.N + S::BN - 1) / S::BN * a.batch;
+    const int64_t most = std::max<int64_t>(1, std::min<int64_t>({64, a.K / (4 * a.M), a.K / (2 * S::ROUND)}));
+    const int64_t want = skinny_splits(blocks, per_sm * sms, most);
+    const int64_t kc = std::max<int64_t>(1, (a.K + want * S::ROUND - 1) / (want * S::ROUND)) * S::ROUND;
+    const int64_t splits = std::max<int64_t>(1, (a.K + kc - 1) / kc);
+    at::Tensor work;  // the chunks' partial sums when K is split
+    if (splits > 1) work = at::empty({a.batch, splits, a.M, a.N}, cuda_options(a.dtype));
+    T* part = splits > 1 ? work.data_ptr<T>() : nullptr;
+    const dim3 grid(unsigned(blocks / a.batch), unsigned(splits), unsigned(a.batch));
+    kernel<<<grid, S::kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(MatmulProblem<T>(a.mm), a.M, a.N, a.K, kc,
+                                                                       epilogue_of<T>(a), part);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    if (splits > 1) splitk_reduce<T, T>(part, int(splits), a);
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  using Vec = std::integral_constant<int, VMAX>;
+  using One = std::integral_constant<int, 1>;
+  with_rows(a.M, [&](auto mt) {
+    if (kmajor) vec ? go(mt, Yes{}, Vec{}) : go(mt, Yes{}, One{});
+    else vec ? go(mt, No{}, Vec{}) : go(mt, No{}, One{});
+  });
+}
+
 }  // namespace
 
 // fp32 and fp64 (TF32 allowed or not: fp32 math loses nothing). For fp16/bf16 this kernel lost
-// to Hopper split-K (NOTES 36: a lane's loads in flight are bounded by its registers). K is cut
-// into chunks as skinny_splits says, while the chunks' partial sums stay small beside B (a
-// quarter of its bytes) and each chunk is at least two block steps.
+// to Hopper split-K (NOTES 36: a lane's loads in flight are bounded by its registers).
 bool matmul_skinny(const GemmArgs& a) {
-  if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.batch > 65535 || (a.dtype != at::kFloat && a.dtype != at::kDouble))
-    return false;
-  const bool kmajor = a.mm.sb[1] == 1 && a.mm.sb[2] != 1;
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  with_dtype(a.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value) {
-      constexpr int VMAX = int(16 / sizeof(T));
-      // 16-byte vectors where B's pointer and strides keep every one aligned
-      const int64_t across = kmajor ? a.mm.sb[2] : a.mm.sb[1];  // the stride that is not 1
-      const bool vec = (kmajor || a.mm.sb[2] == 1) && across % VMAX == 0 && a.mm.sb[0] % VMAX == 0 &&
-                       reinterpret_cast<uintptr_t>(a.mm.b) % 16 == 0;
-      auto go = [&](auto mt, auto km, auto v) {
-        constexpr int MT = decltype(mt)::value, V = decltype(v)::value;
-        constexpr bool KM = decltype(km)::value;
-        using S = SkinnyShape<KM, V>;
-        const auto kernel = gemm_skinny_kernel<T, MT, KM, V>;
-        static const int per_sm = resident_blocks(kernel);  // one kernel, one GPU kind per process
-        const int64_t blocks = (a.N + S::BN - 1) / S::BN * a.batch;
-        const int64_t most = std::max<int64_t>(1, std::min<int64_t>({64, a.K * int64_t(sizeof(T)) / (16 * a.M),
-                                                                     a.K / (2 * S::ROUND)}));
-        const int64_t want = skinny_splits(blocks, per_sm * sms, most);
-        const int64_t kc = std::max<int64_t>(1, (a.K + want * S::ROUND - 1) / (want * S::ROUND)) * S::ROUND;
-        const int64_t splits = std::max<int64_t>(1, (a.K + kc - 1) / kc);
-        at::Tensor work;  // the chunks' partial sums when K is split
-        if (splits > 1) work = at::empty({a.batch, splits, a.M, a.N}, cuda_options(a.dtype));
-        T* part = splits > 1 ? work.data_ptr<T>() : nullptr;
-        const dim3 grid(unsigned(blocks / a.batch), unsigned(splits), unsigned(a.batch));
-        kernel<<<grid, S::kThreads, 0, stream>>>(MatmulProblem<T>(a.mm), a.M, a.N, a.K, kc, epilogue_of<T>(a), part);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        if (splits > 1) splitk_reduce<T, T>(part, int(splits), a);
-      };
-      using Yes = std::true_type;
-      using No = std::false_type;
-      using Vec = std::integral_constant<int, VMAX>;
-      using One = std::integral_constant<int, 1>;
-      with_rows(a.M, [&](auto mt) {
-        if (kmajor) vec ? go(mt, Yes{}, Vec{}) : go(mt, Yes{}, One{});
-        else vec ? go(mt, No{}, Vec{}) : go(mt, No{}, One{});
-      });
-    }
-  });
+  if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.batch > 65535) return false;
+  if (a.dtype == at::kFloat) launch_skinny<float>(a);
+  else if (a.dtype == at::kDouble) launch_skinny<double>(a);
+  else return false;
   return true;
 }
 

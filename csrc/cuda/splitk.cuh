@@ -46,7 +46,7 @@ template <typename T, typename Acc>
 void splitk_reduce(const Acc* partial, int splits, const GemmArgs& a) {
   const MatmulProblem<T> p(a.mm);
   const Epilogue<T> epi = epilogue_of<T>(a);
-  constexpr int VEC = 16 / sizeof(Acc) > 1 ? int(16 / sizeof(Acc)) : 1;
+  constexpr int VEC = int(16 / sizeof(Acc));  // Acc: float or double
   const bool vec = a.N % VEC == 0 && reinterpret_cast<uintptr_t>(partial) % 16 == 0;
   const unsigned blocks = blocks_for(a.batch * a.M * a.N / (vec ? VEC : 1), 65535);
   const auto stream = at::cuda::getCurrentCUDAStream();
