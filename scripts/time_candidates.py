@@ -1,10 +1,10 @@
 """Kernel time of each autotune candidate of a family, pinned, beside torch: a conv family on the
 ResNet layers of bench_conv.py (bf16 channels_last, against cuDNN), or matmul_sm90 on
-bench_matmul.py's shapes and its linear+GELU rows (bf16, against cuBLAS). Guides the choice of
-heuristics and defaults; the ratios users see come from the benchmarks.
+bench_matmul.py's shapes and its linear+GELU rows (bf16 or --dtype, against cuBLAS). Guides the
+choice of heuristics and defaults; the ratios users see come from the benchmarks.
 
     python scripts/time_candidates.py [--family conv_fwd_sm90] [--candidates bn64,bn128,...]
-                                      [--batch 32] [--out candidates.json]
+                                      [--batch 32] [--dtype tf32] [--out candidates.json]
 """
 import argparse
 import json
@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import tileops  # noqa: E402
 from bench_conv import LAYERS  # noqa: E402
 from bench_matmul import SHAPES, build  # noqa: E402
+from common import set_precision  # noqa: E402
 from tileops import autotune  # noqa: E402
 
 PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "matmul_sm90": "matmul"}
@@ -60,14 +61,14 @@ def problem(layer, n, pss):
     return bwd
 
 
-def matmul_problems():
-    """(label, torch fn, tileops fn) for bench_matmul's bf16 rows (bench_matmul.build) past the
-    skinny shapes, then its linear+GELU rows (K-major B)."""
+def matmul_problems(kind):
+    """(label, torch fn, tileops fn) for bench_matmul's rows of dtype kind (bench_matmul.build) past
+    the skinny shapes, then its linear+GELU rows (K-major B)."""
     rows = [("matmul", s) for s in SHAPES if s[2] >= 128] + [("linear+gelu", s) for s in SHAPES
                                                               if s[0].startswith("ViT-B")]
     out = []
     for op, shape in rows:
-        mine, theirs = build(op, shape, "bfloat16")
+        mine, theirs = build(op, shape, kind)
         out.append((shape[0] if op == "matmul" else "linear+gelu " + shape[0], theirs, mine))
     return out
 
@@ -77,19 +78,21 @@ def main():
     ap.add_argument("--family", default="conv_fwd_sm90", choices=sorted(PASS_OF))
     ap.add_argument("--candidates", default="bn64,bn128,bn64x2")
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "tf32"], help="matmul_sm90 only")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     pss = PASS_OF[a.family]
     rows = []
     if pss == "matmul":
-        problems = [(label, {"torch_us": theirs}, mine) for label, theirs, mine in matmul_problems()]
+        set_precision(a.dtype)  # TF32 on for tf32, as bench_matmul's rows
+        problems = [(label, {"torch_us": theirs}, mine) for label, theirs, mine in matmul_problems(a.dtype)]
     else:
         problems = []
         for layer in [lay for lay in LAYERS if lay[0] == "resnet"]:
             fn = problem(layer, a.batch, pss)
             problems.append((layer[1], {"cudnn_us": fn(F.conv2d)}, fn(tileops.conv2d)))
     for label, theirs, mine in problems:
-        row = {"layer": label, "pass": pss, "batch": a.batch}
+        row = {"layer": label, "pass": pss, "batch": a.batch, "dtype": a.dtype if pss == "matmul" else "bfloat16"}
         row.update({k: time_us(f) for k, f in theirs.items()})
         row["default_us"] = time_us(mine)
         for cand in a.candidates.split(","):
@@ -104,7 +107,8 @@ def main():
                         if not k.endswith("_error")), flush=True)
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({"gpu": torch.cuda.get_device_name(), "family": a.family, "rows": rows}, f, indent=1)
+            json.dump({"gpu": torch.cuda.get_device_name(), "family": a.family, "dtype": a.dtype, "rows": rows}, f,
+                      indent=1)
 
 
 if __name__ == "__main__":

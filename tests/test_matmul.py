@@ -317,11 +317,15 @@ def test_matmul_a_mn_major_cuda(kind, size, b_layout, batch):
 # Each Hopper config pinned (autotune family "matmul_sm90"): tile widths, split-K or not,
 # bn64x2 (two blocks per SM, a 4-stage ring, no register rebalance) and the persistent kernels
 # (ping-pong pp128, cooperative coop256x128, coop128x256 and coop128x192, alone or in clusters
-# of two blocks sharing B: fp16/bf16 only), on tails in M, N and K, both B layouts, batches and
-# split-K-sized problems; tf32 takes K-major operands (copies). SM90_CONFIGS is the whole family,
-# in matmul.cu's order (test_autotune checks the autotuner's choice against it).
+# of two blocks sharing B; TF32 on pp128 and coop128x192 only, whose rings keep three stages
+# beside fp32 staging), on tails in M, N and K, both B layouts, batches and split-K-sized
+# problems; tf32 takes B as a rounded K-major copy and A in place where it is K-major and
+# 16-byte aligned (the persistent kernels round it in registers, the one-tile ones copy it).
+# SM90_CONFIGS is the whole family, in matmul.cu's order (test_autotune checks the autotuner's
+# choice against it).
 PERSISTENT = ["pp128", "coop256x128", "coop128x256", "coop128x192", "pp128-c2", "coop256x128-c2", "coop128x256-c2",
               "coop128x192-c2"]
+TF32_PERSISTENT = ["pp128", "coop128x192", "pp128-c2", "coop128x192-c2"]
 SM90_CONFIGS = ["bn64", "bn128", "bn256", "bn64-nosplit", "bn128-nosplit", "bn256-nosplit", "bn64x2"] + PERSISTENT
 SM90_CASES = [(1, 200, 72, 136), (1, 8, 264, 4096), (3, 130, 100, 64), (1, 1000, 64, 1000)]
 
@@ -342,8 +346,8 @@ def test_matmul_sm90_configs_cuda(config, kind, size, b_layout):
     b = randn(lead + (N, K), dt, "cuda", gen).transpose(-1, -2) if b_layout == "T" else randn(lead + (K, N), dt,
                                                                                                 "cuda", gen)
     with autotune.pinned("matmul_sm90", config), tf32(kind == "tf32"):
-        if config in PERSISTENT and kind == "tf32":
-            with pytest.raises(RuntimeError, match="persistent Hopper kernels take fp16/bf16"):
+        if config in PERSISTENT and config not in TF32_PERSISTENT and kind == "tf32":
+            with pytest.raises(RuntimeError, match="too few stages beside TF32"):
                 tileops.matmul(a, b, algo="wgmma")
             return
         out = run_poisoned(lambda: tileops.matmul(a, b, algo="wgmma"), batch * M * N, dt, "cuda")
@@ -360,9 +364,13 @@ def test_matmul_sm90_configs_cuda(config, kind, size, b_layout):
 PP_CASES = [(1, 4100, 2100, 72), (1, 3000, 1500, 200), (2, 1100, 700, 1000), (3, 129, 264, 8), (2, 1000, 712, 300)]
 
 
+def persistent_params(configs):
+    """(config, kind) pairs of the persistent tests: every config in 16-bit, TF32 where it fits."""
+    return [(c, k) for c in configs for k in ["bfloat16", "float16", "tf32"] if k != "tf32" or c in TF32_PERSISTENT]
+
+
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", PERSISTENT)
-@pytest.mark.parametrize("kind", ["bfloat16", "float16"])
+@pytest.mark.parametrize("config,kind", persistent_params(PERSISTENT))
 @pytest.mark.parametrize("size", PP_CASES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("b_layout", ["N", "T", "broadcast"])
 def test_matmul_persistent_cuda(config, kind, size, b_layout):
@@ -377,15 +385,14 @@ def test_matmul_persistent_cuda(config, kind, size, b_layout):
     else:
         b = randn((batch, N, K), dt, "cuda", gen).transpose(-1, -2) if b_layout == "T" else randn((batch, K, N), dt,
                                                                                                   "cuda", gen)
-    with autotune.pinned("matmul_sm90", config):
+    with autotune.pinned("matmul_sm90", config), tf32(kind == "tf32"):
         out = run_poisoned(lambda: tileops.matmul(a, b, algo="wgmma"), batch * M * N, dt, "cuda")
     ref, mag = ref_mm(a, b)
     check(out, ref, mag, kind, "%s %s b=%s seed=%d" % (config, size, b_layout, seed))
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", PERSISTENT)
-@pytest.mark.parametrize("kind", ["bfloat16", "float16"])
+@pytest.mark.parametrize("config,kind", persistent_params(PERSISTENT))
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("out_features", [1100, 1104], ids=["n1100", "n1104"])
@@ -399,12 +406,36 @@ def test_linear_persistent_cuda(config, kind, activation, with_bias, out_feature
     n = out_features
     x, w = randn((3001, 520), dt, "cuda", gen), randn((n, 520), dt, "cuda", gen)
     bias = randn((n,), dt, "cuda", gen) if with_bias else None
-    with autotune.pinned("matmul_sm90", config):
+    with autotune.pinned("matmul_sm90", config), tf32(kind == "tf32"):
         out = run_poisoned(lambda: tileops.linear(x, w, bias, activation), 3001 * n, dt, "cuda")
         res = randn((3001, n), dt, "cuda", gen)
         with pytest.raises(RuntimeError, match="without a residual"):
             tileops.linear(x, w, bias, activation, res)
-        with pytest.raises(RuntimeError, match="take K-major A"):
-            tileops.matmul(randn((520, 3008), dt, "cuda", gen).t(), w.t(), algo="wgmma")  # column-major A
+        if kind != "tf32":  # fp32 A is never MN-major: a column-major one is copied, K-major
+            with pytest.raises(RuntimeError, match="take K-major A"):
+                tileops.matmul(randn((520, 3008), dt, "cuda", gen).t(), w.t(), algo="wgmma")  # column-major A
     ref, mag = ref_linear(x, w, bias, activation)
     check(out, ref, mag, kind, "%s linear %s seed=%d" % (config, activation, seed))
+
+
+# TF32 rounds to nearest on every Hopper config: each input is 1 + 0.75 ulp(TF32), which rounds
+# up to 1 + 2^-10 (wgmma's own truncation would give 1), so every product is (1 + 2^-10)^2 and
+# each output K (1 + 2^-10)^2, to fp32 accumulation error (< 1e-4 relative at K = 1000). An
+# operand left unrounded, in the copies, the persistent kernels' registers or split-K, is off by
+# 1e-3 relative or more. A read in place (K = 1000: rows 16-byte aligned) and copied (K = 999).
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", [c for c in SM90_CONFIGS if c not in PERSISTENT] + TF32_PERSISTENT)
+@pytest.mark.parametrize("K", [1000, 999])
+@pytest.mark.parametrize("b_layout", ["N", "T"])
+def test_tf32_rounds_to_nearest_cuda(config, K, b_layout):
+    from tileops import autotune
+
+    M, N = 300, 264
+    x = 1.0 + 0.75 * 2.0 ** -10
+    a = torch.full((M, K), x, device="cuda")
+    b = torch.full((N, K), x, device="cuda").t() if b_layout == "T" else torch.full((K, N), x, device="cuda")
+    with autotune.pinned("matmul_sm90", config), tf32(True):
+        out = run_poisoned(lambda: tileops.matmul(a, b, algo="wgmma"), M * N, torch.float32, "cuda")
+    want = K * (1.0 + 2.0 ** -10) ** 2
+    rel = ((out.double() - want).abs() / want).max().item()
+    assert rel < 1e-4, "%s K=%d b=%s: relative error %.3g (truncated operands give >= 1e-3)" % (config, K, b_layout, rel)

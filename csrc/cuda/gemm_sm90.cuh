@@ -14,10 +14,11 @@
 // swizzle, descriptors and stage sizes are the same for every element type.
 //
 // TF32: wgmma reads fp32 words and keeps their top 19 bits (truncation). To round to nearest
-// as TF32 is defined (and as cuBLAS and the mma.sync rung do), the host hands this kernel
-// operands already rounded (matmul.cu). Rounding each landed stage in shared memory instead
-// was measured at 0.40-0.50x cuBLAS on an H200: the extra shared-memory pass costs more than
-// the kernel's wgmma reads.
+// as TF32 is defined (and as cuBLAS and the mma.sync rung do), the host hands the one-tile kernel
+// operands already rounded (matmul.cu); the persistent kernels take B rounded and round A in
+// registers (load_a_tf32: wgmma with A from registers), so A, the activations of a linear, is read
+// in place. Rounding each landed stage in shared memory instead was measured at 0.40-0.50x cuBLAS
+// on an H200: the extra shared-memory pass costs more than the kernel's wgmma reads.
 #pragma once
 #include <cuda.h>
 
@@ -178,6 +179,31 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t 
   else if constexpr (BN == 192) wgmma_m64n192<TA, TB>(d, da, db, 1, tag);
   else if constexpr (BN == 128) wgmma_m64n128<TA, TB>(d, da, db, 1, tag);
   else wgmma_m64n64<TA, TB>(d, da, db, 1, tag);
+}
+// TF32 with A from registers (a: load_a_tf32's fragment), B K-major from shared memory.
+template <int BN>
+__device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t db) {
+  if constexpr (BN == 256) wgmma_m64n256_rs(d, a, db, 1);
+  else if constexpr (BN == 192) wgmma_m64n192_rs(d, a, db, 1);
+  else if constexpr (BN == 128) wgmma_m64n128_rs(d, a, db, 1);
+  else wgmma_m64n64_rs(d, a, db, 1);
+}
+// Warp `warp`'s part of wgmma's TF32 A fragment for k step kk (8 k) of an m64 block of a K-major
+// fp32 tile in the 128B swizzle (rows 128 bytes apart, 16-byte unit u of row r at u ^ (r % 8)),
+// each word rounded to the nearest TF32 (cvt.rna, as copy_round_tf32 rounds B). The fragment is
+// four 8 x 8 b16 matrices to ldmatrix: rows 0-7 and 8-15 of the warp's 16, at k 0-3 (unit 2 kk)
+// and k 4-7 (unit 2 kk + 1); lanes 8i.. give matrix i's row addresses, and thread t receives
+// row t / 4, word t % 4 of each, the order wgmma wants (row, k), (row + 8, k), (row, k + 4),
+// (row + 8, k + 4). Eight rows of distinct units: no bank conflicts.
+__device__ __forceinline__ void load_a_tf32(uint32_t (&a)[4], const float* block, int kk, int warp, int lane) {
+  const int r = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), unit = 2 * kk + (lane >> 4);
+  const uint32_t addr = smem_u32(block) + r * ROW_BYTES + ((unit ^ (lane & 7)) << 4);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(addr)
+               : "memory");
+#pragma unroll
+  for (int i = 0; i < 4; ++i) asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(a[i]) : "f"(__uint_as_float(a[i])));
 }
 #endif
 
@@ -380,13 +406,15 @@ template <int CP>
 struct PaddedStaging {
   static __device__ __forceinline__ int at(int r, int c) { return r * CP + c; }
 };
-// SwizzledStaging (16-bit outputs): the block as BN / 64 column chunks of [ROWS][64], each 128-byte
-// row's 16-byte units permuted by row % 8: the 128-byte swizzle a TMA store reads (chunk bases
-// 1024-byte aligned), and, as the padding does, distinct banks for the fragment writes.
-template <int ROWS>
+// SwizzledStaging (ES-byte outputs): the block as column chunks of [ROWS][CW], CW = 128 / ES
+// elements (one 128-byte row), each row's 16-byte units permuted by row % 8: the 128-byte swizzle
+// a TMA store reads (chunk bases 1024-byte aligned), and, as the padding does, no more bank
+// conflicts for the fragment writes than their bytes make necessary.
+template <int ROWS, int ES>
 struct SwizzledStaging {
+  static constexpr int CW = ROW_BYTES / ES, VEC = 16 / ES;
   static __device__ __forceinline__ int at(int r, int c) {
-    return (c / 64) * (ROWS * 64) + r * 64 + ((((c % 64) / 8) ^ (r % 8)) * 8) + c % 8;
+    return (c / CW) * (ROWS * CW) + r * CW + ((((c % CW) / VEC) ^ (r % 8)) * VEC) + c % VEC;
   }
 };
 
@@ -647,7 +675,7 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 }
 
 
-// The persistent kernels (16-bit types, K-major A, no residual, no split-K): one block per SM
+// The persistent kernels (16-bit types and TF32, K-major A, no residual, no split-K): one block per SM
 // walking output tiles blockIdx.x, + gridDim.x, ... in grouped order (GROUP_M tile rows at a
 // time, so the tiles in flight share A rows and B columns in L2); the producer fills one ring in
 // tile order, running on into the next tile while the consumers finish this one. A tile is TM x
@@ -670,20 +698,25 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // SMs. A stage may then be refilled only when the consumers of both blocks are done with it:
 // each consumer releases a stage on both blocks' empty barriers, and a producer waits for its
 // last stages' release before its block exits (the peer still arrives on its barriers).
+// TF32 (T = float): B rounded by the host, A rounded in registers (load_a_tf32) and multiplied from
+// there; fp32 staging is twice the 16-bit one, so only ping-pong 128 x 128 and cooperative
+// 128 x 192 keep three stages beside it (PersistShape::OK).
 constexpr int GROUP_M = 8;
 constexpr size_t kSmemPerBlock = 227 * 1024;  // sm_90's dynamic shared memory limit for one block
-template <int TM, int BN, bool COOP>
+// ES: the output's element size (2, or 4 for TF32).
+template <int TM, int BN, bool COOP, int ES>
 struct PersistShape {
   static constexpr int WROWS = COOP ? TM / 2 : TM;
   static constexpr size_t STAGE = size_t(TM + BN) * ROW_BYTES;
-  // two staging buffers of 16-bit outputs (SwizzledStaging), two fp32 bias tiles, 1 KiB alignment
-  // slack, 64 bytes for the turn barriers
-  static constexpr size_t FIXED = 2 * WROWS * BN * sizeof(uint16_t) + 2 * BN * sizeof(float) + 1024 + 64;
+  // two staging buffers of outputs (SwizzledStaging), two fp32 bias tiles, 1 KiB alignment slack,
+  // 64 bytes for the turn barriers
+  static constexpr size_t FIXED = 2 * size_t(WROWS) * BN * ES + 2 * BN * sizeof(float) + 1024 + 64;
   // as many stages (each with its full and empty barriers) as fit beside them, at most 4
   static constexpr size_t FIT = (kSmemPerBlock - FIXED) / (STAGE + 2 * sizeof(uint64_t));
   static constexpr int STAGES = FIT < 4 ? int(FIT) : 4;
   static constexpr size_t SMEM = STAGES * STAGE + FIXED + 2 * STAGES * sizeof(uint64_t);
-  static_assert(WROWS % 64 == 0 && TM % BM == 0 && STAGES >= 3, "persistent tile shape");
+  // whether the shape can run: the host refuses the rest (too few stages fit beside fp32 staging)
+  static constexpr bool OK = WROWS % 64 == 0 && TM % BM == 0 && STAGES >= 3;
 };
 
 // Output tile i (of batch * mt * nt, tiles bm x bn) as (g, m0, n0), grouped: GROUP_M tile rows,
@@ -708,13 +741,16 @@ __global__ void __launch_bounds__(THREADS, 1)
                                 int64_t K, Epilogue<T> epi, int batch, int batch_a, int batch_b, bool vec_store,
                                 ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(sizeof(T) == 2, "fp32 staging of two 128-row tiles would not fit beside the ring");
+  using Shape = PersistShape<TM, BN, COOP, int(sizeof(T))>;
+  static_assert(Shape::OK, "persistent tile shape: see PersistShape");
   constexpr bool IM2COL = G == Gather::ConvFwdIm2col;
-  static_assert(G == Gather::None || (IM2COL && !B_MN_MAJOR), "the persistent conv forward: K-major weight rows");
-  using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16, __half>;
-  using Shape = PersistShape<TM, BN, COOP>;
+  static_assert(G == Gather::None || (IM2COL && !B_MN_MAJOR && !kTf32<T>),
+                "the persistent conv forward: 16-bit, K-major weight rows");
+  static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
+  using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16,
+                               std::conditional_t<kTf32<T>, float, __half>>;
   constexpr int STAGES = Shape::STAGES, WROWS = Shape::WROWS, BK = bk<T>, KSTEP = 32 / int(sizeof(T));
-  using Staging = SwizzledStaging<WROWS>;
+  using Staging = SwizzledStaging<WROWS, int(sizeof(T))>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // see gemm_sm90_kernel
   T* As = reinterpret_cast<T*>(smem);
@@ -813,22 +849,39 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int kt = 0; kt < ktiles; ++kt) {
       const int pos = pos0 + kt, s = pos % STAGES;
       mbar_wait(&full[s], (pos / STAGES) & 1);
+      uint32_t af[kTf32<T> ? BK / KSTEP : 1][H][4];  // TF32: this k tile's A fragments, rounded
+      if constexpr (kTf32<T>) {
+#pragma unroll
+        for (int kk = 0; kk < BK / KSTEP; ++kk)
+#pragma unroll
+          for (int h = 0; h < H; ++h) load_a_tf32(af[kk][h], As + (s * TM + row0 + h * 64) * BK, kk, t / 32, t % 32);
+      }
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk) {
         const uint64_t db = operand_desc<B_MN_MAJOR, KSTEP>(Bs + s * BN * BK, kk);
 #pragma unroll
-        for (int h = 0; h < H; ++h)
-          wgmma<BN, 0, B_MN_MAJOR ? 1 : 0>(
+        for (int h = 0; h < H; ++h) {
+          if constexpr (kTf32<T>) wgmma_rs<BN>(d[h], af[kk][h], db);
+          else wgmma<BN, 0, B_MN_MAJOR ? 1 : 0>(
               d[h], operand_desc<false, KSTEP>(As + (s * TM + row0 + h * 64) * BK, kk), db, static_cast<F*>(nullptr));
+        }
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
-      if (kt > 0) release((pos - 1) % STAGES);
+      if constexpr (kTf32<T>) {
+        // ptxas serializes every wgmma of a kernel that writes a wgmma's input registers while
+        // another wgmma is in flight (C7513), so TF32 retires each k tile's group before loading the
+        // next tile's fragments; the other consumer warpgroup's wgmmas fill that gap (cooperative).
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        release(s);
+      } else {
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
+        if (kt > 0) release((pos - 1) % STAGES);
+      }
     }
     if (!COOP) mbar_arrive(&turn[1 - w]);
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    release((pos0 + ktiles - 1) % STAGES);
+    if constexpr (!kTf32<T>) release((pos0 + ktiles - 1) % STAGES);  // TF32 released it in the loop
 
     // Epilogue, in this warpgroup's own staging: first the staging must be free: the previous
     // tile's TMA store has read it (its issuing thread waits for that), and all threads are done
@@ -849,8 +902,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int64_t m0 = o.m0 + row0;
     if (c_by_tma) {  // one thread hands the staged block to TMA (tails clipped) and moves on
       if (t == 0) {
+        constexpr int CW = Staging::CW;  // columns per 128-byte chunk (TMA box)
 #pragma unroll
-        for (int j = 0; j < BN / 64; ++j) tma_store(stage + j * WROWS * 64, &tm_c, int(o.n0) + 64 * j, int(m0), o.g);
+        for (int j = 0; j < BN / CW; ++j) tma_store(stage + j * WROWS * CW, &tm_c, int(o.n0) + CW * j, int(m0), o.g);
         asm volatile("cp.async.bulk.commit_group;" ::: "memory");
       }
     } else {  // C's rows not 16-byte aligned: element stores

@@ -170,7 +170,8 @@ void copy_round_tf32(const at::Tensor& v, const at::Tensor& out) {  // v: [batch
 // buffer whose rows are padded to 16 bytes (the padding is never read: the maps' K and N stay
 // exact, and TMA zero-fills past them): A row-major (M x K); B K-major (N x K) for fp32, whose
 // wgmma takes no MN-major B, else row-major (K x N). The other operand is used in place.
-// fp32 runs as TF32: both operands are always copied, rounded on the way (copy_round_tf32).
+// fp32 runs as TF32 and its copies are rounded on the way (copy_round_tf32); which operands it
+// copies: run_sm90_any_layout.
 struct Padded {
   at::Tensor a, b;
   GemmArgs args;
@@ -277,12 +278,11 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   if (sk.splits > 1) splitk_reduce<T, float>(sk.partial, sk.splits, a);
 }
 
-// Why the persistent kernels cannot take a problem (nullptr: they can): they stage 16-bit outputs
-// beside the ring, read A K-major and add no residual. The one statement of their limits, for the
-// heuristics and the launches alike.
+// Why the persistent kernels cannot take a problem (nullptr: they can): they stage outputs beside
+// the ring, read A K-major and add no residual. The one statement of their limits, for the
+// heuristics and the launches alike (TF32 fits only some tiles: persistent_fits).
 const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
-  if (c10::elementSize(a.dtype) != 2 || a.residual != nullptr)
-    return "tileops: the persistent Hopper kernels take fp16/bf16 without a residual";
+  if (a.residual != nullptr) return "tileops: the persistent Hopper kernels take fp16/bf16 and TF32 without a residual";
   if (a_mn) return "tileops: the persistent Hopper kernels take K-major A";
   if (a.mm.rq > 0) return "tileops: the persistent Hopper kernels store C by TMA, rows of one stride";
   return nullptr;
@@ -296,9 +296,13 @@ const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
 // G = ConvFwdIm2col: ma is an im2col map of the conv's x (im2col_map, BM-pixel boxes).
 template <typename T, bool MN, int TM, int BN, bool COOP, int CL, sm90::Gather G>
 void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
-  static_assert(sizeof(T) == 2, "see persistent_refusal");
+  using Shape = sm90::PersistShape<TM, BN, COOP, int(sizeof(T))>;
+  if constexpr (!Shape::OK) {  // TF32's fp32 staging leaves fewer than three stages: never instantiated
+    TORCH_CHECK(false, "tileops: this persistent Hopper config leaves too few stages beside TF32's fp32 staging ",
+                "(pp128 and coop128x192 take TF32)");
+  } else {
   auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, TM, BN, COOP, CL, G>;
-  constexpr size_t smem = sm90::PersistShape<TM, BN, COOP>::SMEM;
+  constexpr size_t smem = Shape::SMEM;
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, smem, set_on);
   const int64_t tiles = output_tiles(a, BN, CL * TM);  // cluster tiles
@@ -328,15 +332,17 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
     resident = r.load(std::memory_order_acquire);
   }
   cfg.gridDim = dim3(unsigned(CL * std::min<int64_t>(tiles, resident)));
-  // C by TMA stores where its rows and base are 16-byte aligned (vec_stores): boxes of 64 columns
-  // by a consumer's rows, in the 128-byte swizzle the kernel stages them in; else by threads.
+  // C by TMA stores where its rows and base are 16-byte aligned (vec_stores): boxes of 128 bytes
+  // of columns by a consumer's rows, in the 128-byte swizzle the kernel stages them in; else by
+  // threads.
   const bool vec = vec_stores<T>(a);
   const auto& o = a.mm;
-  const CUtensorMap mc = vec ? matrix_map(o.c, a.dtype, a.N, a.M, a.batch, o.sc[1], o.sc[0], 64,
-                                          sm90::PersistShape<TM, BN, COOP>::WROWS)
+  const CUtensorMap mc = vec ? matrix_map(o.c, a.dtype, a.N, a.M, a.batch, o.sc[1], o.sc[0],
+                                          uint32_t(sm90::ROW_BYTES / sizeof(T)), Shape::WROWS)
                              : CUtensorMap{};
   C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, mc, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
                                     int(a.batch), ba, bb, vec, a.conv));
+  }
 }
 
 // Hopper configs as data: tile width x split-K allowed x two blocks per SM (a 4-stage ring,
@@ -370,6 +376,25 @@ int sm90_index(const char* name) {
   return int(it - kSm90Names.begin());
 }
 
+// A persistent config's tile as constants: f(TM, BN, COOP), each a std::integral_constant.
+template <typename F>
+decltype(auto) with_persistent_tile(const Sm90Config& cfg, F&& f) {
+  using std::integral_constant;
+  using I128 = integral_constant<int, 128>;
+  if (cfg.persist == Persist::PingPong) return f(I128{}, I128{}, std::false_type{});
+  if (cfg.bn == 128) return f(integral_constant<int, 256>{}, I128{}, std::true_type{});
+  if (cfg.bn == 256) return f(I128{}, integral_constant<int, 256>{}, std::true_type{});
+  return f(I128{}, integral_constant<int, 192>{}, std::true_type{});
+}
+// Whether a persistent config's ring keeps enough stages beside outputs of es bytes (TF32: 4).
+bool persistent_fits(const Sm90Config& cfg, int64_t es) {
+  return with_persistent_tile(cfg, [es](auto tm, auto bn, auto coop) {
+    constexpr int TM = decltype(tm)::value, BN = decltype(bn)::value;
+    constexpr bool COOP = decltype(coop)::value;
+    return es == 2 ? sm90::PersistShape<TM, BN, COOP, 2>::OK : sm90::PersistShape<TM, BN, COOP, 4>::OK;
+  });
+}
+
 // Clusters of two blocks resident at once, as the heuristics take it: half the SMs, which is what
 // the launch's cudaOccupancyMaxActiveClusters answers on an H100/H200, without asking.
 int64_t resident_clusters(int64_t sms) { return std::max<int64_t>(1, sms / 2); }
@@ -391,7 +416,8 @@ const std::array<PersistentChoice, 3>& persistent_choices() {
   return kChoices;
 }
 
-// The heuristic's persistent config, its position in persistent_choices(): the best wave
+// The heuristic's persistent config, its position in persistent_choices(), among those that fit
+// a's element size (TF32: 128 x 192 and ping-pong; their relative speeds are bf16's): the best wave
 // efficiency (the share of the clusters' tile slots that covers C: a partial last wave and tiles
 // past N's edge are lost) times the config's speed at full waves. On
 // results/h200/iterations-c2/cand_3fdd839.json this
@@ -406,7 +432,9 @@ int persistent_pick(const GemmArgs& a, int64_t sms) {
   const int64_t clusters = resident_clusters(sms);
   int best = 0;
   double best_score = 0.0;
+  const int64_t es = c10::elementSize(a.dtype);
   for (int j = 0; j < int(choices.size()); ++j) {
+    if (!persistent_fits(kSm90Configs[choices[j].config], es)) continue;
     const int bn = kSm90Configs[choices[j].config].bn;
     const int64_t waves = cluster_waves(a, bn, sms);
     const double score =
@@ -435,14 +463,12 @@ template <typename T, bool BMN>
 void launch_persistent_config(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
                               int ba, int bb) {
   constexpr auto G = sm90::Gather::None;
-  const bool c2 = cfg.cluster == 2;
-  if (tm128(cfg)) {
-    if (c2) launch_persistent_tm128<T, BMN, 2, G>(cfg, a, ma, mb, ba, bb);
-    else launch_persistent_tm128<T, BMN, 1, G>(cfg, a, ma, mb, ba, bb);
-  } else {  // cooperative 256 x 128
-    if (c2) launch_sm90_persistent<T, BMN, 256, 128, true, 2, G>(a, ma, mb, ba, bb);
-    else launch_sm90_persistent<T, BMN, 256, 128, true, 1, G>(a, ma, mb, ba, bb);
-  }
+  with_persistent_tile(cfg, [&](auto tm, auto bn, auto coop) {
+    constexpr int TM = decltype(tm)::value, BN = decltype(bn)::value;
+    constexpr bool COOP = decltype(coop)::value;
+    if (cfg.cluster == 2) launch_sm90_persistent<T, BMN, TM, BN, COOP, 2, G>(a, ma, mb, ba, bb);
+    else launch_sm90_persistent<T, BMN, TM, BN, COOP, 1, G>(a, ma, mb, ba, bb);
+  });
 }
 
 // The TMA map of a GEMM operand of `rows` rows (M for A, N for B), its strides s as (batch, row,
@@ -455,28 +481,34 @@ CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const in
   return matrix_map(p, a.dtype, a.K, rows, batch, s[1], s[0], BK, tile_rows);
 }
 
+// Config i of kSm90Configs on a's operands, laid out as l. a_rounded (TF32): A's words are already
+// rounded (a copy); the one-tile kernel reads rounded words only, so an A read in place is copied
+// (rounded) first, per call; the persistent kernels round it in registers.
 template <typename T>
-void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
+void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rounded) {
+  const Sm90Config cfg = kSm90Configs[i];
+  if constexpr (sm90::kTf32<T>) {
+    if (cfg.persist == Persist::No && !a_rounded) {
+      const Padded p = pad_operands(a, TmaLayout{Major::None, l.b});  // A only
+      return launch_sm90_config<T>(p.args, sm90_layout(p.args), i, true);
+    }
+  }
   const auto& o = a.mm;
   const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
-  auto map_of = [&](const void* p, int64_t rows, const int64_t* s, int batch, Major m, uint32_t tile_rows) {
-    return operand_map<T>(a, p, rows, s, batch, m, tile_rows);
-  };
-  // B's strides as (batch, row = n, k), the order map_of reads
+  // B's strides as (batch, row = n, k), the order operand_map reads
   const int64_t sb[3] = {o.sb[0], o.sb[2], o.sb[1]};
-  const CUtensorMap ma = map_of(o.a, a.M, o.sa, ba, l.a, sm90::BM);
+  const CUtensorMap ma = operand_map<T>(a, o.a, a.M, o.sa, ba, l.a, sm90::BM);
   // The MN-major A variants come in 128 and 256 wide only (bn64 runs as bn128), which keeps
   // the number of Hopper kernels this file instantiates down.
-  auto launch_with = [&](int i, auto a_mn, auto b_mn) {
+  auto launch_with = [&](auto a_mn, auto b_mn) {
     constexpr bool AMN = decltype(a_mn)::value, BMN = decltype(b_mn)::value;
-    const Sm90Config cfg = kSm90Configs[i];
     const int bn = cfg.bn == 64 && AMN ? 128 : cfg.bn;
-    const CUtensorMap mb = map_of(o.b, a.N, sb, bb, l.b, uint32_t(bn / cfg.cluster));
+    const CUtensorMap mb = operand_map<T>(a, o.b, a.N, sb, bb, l.b, uint32_t(bn / cfg.cluster));
     constexpr auto G = sm90::Gather::None;
     if (cfg.persist != Persist::No) {
       const char* refusal = persistent_refusal(a, AMN);
       TORCH_CHECK(refusal == nullptr, refusal);
-      if constexpr (!AMN && sizeof(T) == 2) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb);
+      if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb);
     } else if (bn == 256) launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if constexpr (!AMN) {
@@ -484,21 +516,23 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
       else launch_sm90<T, 64, 8, BMN>(a, ma, mb, ba, bb, cfg.split);
     }
   };
+  using No = std::false_type;
+  using Yes = std::true_type;
   const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
-  auto launch = [&](int i) {
-    using No = std::false_type;
-    using Yes = std::true_type;
-    if constexpr (sm90::kTf32<T>) {
-      TORCH_INTERNAL_ASSERT(!a_mn && !b_mn, "tileops: fp32 (TF32) wgmma needs K-major operands");
-      launch_with(i, No{}, No{});
-    } else if (a_mn) {
-      if (b_mn) launch_with(i, Yes{}, Yes{});
-      else launch_with(i, Yes{}, No{});
-    } else {
-      if (b_mn) launch_with(i, No{}, Yes{});
-      else launch_with(i, No{}, No{});
-    }
-  };
+  if constexpr (sm90::kTf32<T>) {
+    TORCH_INTERNAL_ASSERT(!a_mn && !b_mn, "tileops: fp32 (TF32) wgmma needs K-major operands");
+    launch_with(No{}, No{});
+  } else if (a_mn) {
+    if (b_mn) launch_with(Yes{}, Yes{});
+    else launch_with(Yes{}, No{});
+  } else {
+    if (b_mn) launch_with(No{}, Yes{});
+    else launch_with(No{}, No{});
+  }
+}
+
+template <typename T>
+void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded) {
   // The heuristic: bn64x2 where 128-wide tiles would leave SMs idle but 64-wide ones fill them
   // without split-K, and for N <= 64 (measured, results/h200/14fecd3: square 1024 0.70 -> 1.10x,
   // 1000^3 0.75 -> 0.92x, batched AV 1.00 -> 1.19x; 1x1-conv GEMMs with N = 64 unchanged; large
@@ -506,6 +540,7 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
   // where there are at least two 128 x 128 tiles per SM (persistent_pick); else 256 wide for wide
   // outputs, 128 below.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
   const bool x2 = !a_mn && (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
   const bool persist = !persistent_refusal(a, a_mn) && output_tiles(a, 128) >= 2 * sms;
   static const int kX2 = sm90_index("bn64x2"), kBn256 = sm90_index("bn256"), kBn128 = sm90_index("bn128");
@@ -516,17 +551,21 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
                                  std::string(a_mn ? "amn+" : "") + (b_mn ? "bmn" : "bk") + (padded ? "+pad" : "")});
       },
-      kSm90Names, heuristic, launch);
+      kSm90Names, heuristic, [&](int i) { launch_sm90_config<T>(a, l, i, a_rounded); });
 }
 
+// TF32: B is always copied, rounded and K-major (copy_round_tf32); A is read in place where TMA
+// can read it (launch_sm90_config copies it for the one-tile kernel), else copied and rounded.
+// At 4096^2 the copies of both operands took 85 of 490 us (NOTES 15); A, a linear's activations,
+// is usually the larger one.
 template <typename T>
 void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
-  if constexpr (sm90::kTf32<T>) l = TmaLayout{};  // TF32: both operands become rounded copies
-  if (l.ok()) return run_sm90<T>(a, l, false);
+  if constexpr (sm90::kTf32<T>) l.b = Major::None;
+  if (l.ok()) return run_sm90<T>(a, l, false, false);
   const Padded p = pad_operands(a, l);
   const TmaLayout pl = sm90_layout(p.args);
   TORCH_INTERNAL_ASSERT(pl.ok(), "tileops: padded operands not TMA-readable");
-  run_sm90<T>(p.args, pl, true);
+  run_sm90<T>(p.args, pl, true, l.a == Major::None);
 }
 
 }  // namespace
