@@ -9,6 +9,7 @@ choice of heuristics and defaults; the ratios users see come from the benchmarks
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -79,6 +80,7 @@ def main():
     ap.add_argument("--candidates", default="bn64,bn128,bn64x2")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "tf32"], help="matmul_sm90 only")
+    ap.add_argument("--filter", default=None, help="regex on the row label")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     pss = PASS_OF[a.family]
@@ -92,6 +94,8 @@ def main():
             fn = problem(layer, a.batch, pss)
             problems.append((layer[1], {"cudnn_us": fn(F.conv2d)}, fn(tileops.conv2d)))
     for label, theirs, mine in problems:
+        if a.filter and not re.search(a.filter, label):
+            continue
         row = {"layer": label, "pass": pss, "batch": a.batch, "dtype": a.dtype if pss == "matmul" else "bfloat16"}
         row.update({k: time_us(f) for k, f in theirs.items()})
         row["default_us"] = time_us(mine)

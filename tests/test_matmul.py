@@ -317,15 +317,13 @@ def test_matmul_a_mn_major_cuda(kind, size, b_layout, batch):
 # Each Hopper config pinned (autotune family "matmul_sm90"): tile widths, split-K or not,
 # bn64x2 (two blocks per SM, a 4-stage ring, no register rebalance) and the persistent kernels
 # (ping-pong pp128, cooperative coop256x128, coop128x256 and coop128x192, alone or in clusters
-# of two blocks sharing B; TF32 on pp128 and coop128x192 only, whose rings keep three stages
-# beside fp32 staging), on tails in M, N and K, both B layouts, batches and split-K-sized
+# of two blocks sharing B), on tails in M, N and K, both B layouts, batches and split-K-sized
 # problems; tf32 takes B as a rounded K-major copy and A in place where it is K-major and
 # 16-byte aligned (the persistent kernels round it in registers, the one-tile ones copy it).
 # SM90_CONFIGS is the whole family, in matmul.cu's order (test_autotune checks the autotuner's
 # choice against it).
 PERSISTENT = ["pp128", "coop256x128", "coop128x256", "coop128x192", "pp128-c2", "coop256x128-c2", "coop128x256-c2",
               "coop128x192-c2"]
-TF32_PERSISTENT = ["pp128", "coop128x192", "pp128-c2", "coop128x192-c2"]
 SM90_CONFIGS = ["bn64", "bn128", "bn256", "bn64-nosplit", "bn128-nosplit", "bn256-nosplit", "bn64x2"] + PERSISTENT
 SM90_CASES = [(1, 200, 72, 136), (1, 8, 264, 4096), (3, 130, 100, 64), (1, 1000, 64, 1000)]
 
@@ -346,10 +344,6 @@ def test_matmul_sm90_configs_cuda(config, kind, size, b_layout):
     b = randn(lead + (N, K), dt, "cuda", gen).transpose(-1, -2) if b_layout == "T" else randn(lead + (K, N), dt,
                                                                                                 "cuda", gen)
     with autotune.pinned("matmul_sm90", config), tf32(kind == "tf32"):
-        if config in PERSISTENT and config not in TF32_PERSISTENT and kind == "tf32":
-            with pytest.raises(RuntimeError, match="too few stages beside TF32"):
-                tileops.matmul(a, b, algo="wgmma")
-            return
         out = run_poisoned(lambda: tileops.matmul(a, b, algo="wgmma"), batch * M * N, dt, "cuda")
     ref, mag = ref_mm(a, b)
     check(out, ref, mag, kind, "sm90 %s %s b=%s seed=%d" % (config, size, b_layout, seed))
@@ -359,18 +353,16 @@ def test_matmul_sm90_configs_cuda(config, kind, size, b_layout):
 # warpgroups alternating, the ring running on across tiles, both the ring's wrap and a K shorter
 # than it), grouped tile order with a partial last group, tails in M, N and K, an odd count of
 # tile rows (a cluster's second block past M), batches (one operand broadcast), every epilogue,
-# C stored by TMA (rows 16-byte aligned: N = 264, 712) and by threads (N = 2100, 1500, 700);
-# and the problems they refuse.
-PP_CASES = [(1, 4100, 2100, 72), (1, 3000, 1500, 200), (2, 1100, 700, 1000), (3, 129, 264, 8), (2, 1000, 712, 300)]
-
-
-def persistent_params(configs):
-    """(config, kind) pairs of the persistent tests: every config in 16-bit, TF32 where it fits."""
-    return [(c, k) for c in configs for k in ["bfloat16", "float16", "tf32"] if k != "tf32" or c in TF32_PERSISTENT]
+# C stored by TMA (rows 16-byte aligned: N = 264, 712) and by threads (N = 2100, 1500, 700), A
+# read in place and (K = 77, rows not 16-byte aligned) copied: TF32 then reads a rounded copy
+# from shared memory instead of rounding A in registers; and the problems they refuse.
+PP_CASES = [(1, 4100, 2100, 72), (1, 3000, 1500, 200), (2, 1100, 700, 1000), (3, 129, 264, 8), (2, 1000, 712, 300),
+            (1, 700, 264, 77)]
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config,kind", persistent_params(PERSISTENT))
+@pytest.mark.parametrize("config", PERSISTENT)
+@pytest.mark.parametrize("kind", ["bfloat16", "float16", "tf32"])
 @pytest.mark.parametrize("size", PP_CASES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("b_layout", ["N", "T", "broadcast"])
 def test_matmul_persistent_cuda(config, kind, size, b_layout):
@@ -392,7 +384,8 @@ def test_matmul_persistent_cuda(config, kind, size, b_layout):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config,kind", persistent_params(PERSISTENT))
+@pytest.mark.parametrize("config", PERSISTENT)
+@pytest.mark.parametrize("kind", ["bfloat16", "float16", "tf32"])
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("out_features", [1100, 1104], ids=["n1100", "n1104"])
@@ -424,7 +417,7 @@ def test_linear_persistent_cuda(config, kind, activation, with_bias, out_feature
 # operand left unrounded, in the copies, the persistent kernels' registers or split-K, is off by
 # 1e-3 relative or more. A read in place (K = 1000: rows 16-byte aligned) and copied (K = 999).
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", [c for c in SM90_CONFIGS if c not in PERSISTENT] + TF32_PERSISTENT)
+@pytest.mark.parametrize("config", SM90_CONFIGS)
 @pytest.mark.parametrize("K", [1000, 999])
 @pytest.mark.parametrize("b_layout", ["N", "T"])
 def test_tf32_rounds_to_nearest_cuda(config, K, b_layout):

@@ -422,27 +422,30 @@ struct SwizzledStaging {
 // row0..row0+63, plus the tile's bias from shared memory; RAW: as fp32, for a store loop that adds
 // a residual before activating; else activated and cast to T. Fragment layout of m64nN: warp w
 // holds rows 16w + lane/4 (+8), n8 block j columns 8j + 2 (lane % 4) (+1). Columns past N are
-// computed, never stored.
+// computed, never stored. Only columns [c0, c0 + cols) are staged, at c - c0 (a caller that stages
+// in passes unrolls them, so the test folds away).
 template <Act A, int BN, class L, bool RAW, typename S, typename T>
 __device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stage, int row0, const float* bias_s,
-                                               bool has_bias, const Epilogue<T>& epi, int t) {
+                                               bool has_bias, const Epilogue<T>& epi, int t, int c0 = 0,
+                                               int cols = BN) {
   const int warp = t / 32, lane = t % 32;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = row0 + warp * 16 + lane / 4 + half * 8;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
-      const int c = j * 8 + (lane % 4) * 2;
+      if (j * 8 < c0 || j * 8 >= c0 + cols) continue;
+      const int c = j * 8 + (lane % 4) * 2, sc = c - c0;
       float v[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) v[e] = d[j * 4 + half * 2 + e] + (has_bias ? bias_s[c + e] : 0.f);
       if constexpr (RAW) {
-        *reinterpret_cast<float2*>(stage + L::at(r, c)) = make_float2(v[0], v[1]);
+        *reinterpret_cast<float2*>(stage + L::at(r, sc)) = make_float2(v[0], v[1]);
       } else {  // the pair as one store (half the shared-memory store instructions)
         struct alignas(2 * sizeof(S)) Pair {
           S e[2];
         };
-        *reinterpret_cast<Pair*>(stage + L::at(r, c)) = Pair{{epi.template finish<A>(v[0]), epi.template finish<A>(v[1])}};
+        *reinterpret_cast<Pair*>(stage + L::at(r, sc)) = Pair{{epi.template finish<A>(v[0]), epi.template finish<A>(v[1])}};
       }
     }
   }
@@ -698,25 +701,26 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // SMs. A stage may then be refilled only when the consumers of both blocks are done with it:
 // each consumer releases a stage on both blocks' empty barriers, and a producer waits for its
 // last stages' release before its block exits (the peer still arrives on its barriers).
-// TF32 (T = float): B rounded by the host, A rounded in registers (load_a_tf32) and multiplied from
-// there; fp32 staging is twice the 16-bit one, so only ping-pong 128 x 128 and cooperative
-// 128 x 192 keep three stages beside it (PersistShape::OK).
+// TF32 (T = float): B rounded by the host; A_RS: A read in place, rounded in registers
+// (load_a_tf32) and multiplied from there, else a rounded copy read from shared memory. fp32
+// outputs are staged 64 columns at a time (the whole tile would leave the ring 2-3 stages).
 constexpr int GROUP_M = 8;
 constexpr size_t kSmemPerBlock = 227 * 1024;  // sm_90's dynamic shared memory limit for one block
 // ES: the output's element size (2, or 4 for TF32).
 template <int TM, int BN, bool COOP, int ES>
 struct PersistShape {
   static constexpr int WROWS = COOP ? TM / 2 : TM;
+  static constexpr int SCOLS = ES == 2 ? BN : 64;  // columns staged per epilogue pass
   static constexpr size_t STAGE = size_t(TM + BN) * ROW_BYTES;
   // two staging buffers of outputs (SwizzledStaging), two fp32 bias tiles, 1 KiB alignment slack,
   // 64 bytes for the turn barriers
-  static constexpr size_t FIXED = 2 * size_t(WROWS) * BN * ES + 2 * BN * sizeof(float) + 1024 + 64;
-  // as many stages (each with its full and empty barriers) as fit beside them, at most 4
-  static constexpr size_t FIT = (kSmemPerBlock - FIXED) / (STAGE + 2 * sizeof(uint64_t));
-  static constexpr int STAGES = FIT < 4 ? int(FIT) : 4;
+  static constexpr size_t FIXED = 2 * size_t(WROWS) * SCOLS * ES + 2 * BN * sizeof(float) + 1024 + 64;
+  // as many stages (each with its full and empty barriers) as fit beside them, at most 4 (TF32,
+  // whose stages hold half the k: 6)
+  static constexpr size_t FIT = (kSmemPerBlock - FIXED) / (STAGE + 2 * sizeof(uint64_t)), CAP = ES == 4 ? 6 : 4;
+  static constexpr int STAGES = int(FIT < CAP ? FIT : CAP);
   static constexpr size_t SMEM = STAGES * STAGE + FIXED + 2 * STAGES * sizeof(uint64_t);
-  // whether the shape can run: the host refuses the rest (too few stages fit beside fp32 staging)
-  static constexpr bool OK = WROWS % 64 == 0 && TM % BM == 0 && STAGES >= 3;
+  static_assert(WROWS % 64 == 0 && TM % BM == 0 && BN % SCOLS == 0 && STAGES >= 3, "persistent tile shape");
 };
 
 // Output tile i (of batch * mt * nt, tiles bm x bn) as (g, m0, n0), grouped: GROUP_M tile rows,
@@ -734,7 +738,7 @@ __device__ __forceinline__ TileOrigin persist_tile(int i, int mt, int nt, int bm
 // G = ConvFwdIm2col: the conv forward's implicit GEMM, A loaded by TMA im2col loads of tm_a (a map
 // of x with BM-pixel boxes, as the one-tile kernel's), each of a tile's BM-row boxes one load per k
 // tile; B (the weight rows) and C as in the plain GEMM.
-template <typename T, bool B_MN_MAJOR, int TM, int BN, bool COOP, int CL, Gather G = Gather::None>
+template <typename T, bool B_MN_MAJOR, int TM, int BN, bool COOP, int CL, Gather G = Gather::None, bool A_RS = false>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_persistent_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                 const __grid_constant__ CUtensorMap tm_c, MatmulProblem<T> p, int64_t M, int64_t N,
@@ -742,21 +746,22 @@ __global__ void __launch_bounds__(THREADS, 1)
                                 ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Shape = PersistShape<TM, BN, COOP, int(sizeof(T))>;
-  static_assert(Shape::OK, "persistent tile shape: see PersistShape");
+  static_assert(!A_RS || kTf32<T>, "A from registers: TF32 only");
   constexpr bool IM2COL = G == Gather::ConvFwdIm2col;
   static_assert(G == Gather::None || (IM2COL && !B_MN_MAJOR && !kTf32<T>),
                 "the persistent conv forward: 16-bit, K-major weight rows");
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16,
                                std::conditional_t<kTf32<T>, float, __half>>;
-  constexpr int STAGES = Shape::STAGES, WROWS = Shape::WROWS, BK = bk<T>, KSTEP = 32 / int(sizeof(T));
+  constexpr int STAGES = Shape::STAGES, WROWS = Shape::WROWS, SCOLS = Shape::SCOLS, BK = bk<T>,
+                KSTEP = 32 / int(sizeof(T));
   using Staging = SwizzledStaging<WROWS, int(sizeof(T))>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // see gemm_sm90_kernel
   T* As = reinterpret_cast<T*>(smem);
   T* Bs = As + STAGES * TM * BK;
-  T* staging = Bs + STAGES * BN * BK;  // [2][WROWS * BN] (Staging), one per consumer, 1 KiB aligned
-  float* bias_tiles = reinterpret_cast<float*>(staging + 2 * WROWS * BN);  // [2][BN]
+  T* staging = Bs + STAGES * BN * BK;  // [2][WROWS * SCOLS] (Staging), one per consumer, 1 KiB aligned
+  float* bias_tiles = reinterpret_cast<float*>(staging + 2 * WROWS * SCOLS);  // [2][BN]
   uint64_t* full = reinterpret_cast<uint64_t*>(bias_tiles + 2 * BN);
   uint64_t* empty = full + STAGES;
   // Ping-pong's turn[w]: the other warpgroup finished issuing a tile's main loop, so warpgroup w
@@ -820,7 +825,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int w = wg - 1;
-  T* stage = staging + w * WROWS * BN;
+  T* stage = staging + w * WROWS * SCOLS;
   float* bias_s = bias_tiles + w * BN;
   const bool has_bias = epi.bias != nullptr;
   const bool c_by_tma = vec_store;  // C's rows 16-byte aligned: the host made tm_c, TMA stores C
@@ -849,8 +854,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int kt = 0; kt < ktiles; ++kt) {
       const int pos = pos0 + kt, s = pos % STAGES;
       mbar_wait(&full[s], (pos / STAGES) & 1);
-      uint32_t af[kTf32<T> ? BK / KSTEP : 1][H][4];  // TF32: this k tile's A fragments, rounded
-      if constexpr (kTf32<T>) {
+      uint32_t af[A_RS ? BK / KSTEP : 1][H][4];  // A_RS: this k tile's A fragments, rounded
+      if constexpr (A_RS) {
 #pragma unroll
         for (int kk = 0; kk < BK / KSTEP; ++kk)
 #pragma unroll
@@ -862,16 +867,16 @@ __global__ void __launch_bounds__(THREADS, 1)
         const uint64_t db = operand_desc<B_MN_MAJOR, KSTEP>(Bs + s * BN * BK, kk);
 #pragma unroll
         for (int h = 0; h < H; ++h) {
-          if constexpr (kTf32<T>) wgmma_rs<BN>(d[h], af[kk][h], db);
+          if constexpr (A_RS) wgmma_rs<BN>(d[h], af[kk][h], db);
           else wgmma<BN, 0, B_MN_MAJOR ? 1 : 0>(
               d[h], operand_desc<false, KSTEP>(As + (s * TM + row0 + h * 64) * BK, kk), db, static_cast<F*>(nullptr));
         }
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-      if constexpr (kTf32<T>) {
+      if constexpr (A_RS) {
         // ptxas serializes every wgmma of a kernel that writes a wgmma's input registers while
-        // another wgmma is in flight (C7513), so TF32 retires each k tile's group before loading the
-        // next tile's fragments; the other consumer warpgroup's wgmmas fill that gap (cooperative).
+        // another wgmma is in flight (C7513), so A_RS retires each k tile's group before loading the
+        // next tile's fragments.
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         release(s);
       } else {
@@ -881,34 +886,39 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     if (!COOP) mbar_arrive(&turn[1 - w]);
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    if constexpr (!kTf32<T>) release((pos0 + ktiles - 1) % STAGES);  // TF32 released it in the loop
+    if constexpr (!A_RS) release((pos0 + ktiles - 1) % STAGES);  // A_RS released it in the loop
 
-    // Epilogue, in this warpgroup's own staging: first the staging must be free: the previous
-    // tile's TMA store has read it (its issuing thread waits for that), and all threads are done
-    // storing from it and reading the bias.
-    if (c_by_tma && t == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-    asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
-    if (has_bias) {
-      stage_bias<BN>(bias_s, epi, p, o.g, o.n0, N, t);
-      asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
-    }
-    with_act(epi.act, [&](auto act) {
-#pragma unroll
-      for (int h = 0; h < H; ++h)
-        stage_fragment<decltype(act)::value, BN, Staging, false>(d[h], stage, h * 64, bias_s, has_bias, epi, t);
-    });
-    if (c_by_tma) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged writes, visible to TMA
-    asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+    // Epilogue, in this warpgroup's own staging, SCOLS columns a pass: first the staging must be
+    // free: the previous pass's TMA store has read it (its issuing thread waits for that), and all
+    // threads are done storing from it (and, before the first pass, reading the bias).
     const int64_t m0 = o.m0 + row0;
-    if (c_by_tma) {  // one thread hands the staged block to TMA (tails clipped) and moves on
-      if (t == 0) {
-        constexpr int CW = Staging::CW;  // columns per 128-byte chunk (TMA box)
 #pragma unroll
-        for (int j = 0; j < BN / CW; ++j) tma_store(stage + j * WROWS * CW, &tm_c, int(o.n0) + CW * j, int(m0), o.g);
-        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    for (int c0 = 0; c0 < BN; c0 += SCOLS) {
+      if (c_by_tma && t == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+      if (has_bias && c0 == 0) {
+        stage_bias<BN>(bias_s, epi, p, o.g, o.n0, N, t);
+        asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
       }
-    } else {  // C's rows not 16-byte aligned: element stores
-      store_staged<WROWS, BN, Staging>(stage, p, o.g, m0, o.n0, M, N, false, false, t);
+      with_act(epi.act, [&](auto act) {
+#pragma unroll
+        for (int h = 0; h < H; ++h)
+          stage_fragment<decltype(act)::value, BN, Staging, false>(d[h], stage, h * 64, bias_s, has_bias, epi, t, c0,
+                                                                    SCOLS);
+      });
+      if (c_by_tma) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged writes, visible to TMA
+      asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+      if (c_by_tma) {  // one thread hands the staged block to TMA (tails clipped) and moves on
+        if (t == 0) {
+          constexpr int CW = Staging::CW;  // columns per 128-byte chunk (TMA box)
+#pragma unroll
+          for (int j = 0; j < SCOLS / CW; ++j)
+            tma_store(stage + j * WROWS * CW, &tm_c, int(o.n0) + c0 + CW * j, int(m0), o.g);
+          asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+      } else {  // C's rows not 16-byte aligned: element stores
+        store_staged<WROWS, SCOLS, Staging>(stage, p, o.g, m0, o.n0 + c0, M, N, false, false, t);
+      }
     }
   }
   // the block's shared memory must outlive the TMA stores' reads of it

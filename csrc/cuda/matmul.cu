@@ -280,7 +280,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
 
 // Why the persistent kernels cannot take a problem (nullptr: they can): they stage outputs beside
 // the ring, read A K-major and add no residual. The one statement of their limits, for the
-// heuristics and the launches alike (TF32 fits only some tiles: persistent_fits).
+// heuristics and the launches alike.
 const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
   if (a.residual != nullptr) return "tileops: the persistent Hopper kernels take fp16/bf16 and TF32 without a residual";
   if (a_mn) return "tileops: the persistent Hopper kernels take K-major A";
@@ -294,14 +294,11 @@ const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
 // CL = 2 each block loads half of the B tile: a K-major B map's box is BN / 2 rows (MN-major B is
 // read in 64-row atoms either way).
 // G = ConvFwdIm2col: ma is an im2col map of the conv's x (im2col_map, BM-pixel boxes).
-template <typename T, bool MN, int TM, int BN, bool COOP, int CL, sm90::Gather G>
+// A_RS (TF32): A read in place and rounded in registers (see gemm_sm90.cuh).
+template <typename T, bool MN, int TM, int BN, bool COOP, int CL, sm90::Gather G, bool A_RS = false>
 void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
   using Shape = sm90::PersistShape<TM, BN, COOP, int(sizeof(T))>;
-  if constexpr (!Shape::OK) {  // TF32's fp32 staging leaves fewer than three stages: never instantiated
-    TORCH_CHECK(false, "tileops: this persistent Hopper config leaves too few stages beside TF32's fp32 staging ",
-                "(pp128 and coop128x192 take TF32)");
-  } else {
-  auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, TM, BN, COOP, CL, G>;
+  auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, TM, BN, COOP, CL, G, A_RS>;
   constexpr size_t smem = Shape::SMEM;
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, smem, set_on);
@@ -342,7 +339,6 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
                              : CUtensorMap{};
   C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, mc, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
                                     int(a.batch), ba, bb, vec, a.conv));
-  }
 }
 
 // Hopper configs as data: tile width x split-K allowed x two blocks per SM (a 4-stage ring,
@@ -386,14 +382,6 @@ decltype(auto) with_persistent_tile(const Sm90Config& cfg, F&& f) {
   if (cfg.bn == 256) return f(I128{}, integral_constant<int, 256>{}, std::true_type{});
   return f(I128{}, integral_constant<int, 192>{}, std::true_type{});
 }
-// Whether a persistent config's ring keeps enough stages beside outputs of es bytes (TF32: 4).
-bool persistent_fits(const Sm90Config& cfg, int64_t es) {
-  return with_persistent_tile(cfg, [es](auto tm, auto bn, auto coop) {
-    constexpr int TM = decltype(tm)::value, BN = decltype(bn)::value;
-    constexpr bool COOP = decltype(coop)::value;
-    return es == 2 ? sm90::PersistShape<TM, BN, COOP, 2>::OK : sm90::PersistShape<TM, BN, COOP, 4>::OK;
-  });
-}
 
 // Clusters of two blocks resident at once, as the heuristics take it: half the SMs, which is what
 // the launch's cudaOccupancyMaxActiveClusters answers on an H100/H200, without asking.
@@ -416,8 +404,8 @@ const std::array<PersistentChoice, 3>& persistent_choices() {
   return kChoices;
 }
 
-// The heuristic's persistent config, its position in persistent_choices(), among those that fit
-// a's element size (TF32: 128 x 192 and ping-pong; their relative speeds are bf16's): the best wave
+// The heuristic's persistent config, its position in persistent_choices() (TF32 takes bf16's
+// relative speeds): the best wave
 // efficiency (the share of the clusters' tile slots that covers C: a partial last wave and tiles
 // past N's edge are lost) times the config's speed at full waves. On
 // results/h200/iterations-c2/cand_3fdd839.json this
@@ -432,9 +420,7 @@ int persistent_pick(const GemmArgs& a, int64_t sms) {
   const int64_t clusters = resident_clusters(sms);
   int best = 0;
   double best_score = 0.0;
-  const int64_t es = c10::elementSize(a.dtype);
   for (int j = 0; j < int(choices.size()); ++j) {
-    if (!persistent_fits(kSm90Configs[choices[j].config], es)) continue;
     const int bn = kSm90Configs[choices[j].config].bn;
     const int64_t waves = cluster_waves(a, bn, sms);
     const double score =
@@ -458,16 +444,25 @@ void launch_persistent_tm128(const Sm90Config& cfg, const GemmArgs& a, const CUt
 }
 
 // One persistent config of kSm90Configs, instantiated: its tile, its kind and its cluster size
-// (the GEMM's A by TMA tiles).
+// (the GEMM's A by TMA tiles); a_rs (TF32): A unrounded, rounded in registers.
 template <typename T, bool BMN>
 void launch_persistent_config(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
-                              int ba, int bb) {
+                              int ba, int bb, bool a_rs) {
   constexpr auto G = sm90::Gather::None;
   with_persistent_tile(cfg, [&](auto tm, auto bn, auto coop) {
     constexpr int TM = decltype(tm)::value, BN = decltype(bn)::value;
     constexpr bool COOP = decltype(coop)::value;
-    if (cfg.cluster == 2) launch_sm90_persistent<T, BMN, TM, BN, COOP, 2, G>(a, ma, mb, ba, bb);
-    else launch_sm90_persistent<T, BMN, TM, BN, COOP, 1, G>(a, ma, mb, ba, bb);
+    auto go = [&](auto rs) {
+      constexpr bool RS = decltype(rs)::value;
+      if (cfg.cluster == 2) launch_sm90_persistent<T, BMN, TM, BN, COOP, 2, G, RS>(a, ma, mb, ba, bb);
+      else launch_sm90_persistent<T, BMN, TM, BN, COOP, 1, G, RS>(a, ma, mb, ba, bb);
+    };
+    if constexpr (sm90::kTf32<T>) {
+      if (a_rs) go(std::true_type{});
+      else go(std::false_type{});
+    } else {
+      go(std::false_type{});
+    }
   });
 }
 
@@ -483,7 +478,7 @@ CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const in
 
 // Config i of kSm90Configs on a's operands, laid out as l. a_rounded (TF32): A's words are already
 // rounded (a copy); the one-tile kernel reads rounded words only, so an A read in place is copied
-// (rounded) first, per call; the persistent kernels round it in registers.
+// (rounded) first, per call; the persistent kernels round it in registers (A_RS).
 template <typename T>
 void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rounded) {
   const Sm90Config cfg = kSm90Configs[i];
@@ -508,7 +503,7 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
     if (cfg.persist != Persist::No) {
       const char* refusal = persistent_refusal(a, AMN);
       TORCH_CHECK(refusal == nullptr, refusal);
-      if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb);
+      if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb, !a_rounded);
     } else if (bn == 256) launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if constexpr (!AMN) {
