@@ -373,12 +373,15 @@ int sm90_index(const char* name) {
 }
 
 // A persistent config's tile as constants: f(TM, BN, COOP), each a std::integral_constant.
-template <typename F>
+// TM128_ONLY: f is instantiated for the 128-row tiles only (the caller takes no other: tm128).
+template <bool TM128_ONLY = false, typename F>
 decltype(auto) with_persistent_tile(const Sm90Config& cfg, F&& f) {
   using std::integral_constant;
   using I128 = integral_constant<int, 128>;
   if (cfg.persist == Persist::PingPong) return f(I128{}, I128{}, std::false_type{});
-  if (cfg.bn == 128) return f(integral_constant<int, 256>{}, I128{}, std::true_type{});
+  if constexpr (!TM128_ONLY) {
+    if (cfg.bn == 128) return f(integral_constant<int, 256>{}, I128{}, std::true_type{});
+  }
   if (cfg.bn == 256) return f(I128{}, integral_constant<int, 256>{}, std::true_type{});
   return f(I128{}, integral_constant<int, 192>{}, std::true_type{});
 }
@@ -438,9 +441,10 @@ template <typename T, bool BMN, int CL, sm90::Gather G>
 void launch_persistent_tm128(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
                              int ba, int bb) {
   TORCH_INTERNAL_ASSERT(tm128(cfg) && cfg.cluster == CL, "tileops: not a 128-row persistent config of this cluster size");
-  if (cfg.persist == Persist::PingPong) launch_sm90_persistent<T, BMN, 128, 128, false, CL, G>(a, ma, mb, ba, bb);
-  else if (cfg.bn == 256) launch_sm90_persistent<T, BMN, 128, 256, true, CL, G>(a, ma, mb, ba, bb);
-  else launch_sm90_persistent<T, BMN, 128, 192, true, CL, G>(a, ma, mb, ba, bb);
+  with_persistent_tile<true>(cfg, [&](auto tm, auto bn, auto coop) {
+    launch_sm90_persistent<T, BMN, decltype(tm)::value, decltype(bn)::value, decltype(coop)::value, CL, G>(a, ma, mb,
+                                                                                                          ba, bb);
+  });
 }
 
 // One persistent config of kSm90Configs, instantiated: its tile, its kind and its cluster size

@@ -54,7 +54,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, algo: str = "auto") -> torch.Tensor
 
     The SIMT rungs (naive ... vectorized) take every dtype (float64 accumulates in float64,
     the others in float32) and any layout. 'auto' picks by dtype, GPU and layout: wgmma for
-    float16/bfloat16 on Hopper, mma for TF32 and elsewhere for float16/bfloat16, vectorized
+    float16/bfloat16 and TF32 on Hopper, mma for them elsewhere, vectorized
     for float32 with TF32 off (register when fewer 128x128 tiles than SMs), register for
     float64; for M <= 16 in float32/float64 a skinny kernel bound by reading b once. It is the
     only choice on the CPU. A rung that cannot run a problem raises an
