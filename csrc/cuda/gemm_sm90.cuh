@@ -580,8 +580,7 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
       const int s = kt % STAGES;
       mbar_wait(&full[s], (kt / STAGES) & 1);
       if constexpr (GATHER) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // see conv_producer
-      if constexpr (kTf32<T>)
-        if (kt == 0) round_a_tf32<64>(a_half + s * BM * BK, t, wg + 1);  // later stages: one ahead, below
+      if constexpr (kTf32<T>) round_a_tf32<64>(a_half + s * BM * BK, t, wg + 1);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk) {
@@ -591,13 +590,6 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
         wgmma<BN, A_MN_MAJOR ? 1 : 0, B_MN_MAJOR ? 1 : 0>(d, da, db, static_cast<F*>(nullptr));
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-      if constexpr (kTf32<T>) {  // round the next stage while this one's wgmmas run
-        if (kt + 1 < ktiles) {
-          const int s1 = (kt + 1) % STAGES;
-          mbar_wait(&full[s1], ((kt + 1) / STAGES) & 1);
-          round_a_tf32<64>(a_half + s1 * BM * BK, t, wg + 1);
-        }
-      }
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
       if (kt > 0 && t == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
     }
@@ -867,8 +859,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int kt = 0; kt < ktiles; ++kt) {
       const int pos = pos0 + kt, s = pos % STAGES;
       mbar_wait(&full[s], (pos / STAGES) & 1);
-      if constexpr (kTf32<T>)
-        if (kt == 0) round_a_tf32<WROWS>(As + (s * TM + row0) * BK, t, bar);  // later stages: one ahead, below
+      if constexpr (kTf32<T>) round_a_tf32<WROWS>(As + (s * TM + row0) * BK, t, bar);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk) {
@@ -879,13 +870,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                                            static_cast<F*>(nullptr));
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-      if constexpr (kTf32<T>) {  // round the next stage while this one's wgmmas run
-        if (kt + 1 < ktiles) {
-          const int s1 = (pos + 1) % STAGES;
-          mbar_wait(&full[s1], ((pos + 1) / STAGES) & 1);
-          round_a_tf32<WROWS>(As + (s1 * TM + row0) * BK, t, bar);
-        }
-      }
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
       if (kt > 0) release((pos - 1) % STAGES);
     }
