@@ -354,7 +354,8 @@ def test_matmul_sm90_configs_cuda(config, kind, size, b_layout):
 # than it), grouped tile order with a partial last group, tails in M, N and K, an odd count of
 # tile rows (a cluster's second block past M), batches (one operand broadcast), every epilogue,
 # C stored by TMA (rows 16-byte aligned: N = 264, 712) and by threads (N = 2100, 1500, 700), A
-# read in place and (K = 77, rows not 16-byte aligned) copied; and the problems they refuse.
+# read in place and (K = 77, rows not 16-byte aligned) copied: TF32 then reads a rounded copy
+# from shared memory instead of rounding A in registers; and the problems they refuse.
 PP_CASES = [(1, 4100, 2100, 72), (1, 3000, 1500, 200), (2, 1100, 700, 1000), (3, 129, 264, 8), (2, 1000, 712, 300),
             (1, 700, 264, 77)]
 
@@ -413,8 +414,8 @@ def test_linear_persistent_cuda(config, kind, activation, with_bias, out_feature
 # TF32 rounds to nearest on every Hopper config: each input is 1 + 0.75 ulp(TF32), which rounds
 # up to 1 + 2^-10 (wgmma's own truncation would give 1), so every product is (1 + 2^-10)^2 and
 # each output K (1 + 2^-10)^2, to fp32 accumulation error (< 1e-4 relative at K = 1000). An
-# operand left unrounded, in B's copy, a kernel's A stages or split-K, is off by 1e-3 relative or
-# more. A read in place (K = 1000: rows 16-byte aligned) and copied (K = 999).
+# operand left unrounded, in the copies, the persistent kernels' registers or split-K, is off by
+# 1e-3 relative or more. A read in place (K = 1000: rows 16-byte aligned) and copied (K = 999).
 @pytest.mark.cuda
 @pytest.mark.parametrize("config", SM90_CONFIGS)
 @pytest.mark.parametrize("K", [1000, 999])

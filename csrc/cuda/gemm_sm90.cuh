@@ -14,14 +14,11 @@
 // swizzle, descriptors and stage sizes are the same for every element type.
 //
 // TF32: wgmma reads fp32 words and keeps their top 19 bits (truncation). To round to nearest
-// as TF32 is defined (and as cuBLAS and the mma.sync rung do), B is a rounded copy made by the
-// host (matmul.cu: wgmma's TF32 reads K-major B only, so a row-major B needs a transposed copy
-// anyway), and each consumer warpgroup rounds its own rows of every landed A stage in place
-// (round_a_tf32), so A, the activations of a linear, is read in place. Rounding both operands
-// by the producer warps was measured at 0.40-0.50x cuBLAS (NOTES 10: twice the shared-memory
-// traffic, and on the producer's critical path); A in registers (ldmatrix + cvt, wgmma from
-// registers) at 0.76-0.85x, because ptxas then retires each k tile's wgmmas before the next
-// tile's fragments are loaded (C7513; NOTES 38).
+// as TF32 is defined (and as cuBLAS and the mma.sync rung do), the host hands the one-tile kernel
+// operands already rounded (matmul.cu); the persistent kernels take B rounded and round A in
+// registers (load_a_tf32: wgmma with A from registers), so A, the activations of a linear, is read
+// in place. Rounding each landed stage in shared memory instead was measured at 0.40-0.50x cuBLAS
+// on an H200: the extra shared-memory pass costs more than the kernel's wgmma reads.
 #pragma once
 #include <cuda.h>
 
@@ -183,32 +180,30 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t da, uint64_t 
   else if constexpr (BN == 128) wgmma_m64n128<TA, TB>(d, da, db, 1, tag);
   else wgmma_m64n64<TA, TB>(d, da, db, 1, tag);
 }
-// TF32: a consumer warpgroup's ROWS rows of a landed A stage, rounded to the nearest TF32 in
-// place (cvt.rna, as copy_round_tf32 rounds B), so wgmma's truncation of them is exact. Each
-// thread rounds 16-byte units (the swizzle permutes whole units, so which rows they belong to
-// does not matter); the fence makes the writes visible to wgmma's async proxy and the barrier
-// holds the warpgroup's wgmmas until all of them are done. The wgmma group of the previous
-// stage runs meanwhile. Costs a read and a write of A in shared memory, not the drain of the
-// tensor pipe that rounding in registers needed (NOTES 40).
-template <int ROWS>
-__device__ __forceinline__ void round_a_tf32(float* rows, int t, int bar) {
-  float4* v = reinterpret_cast<float4*>(rows);
-  constexpr int UNITS = ROWS * ROW_BYTES / 16;
-  static_assert(UNITS % 128 == 0, "whole units per thread");
+// TF32 with A from registers (a: load_a_tf32's fragment), B K-major from shared memory.
+template <int BN>
+__device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t db) {
+  if constexpr (BN == 256) wgmma_m64n256_rs(d, a, db, 1);
+  else if constexpr (BN == 192) wgmma_m64n192_rs(d, a, db, 1);
+  else if constexpr (BN == 128) wgmma_m64n128_rs(d, a, db, 1);
+  else wgmma_m64n64_rs(d, a, db, 1);
+}
+// Warp `warp`'s part of wgmma's TF32 A fragment for k step kk (8 k) of an m64 block of a K-major
+// fp32 tile in the 128B swizzle (rows 128 bytes apart, 16-byte unit u of row r at u ^ (r % 8)),
+// each word rounded to the nearest TF32 (cvt.rna, as copy_round_tf32 rounds B). The fragment is
+// four 8 x 8 b16 matrices to ldmatrix: rows 0-7 and 8-15 of the warp's 16, at k 0-3 (unit 2 kk)
+// and k 4-7 (unit 2 kk + 1); lanes 8i.. give matrix i's row addresses, and thread t receives
+// row t / 4, word t % 4 of each, the order wgmma wants (row, k), (row + 8, k), (row, k + 4),
+// (row + 8, k + 4). Eight rows of distinct units: no bank conflicts.
+__device__ __forceinline__ void load_a_tf32(uint32_t (&a)[4], const float* block, int kk, int warp, int lane) {
+  const int r = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), unit = 2 * kk + (lane >> 4);
+  const uint32_t addr = smem_u32(block) + r * ROW_BYTES + ((unit ^ (lane & 7)) << 4);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(addr)
+               : "memory");
 #pragma unroll
-  for (int j = 0; j < UNITS / 128; ++j) {
-    float4 x = v[j * 128 + t];
-    float* e = &x.x;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint32_t r;
-      asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(e[i]));
-      e[i] = __uint_as_float(r);
-    }
-    v[j * 128 + t] = x;
-  }
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+  for (int i = 0; i < 4; ++i) asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(a[i]) : "f"(__uint_as_float(a[i])));
 }
 #endif
 
@@ -575,12 +570,11 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     float d[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
-    T* a_half = As + (wg - 1) * 64 * BK;
+    const T* a_half = As + (wg - 1) * 64 * BK;
     for (int kt = 0; kt < ktiles; ++kt) {
       const int s = kt % STAGES;
       mbar_wait(&full[s], (kt / STAGES) & 1);
       if constexpr (GATHER) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // see conv_producer
-      if constexpr (kTf32<T>) round_a_tf32<64>(a_half + s * BM * BK, t, wg + 1);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk) {
@@ -707,9 +701,9 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // SMs. A stage may then be refilled only when the consumers of both blocks are done with it:
 // each consumer releases a stage on both blocks' empty barriers, and a producer waits for its
 // last stages' release before its block exits (the peer still arrives on its barriers).
-// TF32 (T = float): B rounded by the host, A read in place and rounded by the consumers in
-// shared memory (round_a_tf32). fp32 outputs are staged 64 columns at a time (the whole tile
-// would leave the ring 2-3 stages).
+// TF32 (T = float): B rounded by the host; A_RS: A read in place, rounded in registers
+// (load_a_tf32) and multiplied from there, else a rounded copy read from shared memory. fp32
+// outputs are staged 64 columns at a time (the whole tile would leave the ring 2-3 stages).
 constexpr int GROUP_M = 8;
 constexpr size_t kSmemPerBlock = 227 * 1024;  // sm_90's dynamic shared memory limit for one block
 // ES: the output's element size (2, or 4 for TF32).
@@ -744,7 +738,7 @@ __device__ __forceinline__ TileOrigin persist_tile(int i, int mt, int nt, int bm
 // G = ConvFwdIm2col: the conv forward's implicit GEMM, A loaded by TMA im2col loads of tm_a (a map
 // of x with BM-pixel boxes, as the one-tile kernel's), each of a tile's BM-row boxes one load per k
 // tile; B (the weight rows) and C as in the plain GEMM.
-template <typename T, bool B_MN_MAJOR, int TM, int BN, bool COOP, int CL, Gather G = Gather::None>
+template <typename T, bool B_MN_MAJOR, int TM, int BN, bool COOP, int CL, Gather G = Gather::None, bool A_RS = false>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_persistent_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                 const __grid_constant__ CUtensorMap tm_c, MatmulProblem<T> p, int64_t M, int64_t N,
@@ -752,6 +746,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                 ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Shape = PersistShape<TM, BN, COOP, int(sizeof(T))>;
+  static_assert(!A_RS || kTf32<T>, "A from registers: TF32 only");
   constexpr bool IM2COL = G == Gather::ConvFwdIm2col;
   static_assert(G == Gather::None || (IM2COL && !B_MN_MAJOR && !kTf32<T>),
                 "the persistent conv forward: 16-bit, K-major weight rows");
@@ -859,23 +854,39 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int kt = 0; kt < ktiles; ++kt) {
       const int pos = pos0 + kt, s = pos % STAGES;
       mbar_wait(&full[s], (pos / STAGES) & 1);
-      if constexpr (kTf32<T>) round_a_tf32<WROWS>(As + (s * TM + row0) * BK, t, bar);
+      uint32_t af[A_RS ? BK / KSTEP : 1][H][4];  // A_RS: this k tile's A fragments, rounded
+      if constexpr (A_RS) {
+#pragma unroll
+        for (int kk = 0; kk < BK / KSTEP; ++kk)
+#pragma unroll
+          for (int h = 0; h < H; ++h) load_a_tf32(af[kk][h], As + (s * TM + row0 + h * 64) * BK, kk, t / 32, t % 32);
+      }
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk) {
         const uint64_t db = operand_desc<B_MN_MAJOR, KSTEP>(Bs + s * BN * BK, kk);
 #pragma unroll
-        for (int h = 0; h < H; ++h)
-          wgmma<BN, 0, B_MN_MAJOR ? 1 : 0>(d[h], operand_desc<false, KSTEP>(As + (s * TM + row0 + h * 64) * BK, kk), db,
-                                           static_cast<F*>(nullptr));
+        for (int h = 0; h < H; ++h) {
+          if constexpr (A_RS) wgmma_rs<BN>(d[h], af[kk][h], db);
+          else wgmma<BN, 0, B_MN_MAJOR ? 1 : 0>(
+              d[h], operand_desc<false, KSTEP>(As + (s * TM + row0 + h * 64) * BK, kk), db, static_cast<F*>(nullptr));
+        }
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
-      if (kt > 0) release((pos - 1) % STAGES);
+      if constexpr (A_RS) {
+        // ptxas serializes every wgmma of a kernel that writes a wgmma's input registers while
+        // another wgmma is in flight (C7513), so A_RS retires each k tile's group before loading the
+        // next tile's fragments.
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        release(s);
+      } else {
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
+        if (kt > 0) release((pos - 1) % STAGES);
+      }
     }
     if (!COOP) mbar_arrive(&turn[1 - w]);
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    release((pos0 + ktiles - 1) % STAGES);
+    if constexpr (!A_RS) release((pos0 + ktiles - 1) % STAGES);  // A_RS released it in the loop
 
     // Epilogue, in this warpgroup's own staging, SCOLS columns a pass: first the staging must be
     // free: the previous pass's TMA store has read it (its issuing thread waits for that), and all

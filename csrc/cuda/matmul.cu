@@ -51,7 +51,8 @@ CUtensorMapDataType tma_type(at::ScalarType st) {
                              : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
 }
 
-// 3-D tiled map (inner dim first) with 128-byte swizzle; tails read as zero.
+// 3-D tiled map (inner dim first) with 128-byte swizzle; tails read as zero. fp32 (TF32)
+// operands are the copies copy_round_tf32 already rounded.
 CUtensorMap tensor_map(const void* base, at::ScalarType st, const uint64_t dims[3], const uint64_t strides[2],
                        uint32_t box0, uint32_t box1) {
   CUtensorMap m;
@@ -293,10 +294,11 @@ const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
 // CL = 2 each block loads half of the B tile: a K-major B map's box is BN / 2 rows (MN-major B is
 // read in 64-row atoms either way).
 // G = ConvFwdIm2col: ma is an im2col map of the conv's x (im2col_map, BM-pixel boxes).
-template <typename T, bool MN, int TM, int BN, bool COOP, int CL, sm90::Gather G>
+// A_RS (TF32): A read in place and rounded in registers (see gemm_sm90.cuh).
+template <typename T, bool MN, int TM, int BN, bool COOP, int CL, sm90::Gather G, bool A_RS = false>
 void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
   using Shape = sm90::PersistShape<TM, BN, COOP, int(sizeof(T))>;
-  auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, TM, BN, COOP, CL, G>;
+  auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, TM, BN, COOP, CL, G, A_RS>;
   constexpr size_t smem = Shape::SMEM;
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, smem, set_on);
@@ -446,16 +448,25 @@ void launch_persistent_tm128(const Sm90Config& cfg, const GemmArgs& a, const CUt
 }
 
 // One persistent config of kSm90Configs, instantiated: its tile, its kind and its cluster size
-// (the GEMM's A by TMA tiles).
+// (the GEMM's A by TMA tiles); a_rs (TF32): A unrounded, rounded in registers.
 template <typename T, bool BMN>
 void launch_persistent_config(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
-                              int ba, int bb) {
+                              int ba, int bb, bool a_rs) {
   constexpr auto G = sm90::Gather::None;
   with_persistent_tile(cfg, [&](auto tm, auto bn, auto coop) {
     constexpr int TM = decltype(tm)::value, BN = decltype(bn)::value;
     constexpr bool COOP = decltype(coop)::value;
-    if (cfg.cluster == 2) launch_sm90_persistent<T, BMN, TM, BN, COOP, 2, G>(a, ma, mb, ba, bb);
-    else launch_sm90_persistent<T, BMN, TM, BN, COOP, 1, G>(a, ma, mb, ba, bb);
+    auto go = [&](auto rs) {
+      constexpr bool RS = decltype(rs)::value;
+      if (cfg.cluster == 2) launch_sm90_persistent<T, BMN, TM, BN, COOP, 2, G, RS>(a, ma, mb, ba, bb);
+      else launch_sm90_persistent<T, BMN, TM, BN, COOP, 1, G, RS>(a, ma, mb, ba, bb);
+    };
+    if constexpr (sm90::kTf32<T>) {
+      if (a_rs) go(std::true_type{});
+      else go(std::false_type{});
+    } else {
+      go(std::false_type{});
+    }
   });
 }
 
@@ -469,10 +480,18 @@ CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const in
   return matrix_map(p, a.dtype, a.K, rows, batch, s[1], s[0], BK, tile_rows);
 }
 
-// Config i of kSm90Configs on a's operands, laid out as l.
+// Config i of kSm90Configs on a's operands, laid out as l. a_rounded (TF32): A's words are already
+// rounded (a copy); the one-tile kernel reads rounded words only, so an A read in place is copied
+// (rounded) first, per call; the persistent kernels round it in registers (A_RS).
 template <typename T>
-void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i) {
+void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rounded) {
   const Sm90Config cfg = kSm90Configs[i];
+  if constexpr (sm90::kTf32<T>) {
+    if (cfg.persist == Persist::No && !a_rounded) {
+      const Padded p = pad_operands(a, TmaLayout{Major::None, l.b});  // A only
+      return launch_sm90_config<T>(p.args, sm90_layout(p.args), i, true);
+    }
+  }
   const auto& o = a.mm;
   const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
   // B's strides as (batch, row = n, k), the order operand_map reads
@@ -488,7 +507,7 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i) {
     if (cfg.persist != Persist::No) {
       const char* refusal = persistent_refusal(a, AMN);
       TORCH_CHECK(refusal == nullptr, refusal);
-      if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb);
+      if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb, !a_rounded);
     } else if (bn == 256) launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
     else if constexpr (!AMN) {
@@ -512,39 +531,45 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i) {
 }
 
 template <typename T>
-void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded) {
+void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded) {
   // The heuristic: bn64x2 where 128-wide tiles would leave SMs idle but 64-wide ones fill them
   // without split-K, and for N <= 64 (measured, results/h200/14fecd3: square 1024 0.70 -> 1.10x,
   // 1000^3 0.75 -> 0.92x, batched AV 1.00 -> 1.19x; 1x1-conv GEMMs with N = 64 unchanged; large
   // problems are slower with it: ViT-B 0.36-0.67x); the persistent kernels in clusters of two
   // where there are at least two 128 x 128 tiles per SM (persistent_pick); else 256 wide for wide
-  // outputs, 128 below.
+  // outputs, 128 below. TF32 with A in place (rounded in registers, A_RS) only where N < 8192: its
+  // wait per k tile costs in proportion to M N K, the copy of A it saves M K (H200, c0228a7:
+  // 8192^2 0.85x against 0.91x on bn256 with the copy, LLM up N = 11008 0.91 against 0.94; N = 4096
+  // and less gained: LLM down 0.73 -> 0.79x, ViT-B fc2 0.55 -> 1.02x).
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
   const bool x2 = !a_mn && (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
-  const bool persist = !persistent_refusal(a, a_mn) && output_tiles(a, 128) >= 2 * sms;
+  const bool rs_wide = sm90::kTf32<T> && !a_rounded && a.N >= 8192;
+  const bool persist = !persistent_refusal(a, a_mn) && output_tiles(a, 128) >= 2 * sms && !rs_wide;
   static const int kX2 = sm90_index("bn64x2"), kBn256 = sm90_index("bn256"), kBn128 = sm90_index("bn128");
   const int heuristic =
       x2 ? kX2 : persist ? persistent_choices()[persistent_pick(a, sms)].config : a.N > 128 ? kBn256 : kBn128;
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
-                                 std::string(a_mn ? "amn+" : "") + (b_mn ? "bmn" : "bk") + (padded ? "+pad" : "")});
+                                 std::string(a_mn ? "amn+" : "") + (b_mn ? "bmn" : "bk") + (padded ? "+pad" : "") +
+                                     (a_rounded ? "+acopy" : "")});  // TF32: A copied, or rounded in registers
       },
-      kSm90Names, heuristic, [&](int i) { launch_sm90_config<T>(a, l, i); });
+      kSm90Names, heuristic, [&](int i) { launch_sm90_config<T>(a, l, i, a_rounded); });
 }
 
 // TF32: B is always copied, rounded and K-major (copy_round_tf32); A is read in place where TMA
-// can read it (the kernels round it in shared memory), else copied. At 4096^2 the copies of both
-// operands took 85 of 490 us (NOTES 15); A, a linear's activations, is usually the larger one.
+// can read it (launch_sm90_config copies it for the one-tile kernel), else copied and rounded.
+// At 4096^2 the copies of both operands took 85 of 490 us (NOTES 15); A, a linear's activations,
+// is usually the larger one.
 template <typename T>
 void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
   if constexpr (sm90::kTf32<T>) l.b = Major::None;
-  if (l.ok()) return run_sm90<T>(a, l, false);
+  if (l.ok()) return run_sm90<T>(a, l, false, false);
   const Padded p = pad_operands(a, l);
   const TmaLayout pl = sm90_layout(p.args);
   TORCH_INTERNAL_ASSERT(pl.ok(), "tileops: padded operands not TMA-readable");
-  run_sm90<T>(p.args, pl, true);
+  run_sm90<T>(p.args, pl, true, l.a == Major::None);
 }
 
 }  // namespace
