@@ -17,13 +17,16 @@
 // as TF32 is defined (and as cuBLAS and the mma.sync rung do), the host hands the one-tile kernel
 // operands already rounded (matmul.cu); the persistent kernels take B rounded and round A in
 // registers (load_a_tf32: wgmma with A from registers), so A, the activations of a linear, is read
-// in place. Rounding each landed stage in shared memory instead was measured at 0.40-0.50x cuBLAS
-// on an H200: the extra shared-memory pass costs more than the kernel's wgmma reads.
+// in place. Rounding landed stages in shared memory instead was measured slower every way it was
+// tried (NOTES 10: both operands by the producer warps, 0.40-0.50x cuBLAS; NOTES 40: A by the
+// consumers, 10-40% slower than A in registers): the extra shared-memory reads and writes slow
+// the wgmmas' own reads.
 #pragma once
 #include <cuda.h>
 
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "../common/epilogue.h"
 #include "../common/problems.h"
@@ -851,42 +854,56 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int e = 0; e < BN / 2; ++e) d[h][e] = 0.f;
     const int pos0 = j * ktiles;
     if (!COOP && j > 0) mbar_wait(&turn[w], ((j - 1) / 2) & 1);  // the other's tile j - 1 is issued
-    for (int kt = 0; kt < ktiles; ++kt) {
-      const int pos = pos0 + kt, s = pos % STAGES;
-      mbar_wait(&full[s], (pos / STAGES) & 1);
-      uint32_t af[A_RS ? BK / KSTEP : 1][H][4];  // A_RS: this k tile's A fragments, rounded
+    // A_RS: a k tile's A fragments, rounded, in one of two register sets (U = kt % 2); the next
+    // tile's go into the other set while this tile's wgmmas run, once the group that read that set
+    // has retired. ptxas serializes every wgmma of the kernel (C7513) where a wgmma's input
+    // registers may be written while it is in flight, as one set would be. Two m64 rows (H = 2)
+    // have no registers for a second set (2 x 32 beside 128 accumulators spill): one set, and the
+    // group retires before the next tile's fragments are loaded (the tensor pipe drains).
+    constexpr int SETS = A_RS && H == 1 ? 2 : 1;
+    uint32_t af[SETS][A_RS ? BK / KSTEP : 1][H][4];
+    auto load_a = [&](auto u, int pos) {
       if constexpr (A_RS) {
+        const int s = pos % STAGES;
+        mbar_wait(&full[s], (pos / STAGES) & 1);
 #pragma unroll
         for (int kk = 0; kk < BK / KSTEP; ++kk)
 #pragma unroll
-          for (int h = 0; h < H; ++h) load_a_tf32(af[kk][h], As + (s * TM + row0 + h * 64) * BK, kk, t / 32, t % 32);
+          for (int h = 0; h < H; ++h)
+            load_a_tf32(af[decltype(u)::value][kk][h], As + (s * TM + row0 + h * 64) * BK, kk, t / 32, t % 32);
       }
+    };
+    auto step = [&](auto u, int kt) {
+      constexpr int U = decltype(u)::value;
+      const int pos = pos0 + kt, s = pos % STAGES;
+      if constexpr (!A_RS) mbar_wait(&full[s], (pos / STAGES) & 1);  // A_RS: waited for by load_a
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk) {
         const uint64_t db = operand_desc<B_MN_MAJOR, KSTEP>(Bs + s * BN * BK, kk);
 #pragma unroll
         for (int h = 0; h < H; ++h) {
-          if constexpr (A_RS) wgmma_rs<BN>(d[h], af[kk][h], db);
+          if constexpr (A_RS) wgmma_rs<BN>(d[h], af[U][kk][h], db);
           else wgmma<BN, 0, B_MN_MAJOR ? 1 : 0>(
               d[h], operand_desc<false, KSTEP>(As + (s * TM + row0 + h * 64) * BK, kk), db, static_cast<F*>(nullptr));
         }
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-      if constexpr (A_RS) {
-        // ptxas serializes every wgmma of a kernel that writes a wgmma's input registers while
-        // another wgmma is in flight (C7513), so A_RS retires each k tile's group before loading the
-        // next tile's fragments.
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        release(s);
-      } else {
-        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
-        if (kt > 0) release((pos - 1) % STAGES);
-      }
+      if constexpr (A_RS && SETS == 1) asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+      else asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous k tile's group retired
+      if (kt > 0) release((pos - 1) % STAGES);
+      if (kt + 1 < ktiles) load_a(std::integral_constant<int, (1 - U) % SETS>{}, pos + 1);
+    };
+    using U0 = std::integral_constant<int, 0>;
+    using U1 = std::integral_constant<int, 1>;
+    load_a(U0{}, pos0);
+    for (int kt = 0; kt < ktiles; kt += 2) {
+      step(U0{}, kt);
+      if (kt + 1 < ktiles) step(U1{}, kt + 1);
     }
     if (!COOP) mbar_arrive(&turn[1 - w]);
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    if constexpr (!A_RS) release((pos0 + ktiles - 1) % STAGES);  // A_RS released it in the loop
+    release((pos0 + ktiles - 1) % STAGES);
 
     // Epilogue, in this warpgroup's own staging, SCOLS columns a pass: first the staging must be
     // free: the previous pass's TMA store has read it (its issuing thread waits for that), and all

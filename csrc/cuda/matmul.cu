@@ -537,15 +537,11 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   // 1000^3 0.75 -> 0.92x, batched AV 1.00 -> 1.19x; 1x1-conv GEMMs with N = 64 unchanged; large
   // problems are slower with it: ViT-B 0.36-0.67x); the persistent kernels in clusters of two
   // where there are at least two 128 x 128 tiles per SM (persistent_pick); else 256 wide for wide
-  // outputs, 128 below. TF32 with A in place (rounded in registers, A_RS) only where N < 8192: its
-  // wait per k tile costs in proportion to M N K, the copy of A it saves M K (H200, c0228a7:
-  // 8192^2 0.85x against 0.91x on bn256 with the copy, LLM up N = 11008 0.91 against 0.94; N = 4096
-  // and less gained: LLM down 0.73 -> 0.79x, ViT-B fc2 0.55 -> 1.02x).
+  // outputs, 128 below.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
   const bool x2 = !a_mn && (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
-  const bool rs_wide = sm90::kTf32<T> && !a_rounded && a.N >= 8192;
-  const bool persist = !persistent_refusal(a, a_mn) && output_tiles(a, 128) >= 2 * sms && !rs_wide;
+  const bool persist = !persistent_refusal(a, a_mn) && output_tiles(a, 128) >= 2 * sms;
   static const int kX2 = sm90_index("bn64x2"), kBn256 = sm90_index("bn256"), kBn128 = sm90_index("bn128");
   const int heuristic =
       x2 ? kX2 : persist ? persistent_choices()[persistent_pick(a, sms)].config : a.N > 128 ? kBn256 : kBn128;
