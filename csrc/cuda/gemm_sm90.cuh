@@ -883,7 +883,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         const uint64_t db = operand_desc<B_MN_MAJOR, KSTEP>(Bs + s * BN * BK, kk);
 #pragma unroll
         for (int h = 0; h < H; ++h) {
-          if constexpr (A_RS) wgmma_rs<BN>(d[h], af[U][kk][h], db);
+          if constexpr (A_RS) wgmma_rs<BN>(d[h], af[U % SETS][kk][h], db);
           else wgmma<BN, 0, B_MN_MAJOR ? 1 : 0>(
               d[h], operand_desc<false, KSTEP>(As + (s * TM + row0 + h * 64) * BK, kk), db, static_cast<F*>(nullptr));
         }
