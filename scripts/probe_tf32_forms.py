@@ -5,6 +5,7 @@ benchmarks/NOTES.md, not a benchmark.
 
     python scripts/probe_tf32_forms.py [--sizes 4096,8192] [--candidates coop128x256-c2,...]
 """
+
 import argparse
 import json
 import statistics
