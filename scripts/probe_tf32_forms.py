@@ -8,28 +8,12 @@ benchmarks/NOTES.md, not a benchmark.
 
 import argparse
 import json
-import statistics
 
 import torch
+from time_candidates import time_us  # scripts/, beside this file
 
 import tileops
 from tileops import autotune
-
-
-def time_us(fn, calls=10, reps=15):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(calls):
-            fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) * 1000.0 / calls)
-    return statistics.median(out)
 
 
 def probe(n, candidates):
