@@ -862,10 +862,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     // group retires before the next tile's fragments are loaded (the tensor pipe drains).
     constexpr int SETS = A_RS && H == 1 ? 2 : 1;
     uint32_t af[SETS][A_RS ? BK / KSTEP : 1][H][4];
-    auto load_a = [&](auto u, int pos) {
+    // waits for ring position pos to land; A_RS: loads its fragments into set U
+    auto acquire = [&](auto u, int pos) {
+      const int s = pos % STAGES;
+      mbar_wait(&full[s], (pos / STAGES) & 1);
       if constexpr (A_RS) {
-        const int s = pos % STAGES;
-        mbar_wait(&full[s], (pos / STAGES) & 1);
 #pragma unroll
         for (int kk = 0; kk < BK / KSTEP; ++kk)
 #pragma unroll
@@ -873,17 +874,16 @@ __global__ void __launch_bounds__(THREADS, 1)
             load_a_tf32(af[decltype(u)::value][kk][h], As + (s * TM + row0 + h * 64) * BK, kk, t / 32, t % 32);
       }
     };
-    auto step = [&](auto u, int kt) {
+    auto step = [&](auto u, int kt) {  // k tile kt (acquired) issued; the next one acquired
       constexpr int U = decltype(u)::value;
       const int pos = pos0 + kt, s = pos % STAGES;
-      if constexpr (!A_RS) mbar_wait(&full[s], (pos / STAGES) & 1);  // A_RS: waited for by load_a
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < BK / KSTEP; ++kk) {
         const uint64_t db = operand_desc<B_MN_MAJOR, KSTEP>(Bs + s * BN * BK, kk);
 #pragma unroll
         for (int h = 0; h < H; ++h) {
-          if constexpr (A_RS) wgmma_rs<BN>(d[h], af[U % SETS][kk][h], db);
+          if constexpr (A_RS) wgmma_rs<BN>(d[h], af[U][kk][h], db);
           else wgmma<BN, 0, B_MN_MAJOR ? 1 : 0>(
               d[h], operand_desc<false, KSTEP>(As + (s * TM + row0 + h * 64) * BK, kk), db, static_cast<F*>(nullptr));
         }
@@ -892,11 +892,12 @@ __global__ void __launch_bounds__(THREADS, 1)
       if constexpr (A_RS && SETS == 1) asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
       else asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous k tile's group retired
       if (kt > 0) release((pos - 1) % STAGES);
-      if (kt + 1 < ktiles) load_a(std::integral_constant<int, (1 - U) % SETS>{}, pos + 1);
+      if (kt + 1 < ktiles) acquire(std::integral_constant<int, (U + 1) % SETS>{}, pos + 1);
     };
+    // k tiles in pairs, so each one's register set is a constant (set kt % SETS)
     using U0 = std::integral_constant<int, 0>;
-    using U1 = std::integral_constant<int, 1>;
-    load_a(U0{}, pos0);
+    using U1 = std::integral_constant<int, 1 % SETS>;
+    acquire(U0{}, pos0);
     for (int kt = 0; kt < ktiles; kt += 2) {
       step(U0{}, kt);
       if (kt + 1 < ktiles) step(U1{}, kt + 1);
