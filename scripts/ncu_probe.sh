@@ -19,9 +19,11 @@ for shape in "$@"; do
   timeout 300 ncu --clock-control none "${SECTIONS[@]}" -f -o "$OUTDIR/ncu_$tag" \
     python3 scripts/profile_sm90.py $shape > "$OUTDIR/ncu_$tag.log" 2>&1 || echo "ncu failed on $shape"
   ncu --import "$OUTDIR/ncu_$tag.ncu-rep" > "$OUTDIR/ncu_$tag.txt" 2>&1
+  rm -f "$OUTDIR/ncu_$tag.ncu-rep"  # ~120 MB each (the module is kept in it)
   if [ -n "${SOURCE:-}" ]; then  # the first tileops Hopper kernel's stall samples per SASS line
     timeout 120 ncu --clock-control none -k regex:gemm_sm90 --launch-count 1 --section SourceCounters \
       -f -o "$OUTDIR/src_$tag" python3 scripts/profile_sm90.py $shape > /dev/null 2>&1
     ncu --import "$OUTDIR/src_$tag.ncu-rep" --page source --print-source sass --csv > "$OUTDIR/src_$tag.csv" 2>&1 || true
+    rm -f "$OUTDIR/src_$tag.ncu-rep"
   fi
 done

@@ -62,10 +62,10 @@ def problem(layer, n, pss):
     return bwd
 
 
-def matmul_problems(kind):
+def matmul_problems(kind, small=False):
     """(label, torch fn, tileops fn) for bench_matmul's rows of dtype kind (bench_matmul.build) past
-    the skinny shapes, then its linear+GELU rows (K-major B)."""
-    rows = [("matmul", s) for s in SHAPES if s[2] >= 128] + [("linear+gelu", s) for s in SHAPES
+    the skinny shapes (small: with them), then its linear+GELU rows (K-major B)."""
+    rows = [("matmul", s) for s in SHAPES if small or s[2] >= 128] + [("linear+gelu", s) for s in SHAPES
                                                               if s[0].startswith("ViT-B")]
     out = []
     for op, shape in rows:
@@ -81,13 +81,14 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "tf32"], help="matmul_sm90 only")
     ap.add_argument("--filter", default=None, help="regex on the row label")
+    ap.add_argument("--small", action="store_true", help="matmul_sm90: the rows with M < 128 too (skinny, odd)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     pss = PASS_OF[a.family]
     rows = []
     if pss == "matmul":
         set_precision(a.dtype)  # TF32 on for tf32, as bench_matmul's rows
-        problems = [(label, {"torch_us": theirs}, mine) for label, theirs, mine in matmul_problems(a.dtype)]
+        problems = [(label, {"torch_us": theirs}, mine) for label, theirs, mine in matmul_problems(a.dtype, a.small)]
     else:
         problems = []
         for layer in [lay for lay in LAYERS if lay[0] == "resnet"]:

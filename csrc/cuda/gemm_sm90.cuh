@@ -705,22 +705,36 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // each consumer releases a stage on both blocks' empty barriers, and a producer waits for its
 // last stages' release before its block exits (the peer still arrives on its barriers).
 // TF32 (T = float): B rounded by the host; A_RS: A read in place, rounded in registers
-// (load_a_tf32) and multiplied from there, else a rounded copy read from shared memory. fp32
-// outputs are staged 64 columns at a time (the whole tile would leave the ring 2-3 stages).
+// (load_a_tf32) and multiplied from there, else a rounded copy read from shared memory.
+// Outputs are staged SCOLS columns a pass: the widest part of the tile that leaves room for 4
+// stages. With 3, TMA's latency outran the consumers: 128 x 256 TF32 (fp32 outputs staged 64 wide
+// then) stalled 31% of its samples at the full barriers, 0.85x cuBLAS's 4-stage kernel on an H100
+// (results/h100/d1eb10b/h100/ncu); bf16 128 x 256 staged its whole 256 columns beside 3 stages.
 constexpr int GROUP_M = 8;
 constexpr size_t kSmemPerBlock = 227 * 1024;  // sm_90's dynamic shared memory limit for one block
+constexpr int kWantStages = 4;
 // ES: the output's element size (2, or 4 for TF32).
 template <int TM, int BN, bool COOP, int ES>
 struct PersistShape {
   static constexpr int WROWS = COOP ? TM / 2 : TM;
-  static constexpr int SCOLS = ES == 2 ? BN : 64;  // columns staged per epilogue pass
+  static constexpr int CW = ROW_BYTES / ES;  // columns per 128-byte chunk (a TMA store box)
   static constexpr size_t STAGE = size_t(TM + BN) * ROW_BYTES;
-  // two staging buffers of outputs (SwizzledStaging), two fp32 bias tiles, 1 KiB alignment slack,
-  // 64 bytes for the turn barriers
-  static constexpr size_t FIXED = 2 * size_t(WROWS) * SCOLS * ES + 2 * BN * sizeof(float) + 1024 + 64;
-  // as many stages (each with its full and empty barriers) as fit beside them, at most 4 (TF32,
-  // whose stages hold half the k: 6)
-  static constexpr size_t FIT = (kSmemPerBlock - FIXED) / (STAGE + 2 * sizeof(uint64_t)), CAP = ES == 4 ? 6 : 4;
+  // two staging buffers of scols outputs a row (SwizzledStaging), two fp32 bias tiles, 1 KiB
+  // alignment slack, 64 bytes for the turn barriers
+  static constexpr size_t fixed(int scols) {
+    return 2 * size_t(WROWS) * scols * ES + 2 * BN * sizeof(float) + 1024 + 64;
+  }
+  // stages (each with its full and empty barriers) that fit beside them
+  static constexpr size_t fit(int scols) { return (kSmemPerBlock - fixed(scols)) / (STAGE + 2 * sizeof(uint64_t)); }
+  static constexpr int widest_staging() {
+    for (int s = BN; s > CW; s -= CW)
+      if (BN % s == 0 && fit(s) >= kWantStages) return s;
+    return CW;
+  }
+  static constexpr int SCOLS = widest_staging();
+  static constexpr size_t FIXED = fixed(SCOLS);
+  // at most 4 (TF32, whose stages hold half the k: 6)
+  static constexpr size_t FIT = fit(SCOLS), CAP = ES == 4 ? 6 : kWantStages;
   static constexpr int STAGES = int(FIT < CAP ? FIT : CAP);
   static constexpr size_t SMEM = STAGES * STAGE + FIXED + 2 * STAGES * sizeof(uint64_t);
   static_assert(WROWS % 64 == 0 && TM % BM == 0 && BN % SCOLS == 0 && STAGES >= 3, "persistent tile shape");
