@@ -706,10 +706,12 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // last stages' release before its block exits (the peer still arrives on its barriers).
 // TF32 (T = float): B rounded by the host; A_RS: A read in place, rounded in registers
 // (load_a_tf32) and multiplied from there, else a rounded copy read from shared memory.
-// Outputs are staged SCOLS columns a pass: the widest part of the tile that leaves room for 4
-// stages. With 3, TMA's latency outran the consumers: 128 x 256 TF32 (fp32 outputs staged 64 wide
-// then) stalled 31% of its samples at the full barriers, 0.85x cuBLAS's 4-stage kernel on an H100
-// (results/h100/d1eb10b/h100/ncu); bf16 128 x 256 staged its whole 256 columns beside 3 stages.
+// Outputs are staged SCOLS columns a pass. TF32: the widest part of the tile that leaves room for
+// 4 stages. With 3, TMA's latency outran the consumers: 128 x 256 TF32 (fp32 outputs staged 64
+// wide) stalled 31% of its samples at the full barriers (results/h100/d1eb10b/h100/ncu); with 4
+// (32 wide) 4096^2 went 480 -> 427 us, LLM down 1227 -> 1049 (results/h100/199f6f4). 16-bit
+// outputs: the whole tile in one pass, even where that leaves 3 stages (128 x 256): passes of 64
+// columns for a 4th stage cost more than it gave, ViT-B fc1 bf16 178 -> 276 us, 4096^2 182 -> 200.
 constexpr int GROUP_M = 8;
 constexpr size_t kSmemPerBlock = 227 * 1024;  // sm_90's dynamic shared memory limit for one block
 constexpr int kWantStages = 4;
@@ -727,9 +729,13 @@ struct PersistShape {
   // stages (each with its full and empty barriers) that fit beside them
   static constexpr size_t fit(int scols) { return (kSmemPerBlock - fixed(scols)) / (STAGE + 2 * sizeof(uint64_t)); }
   static constexpr int widest_staging() {
-    for (int s = BN; s > CW; s -= CW)
-      if (BN % s == 0 && fit(s) >= kWantStages) return s;
-    return CW;
+    if constexpr (ES == 2) {
+      return BN;
+    } else {
+      for (int s = BN; s > CW; s -= CW)
+        if (BN % s == 0 && fit(s) >= kWantStages) return s;
+      return CW;
+    }
   }
   static constexpr int SCOLS = widest_staging();
   static constexpr size_t FIXED = fixed(SCOLS);
