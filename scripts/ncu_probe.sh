@@ -2,8 +2,9 @@
 # ncu over GEMM shapes, tileops and cuBLAS side by side (scripts/profile_sm90.py), on a GPU machine
 # whose runtime lets ncu read the counters (Firecracker kinds; not gVisor). Needs a built _C.so in
 # python/tileops. Each shape "M N K dtype" gives OUTDIR/ncu_<tag>.txt (every kernel of the run:
-# randn, copies, reduces and cuBLAS's kernels included) and its report; SOURCE=1 adds, for the
-# first tileops Hopper kernel of each shape, the stall samples per SASS instruction (src_<tag>.csv).
+# randn, copies, reduces and cuBLAS's kernels included); SOURCE=1 adds, for the first tileops
+# Hopper kernel of each shape, the stall samples per SASS instruction (src_<tag>.csv). The .ncu-rep
+# reports are deleted once printed: each holds the whole module (~120 MB), too big to bring back.
 # Usage: scripts/ncu_probe.sh OUTDIR "4096 4096 4096 tf32" ["1 4096 4096 bfloat16" ...]
 set -uo pipefail
 OUTDIR=${1:?usage: scripts/ncu_probe.sh OUTDIR "M N K dtype" ...}
