@@ -706,15 +706,15 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // last stages' release before its block exits (the peer still arrives on its barriers).
 // TF32 (T = float): B rounded by the host; A_RS: A read in place, rounded in registers
 // (load_a_tf32) and multiplied from there, else a rounded copy read from shared memory.
-// Outputs are staged SCOLS columns a pass. TF32: the widest part of the tile that leaves room for
-// 4 stages. With 3, TMA's latency outran the consumers: 128 x 256 TF32 (fp32 outputs staged 64
-// wide) stalled 31% of its samples at the full barriers (results/h100/d1eb10b/h100/ncu); with 4
-// (32 wide) 4096^2 went 480 -> 427 us, LLM down 1227 -> 1049 (results/h100/199f6f4). 16-bit
-// outputs: the whole tile in one pass, even where that leaves 3 stages (128 x 256): passes of 64
-// columns for a 4th stage cost more than it gave, ViT-B fc1 bf16 178 -> 276 us, 4096^2 182 -> 200.
+// Outputs are staged SCOLS columns a pass: the widest part of the tile that leaves room for
+// MIN_STAGES stages. TF32: 4. With 3, TMA's latency outran the consumers: 128 x 256 TF32 (fp32
+// outputs staged 64 wide) stalled 31% of its samples at the full barriers
+// (results/h100/d1eb10b/h100/ncu); with 4 (32 wide) 4096^2 went 480 -> 427 us, LLM down 1227 ->
+// 1049 (results/h100/199f6f4). 16-bit: 3, so every 16-bit shape stages its whole tile in one pass:
+// passes of 64 columns for a 4th stage at 128 x 256 cost more than it gave, ViT-B fc1 bf16 178 ->
+// 276 us, 4096^2 182 -> 200 (each pass waits for TMA to have read the previous one).
 constexpr int GROUP_M = 8;
 constexpr size_t kSmemPerBlock = 227 * 1024;  // sm_90's dynamic shared memory limit for one block
-constexpr int kWantStages = 4;
 // ES: the output's element size (2, or 4 for TF32).
 template <int TM, int BN, bool COOP, int ES>
 struct PersistShape {
@@ -728,22 +728,20 @@ struct PersistShape {
   }
   // stages (each with its full and empty barriers) that fit beside them
   static constexpr size_t fit(int scols) { return (kSmemPerBlock - fixed(scols)) / (STAGE + 2 * sizeof(uint64_t)); }
+  static constexpr int MIN_STAGES = ES == 4 ? 4 : 3;
   static constexpr int widest_staging() {
-    if constexpr (ES == 2) {
-      return BN;
-    } else {
-      for (int s = BN; s > CW; s -= CW)
-        if (BN % s == 0 && fit(s) >= kWantStages) return s;
-      return CW;
-    }
+    for (int s = BN; s > CW; s -= CW)
+      if (BN % s == 0 && fit(s) >= MIN_STAGES) return s;
+    return CW;
   }
   static constexpr int SCOLS = widest_staging();
   static constexpr size_t FIXED = fixed(SCOLS);
   // at most 4 (TF32, whose stages hold half the k: 6)
-  static constexpr size_t FIT = fit(SCOLS), CAP = ES == 4 ? 6 : kWantStages;
+  static constexpr size_t FIT = fit(SCOLS), CAP = ES == 4 ? 6 : 4;
   static constexpr int STAGES = int(FIT < CAP ? FIT : CAP);
   static constexpr size_t SMEM = STAGES * STAGE + FIXED + 2 * STAGES * sizeof(uint64_t);
   static_assert(WROWS % 64 == 0 && TM % BM == 0 && BN % SCOLS == 0 && STAGES >= 3, "persistent tile shape");
+  static_assert(ES == 4 || SCOLS == BN, "16-bit outputs are staged in one pass (see above)");
 };
 
 // Output tile i (of batch * mt * nt, tiles bm x bn) as (g, m0, n0), grouped: GROUP_M tile rows,

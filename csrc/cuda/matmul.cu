@@ -139,12 +139,17 @@ __global__ void __launch_bounds__(32 * kTileRowsPerPass)
   const float* s = src + blockIdx.z * sb;
   float* d = dst + blockIdx.z * rows * pitch;
   for (int64_t r0 = int64_t(blockIdx.y) * kTile; r0 < rows; r0 += int64_t(gridDim.y) * kTile) {
+    // this thread's elements (i, h): tile[a_of(i)][b_of(h)], the tile laid out as the output
+    // (writes run along b); reads take source element (b, a) where the rows have the unit stride,
+    // else (a, b), so that consecutive lanes read consecutive addresses either way
+    auto a_of = [&](int i) { return ty + i * kTileRowsPerPass; };
+    auto b_of = [&](int h) { return tx + h * 32; };
     float v[kTileRuns][2];
 #pragma unroll
     for (int i = 0; i < kTileRuns; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {  // this thread's element (a, b) of the tile, b along the unit stride
-        const int a = ty + i * kTileRowsPerPass, b = tx + h * 32;
+      for (int h = 0; h < 2; ++h) {
+        const int a = a_of(i), b = b_of(h);
         const int64_t r = r0 + (along_rows ? b : a), c = c0 + (along_rows ? a : b);
         v[i][h] = r < rows && c < cols ? s[r * sr + c * sc] : 0.f;
       }
@@ -152,19 +157,17 @@ __global__ void __launch_bounds__(32 * kTileRowsPerPass)
     for (int i = 0; i < kTileRuns; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int a = ty + i * kTileRowsPerPass, b = tx + h * 32;
         uint32_t u;
         asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(v[i][h]));
-        (along_rows ? tile[b][a] : tile[a][b]) = __uint_as_float(u);
+        (along_rows ? tile[b_of(h)][a_of(i)] : tile[a_of(i)][b_of(h)]) = __uint_as_float(u);
       }
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kTileRuns; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int a = ty + i * kTileRowsPerPass, b = tx + h * 32;
-        const int64_t r = r0 + a, c = c0 + b;
-        if (r < rows && c < cols) d[r * pitch + c] = tile[a][b];
+        const int64_t r = r0 + a_of(i), c = c0 + b_of(h);
+        if (r < rows && c < cols) d[r * pitch + c] = tile[a_of(i)][b_of(h)];
       }
     __syncthreads();  // the tile is refilled for the next rows
   }
