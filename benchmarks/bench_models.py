@@ -10,7 +10,8 @@ Each row builds both (same weights) side by side and times them in alternating r
 tileops, torch, tileops, ...), so drift on a shared GPU lands on both; it records each median of
 the round medians and their spread (min, max), ratio = torch_ms / tileops_ms (below 1: tileops
 is slower) and each side's peak memory (torch.cuda.max_memory_allocated over what was allocated
-before it was built; it includes the weights and, for training, AdamW's state). A row whose compile or run fails keeps its error and the
+before it was built; it includes the weights and, for training, AdamW's state; a fused model's
+peak is counted from after its conversion, whose own peak is kept as tileops_convert_peak_mb). A row whose compile or run fails keeps its error and the
 benchmark goes on. Writes models.json, models.png beside it, and with --profile models_profile.txt
 (profiler table of one tileops training step per model). --quick: eager only, fewer repetitions.
 """
@@ -94,17 +95,24 @@ def allocated(device):
 
 
 def prepare(spec, impl, mode, pass_, batch, args):
-    """(fn, peak MB, seconds of the second call): build, (compile), and make the first two calls;
-    the peak covers the model, its optimizer state and those calls, over what was allocated before
-    (the other impl's model may be alive beside it). The second call's time sizes the timed
+    """(fn, peak MB, seconds of the second call, conversion peak MB or None): build, (compile), and
+    make the first two calls; the peak covers the model, its optimizer state and those calls, over
+    what was allocated before (the other impl's model may be alive beside it). A fused model's peak
+    starts after the conversion, which holds the original and the folded weights at once for a
+    moment: that one-time peak is the fourth value. The second call's time sizes the timed
     repetitions (see timed_rounds)."""
     base = allocated(args.device)
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     model, opt = make(spec, impl, args.device, pass_ == "train")
     x, y = inputs(spec, batch, args.device, args.img)
+    convert_peak = None
     if mode == "fused" and impl == "tileops":  # BatchNorm folded, activations and residual adds fused
         model = tileops.fuse_for_inference(model)
+        gc.collect()  # the unfolded weights go with the original modules
+        if args.device == "cuda":
+            convert_peak = (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+            torch.cuda.reset_peak_memory_stats()
     if mode == "compiled":
         model = torch.compile(model, mode=args.compile_mode if pass_ == "train" else "reduce-overhead")
     fn = train_step_fn(model, opt, x, y, args.device) if pass_ == "train" else infer_fn(model, x, args.device)
@@ -115,7 +123,7 @@ def prepare(spec, impl, mode, pass_, batch, args):
     sync(args.device)
     once = time.perf_counter() - t0
     peak = (torch.cuda.max_memory_allocated() - base) / 2 ** 20 if args.device == "cuda" else None
-    return fn, peak, once
+    return fn, peak, once, convert_peak
 
 
 def timed_rounds(fns, once, args):
@@ -141,7 +149,9 @@ def record(spec, mode, pass_, batch, args):
     try:
         for impl in ("tileops", "torch"):
             try:
-                fns[impl], rec[impl + "_peak_mb"], t = prepare(spec, impl, mode, pass_, batch, args)
+                fns[impl], rec[impl + "_peak_mb"], t, convert_peak = prepare(spec, impl, mode, pass_, batch, args)
+                if convert_peak is not None:
+                    rec[impl + "_convert_peak_mb"] = convert_peak
                 once = max(once, t)
             except Exception as e:  # keep going: a failed compile or an OOM is a result too
                 rec[impl + "_error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:300] if str(e).strip() else "")

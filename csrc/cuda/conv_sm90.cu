@@ -1,0 +1,167 @@
+// Implicit-GEMM conv on Hopper: the forward and the weight gradient as wgmma GEMMs whose A
+// (the conv's x) is gathered by cp.async or loaded by TMA in im2col mode (gemm_sm90.cuh), tuned
+// like matmul's Hopper configs (sm90_launch.cuh).
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include <string>
+#include <vector>
+
+#include "kinds.h"
+#include "sm90_launch.cuh"
+
+namespace tileops::cuda {
+using namespace hopper;
+namespace {
+
+// Where the Hopper implicit-GEMM conv kernels can run: 16-bit types, an sm_90a build and GPU,
+// x channels_last dense and 16-byte aligned, C a multiple of 64 (a k tile, or an A atom, never
+// straddles a tap). N*P*Q is the GEMM's M (forward) or K (weight gradient), so
+// sm90_unavailable's size bound also keeps the kernels' 32-bit pixel indices in range.
+bool conv_sm90_ok(const GemmArgs& g) {
+  const auto& c = g.conv;
+  const bool half = g.dtype == at::kHalf || g.dtype == at::kBFloat16;  // TF32 rounding is not wired into the gather
+  return half && sm90_unavailable(g) == nullptr && c.C % 64 == 0 && g.batch == 1 &&
+         nhwc_dense(c.xs, c.C, c.H, c.W) && reinterpret_cast<uintptr_t>(c.x) % 16 == 0;
+}
+
+// The im2col map of a conv's x (NHWC, 16-bit) for the Im2col producers: the box of filter-origin
+// positions runs from -pad to the last output's origin, (P - 1) * stride - pad (for the usual P,
+// pad - dilation * (kernel - 1) past the last pixel, less the stride's remainder; a data
+// gradient's phase, kinds.h, has its own P), stepping by the stride; each load is 64 channels of
+// `pixels` output pixels. False where the corners leave the range a 4-D map takes ([-128, 127]),
+// an offset or stride does not fit, or the driver refuses the map: the caller then gathers.
+bool im2col_map(const GemmArgs& g, int pixels, CUtensorMap* m) {
+  const auto& c = g.conv;
+  const int64_t lw = -c.pw, lh = -c.ph, uw = (c.Q - 1) * c.sw - c.pw - (c.W - 1) - sm90::kIm2colUpperLess,
+                uh = (c.P - 1) * c.sh - c.ph - (c.H - 1) - sm90::kIm2colUpperLess;
+  for (int64_t v : {lw, lh, uw, uh})
+    if (v < -128 || v > 127) return false;
+  if (c.sw > 8 || c.sh > 8 || (c.S - 1) * c.dw > 65535 || (c.R - 1) * c.dh > 65535) return false;
+  const bool wh = sm90::kIm2colCornersWH;
+  const int lower[2] = {int(wh ? lw : lh), int(wh ? lh : lw)}, upper[2] = {int(wh ? uw : uh), int(wh ? uh : uw)};
+  const int64_t es = c10::elementSize(g.dtype);
+  const cuuint64_t dims[4] = {cuuint64_t(c.C), cuuint64_t(c.W), cuuint64_t(c.H), cuuint64_t(c.N)};
+  const cuuint64_t strides[3] = {cuuint64_t(c.xs[3] * es), cuuint64_t(c.xs[2] * es), cuuint64_t(c.xs[0] * es)};
+  const cuuint32_t estr[4] = {1, cuuint32_t(c.sw), cuuint32_t(c.sh), 1};
+  return encode_im2col()(m, tma_type(g.dtype), 4, c.x, dims, strides, lower, upper, sm90::bk<c10::Half>,
+                         cuuint32_t(pixels), estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// One of a conv family's candidates, autotuned like matmul's under its own family name.
+template <typename Launch>
+void run_conv_candidates(const GemmArgs& g, const char* family, const std::vector<std::string>& names, int heuristic,
+                         Launch&& launch) {
+  const auto& c = g.conv;
+  autotune::run(
+      [&] {
+        return autotune::op_key({family, c10::toString(g.dtype), autotune::shape_class(g.M, g.N, g.K, 1),
+                                 "r" + std::to_string(c.R) + "s" + std::to_string(c.S)});
+      },
+      names, heuristic, [&](int i) {
+        if (g.dtype == at::kBFloat16) launch(i, c10::BFloat16{});
+        else launch(i, c10::Half{});
+      });
+}
+
+// One conv candidate's launch: tile BN x STAGES, A by TMA im2col loads (IM2COL, map ma) where an
+// im2col map was made, else gathered with cp.async (GATHER). MN: A and B MN-major (the weight
+// gradient), else both K-major (the forward).
+template <typename T, int BN, int STAGES, bool MN, sm90::Gather GATHER, sm90::Gather IM2COL>
+void launch_conv(const GemmArgs& g, bool im2col, const CUtensorMap& ma, const CUtensorMap& mb) {
+  if (im2col) launch_sm90<T, BN, STAGES, MN, IM2COL, MN>(g, ma, mb, 1, 1);
+  else launch_sm90<T, BN, STAGES, MN, GATHER, MN>(g, mb, mb, 1, 1);
+}
+
+}  // namespace
+
+bool conv_fwd_sm90(const GemmArgs& g) {
+  if (!conv_sm90_ok(g) || sm90_layout(g).b != Major::K) return false;  // B = weight rows [K, R*S*C], K-major
+  const int64_t sb[3] = {0, g.mm.sb[2], 1};
+  // The tile width over output channels, the depth of the ring and how A arrives, autotuned like
+  // matmul's (family "conv_fwd_sm90"). bn64 / bn128: one block per SM, deep rings; bn64x2: a
+  // 4-stage ring, two blocks per SM (sm90::blocks_per_sm); all three gather A with cp.async.
+  // "-im2col": the same tile loaded by TMA in im2col mode (one thread), the cp.async gather where
+  // no im2col map can be made. Then the persistent kernels (clusters of two) with A by im2col
+  // loads, which need the im2col map and no residual: matmul's persistent_choices(). (A
+  // 64-wide ping-pong, pp128x64-c2, measured no faster than bn64x2-im2col on 3x3 64@56 b64, 50.3
+  // against 50.7 us, and slower elsewhere: iterations-conv/cand_19979d4_b64.json; dropped.)
+  const auto& persist = persistent_choices();
+  static const std::vector<std::string> kNames = [&] {
+    std::vector<std::string> v = {"bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"};
+    for (const PersistentChoice& c : persist) v.push_back(kSm90Names[c.config] + "-im2col");
+    return v;
+  }();
+  constexpr int kBn64x2 = 2, kBn64x2Im2col = 3, kBn128Im2col = 4, kFirstPersist = 5;
+  static const int kCoop256 = [&] {  // coop128x256-c2-im2col
+    for (int j = 0; j < int(persist.size()); ++j)
+      if (persist[j].config == sm90_index("coop128x256-c2")) return kFirstPersist + j;
+    TORCH_INTERNAL_ASSERT(false, "tileops: coop128x256-c2 is not a persistent choice");
+    return -1;
+  }();
+  CUtensorMap ma;
+  const bool im2col = im2col_map(g, sm90::BM, &ma);
+  // The heuristic (H200, results/h200/iterations-conv/cand_32fc427_b32.json, _b64: ResNet-50's
+  // 3x3 and strided layers at batch 32 and 64): 64 output channels, bn64x2-im2col (two blocks per
+  // SM hide each other's epilogue); else the persistent kernels where matmul would take them
+  // (3x3 128@28 b64 29 us against bn128-im2col's 31, 1x1/2 256->512 b32 18 against 30);
+  // below that bn128-im2col (256@14 b32 17 us, bn64x2-im2col 24, cuDNN 19), or coop128x256-c2
+  // where its waves of 128 x 256 tiles (twice the area, counted 1.12x faster per area) take less
+  // time than bn128's waves of 128 x 128 ones: 256@14 b64, 98 cluster tiles in one wave of 66
+  // clusters against 196 blocks in two waves of 132, 28 us against 31.
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const bool can_persist = im2col && persistent_refusal(g, false) == nullptr;
+  int heuristic = im2col ? kBn128Im2col : kBn64x2;
+  if (g.N <= 64) {
+    heuristic = kBn64x2Im2col;  // gathers where no im2col map can be made
+  } else if (can_persist && output_tiles(g, 128) >= 2 * sms) {
+    heuristic = kFirstPersist + persistent_pick(g, sms);
+  } else if (can_persist) {
+    const int64_t waves128 = (output_tiles(g, 128) + sms - 1) / sms;
+    if (2.0 * double(cluster_waves(g, 256, sms)) < 1.12 * double(waves128)) heuristic = kCoop256;
+  }
+  run_conv_candidates(g, "conv_fwd_sm90", kNames, heuristic, [&](int i, auto tag) {
+    using T = decltype(tag);
+    constexpr auto G = sm90::Gather::ConvFwd, I = sm90::Gather::ConvFwdIm2col;
+    if (i >= kFirstPersist) {
+      const char* refusal = persistent_refusal(g, false);
+      TORCH_CHECK(refusal == nullptr, refusal);
+      TORCH_CHECK(im2col, "tileops: the conv_fwd_sm90 candidate ", kNames[i], " loads x by TMA in im2col mode, which ",
+                  "this conv's padding, stride or dilation does not allow (the -im2col one-tile candidates gather)");
+      const Sm90Config& c = kSm90Configs[persist[i - kFirstPersist].config];
+      const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, uint32_t(c.bn / 2));  // B halves
+      launch_persistent_tm128<T, false, 2, I>(c, g, ma, mb, 1, 1);
+      return;
+    }
+    const bool wide = i == 1 || i == kBn128Im2col;
+    const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, wide ? 128 : 64);
+    const bool by_tma = im2col && i >= kBn64x2Im2col;
+    if (i == 0) launch_sm90<T, 64, 8, false, G>(g, mb, mb, 1, 1);  // no im2col variant
+    else if (wide) launch_conv<T, 128, 6, false, G, I>(g, by_tma, ma, mb);
+    else launch_conv<T, 64, 4, false, G, I>(g, by_tma, ma, mb);
+  });
+  return true;
+}
+
+bool conv_wgrad_sm90(const GemmArgs& g) {
+  // B = dY rows [N*P*Q, K] (row-major K x N of the GEMM: MN-major)
+  if (!conv_sm90_ok(g) || sm90_layout(g).b != Major::MN) return false;
+  const int64_t sb[3] = {0, g.mm.sb[2], g.mm.sb[1]};  // (batch, row = n, k)
+  // The tile width over output channels and how A arrives (family "conv_wgrad_sm90"), as the
+  // forward's; split-K where splitk_factor says (the reduction N*P*Q is long, the output R*S*C x K
+  // small). Im2col loads are 64 pixels (an atom's k-rows) each.
+  static const std::vector<std::string> kNames = {"bn64", "bn128", "bn64-im2col", "bn128-im2col"};
+  run_conv_candidates(g, "conv_wgrad_sm90", kNames, g.N <= 64 ? 2 : 3, [&](int i, auto tag) {
+    using T = decltype(tag);
+    constexpr auto G = sm90::Gather::ConvWgrad, I = sm90::Gather::ConvWgradIm2col;
+    const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::MN, 64);
+    CUtensorMap ma;
+    const bool im2col = i >= 2 && im2col_map(g, 64, &ma);
+    if (i % 2 == 0) launch_conv<T, 64, 8, true, G, I>(g, im2col, ma, mb);
+    else launch_conv<T, 128, 6, true, G, I>(g, im2col, ma, mb);
+  });
+  return true;
+}
+
+}  // namespace tileops::cuda

@@ -1,0 +1,110 @@
+// The Hopper (wgmma + TMA) family's host side, shared by its translation units: matmul.cu
+// (maps, operand copies, configs and heuristics, the dispatch), matmul_sm90_{bf16,fp16,tf32}.cu
+// (the matmul kernels of one dtype each, instantiated from sm90_launch.cuh) and conv_sm90.cu (the
+// implicit-GEMM conv kernels). One translation unit per dtype, because one for all of them was
+// the build's critical path (8-10 minutes on a 16-core machine, NOTES 43).
+#pragma once
+#include <ATen/ATen.h>
+#include <cuda.h>
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+#include "../common/gemm_args.h"
+#include "gemm_sm90.cuh"
+
+namespace tileops::cuda::hopper {
+
+using EncodeIm2col = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                  const cuuint64_t*, const int*, const int*, cuuint32_t, cuuint32_t, const cuuint32_t*,
+                                  CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                  CUtensorMapFloatOOBfill);
+EncodeIm2col encode_im2col();  // the driver's cuTensorMapEncodeIm2col
+CUtensorMapDataType tma_type(at::ScalarType st);
+// The map of a [batch][rows][cols] matrix with a unit stride along cols (row and batch strides
+// in elements; a batch stride of 0, one matrix for every batch entry, is given as rows * s_row),
+// boxes of box_cols x box_rows, 128-byte swizzle, tails read as zero.
+CUtensorMap matrix_map(const void* base, at::ScalarType st, int64_t cols, int64_t rows, int64_t batch, int64_t s_row,
+                       int64_t s_batch, uint32_t box_cols, uint32_t box_rows);
+
+// How TMA reads an operand in place: along K, along its rows (M for A, N for B), or not at all.
+enum class Major { None, K, MN };
+struct TmaLayout {
+  Major a = Major::None, b = Major::None;  // MN-major A: column-major M x K (dY^T, x^T of a weight gradient)
+  bool ok() const { return a != Major::None && b != Major::None; }
+};
+TmaLayout sm90_layout(const GemmArgs& g);  // how TMA can read A and B in place
+
+// An operand TMA cannot read in place is copied once, through the caching allocator, into a
+// buffer whose rows are padded to 16 bytes (the padding is never read: the maps' K and N stay
+// exact, and TMA zero-fills past them): A row-major (M x K); B K-major (N x K) for fp32, whose
+// wgmma takes no MN-major B, else row-major (K x N). The other operand is used in place.
+// fp32 runs as TF32 and its copies are rounded on the way (copy_round_tf32); which operands it
+// copies: run_sm90_any_layout.
+struct Padded {
+  at::Tensor a, b;
+  GemmArgs args;
+};
+Padded pad_operands(const GemmArgs& in, const TmaLayout& l);
+
+// Output tiles of a Hopper launch with bm x bn tiles.
+inline int64_t output_tiles(const GemmArgs& a, int64_t bn, int64_t bm = sm90::BM) {
+  return (a.M + bm - 1) / bm * ((a.N + bn - 1) / bn) * a.batch;
+}
+
+// Split-K factor: only when the output tiles leave most SMs idle and K is long enough that
+// each split keeps >= 4 k tiles (skinny M, conv weight gradients); else 1.
+int splitk_factor(const GemmArgs& a, int bn, int bk);
+
+// Why the persistent kernels cannot take a problem (nullptr: they can): they stage outputs beside
+// the ring, read A K-major and add no residual. The one statement of their limits, for the
+// heuristics and the launches alike.
+const char* persistent_refusal(const GemmArgs& a, bool a_mn);
+
+// Hopper configs as data: tile width x split-K allowed x two blocks per SM (a 4-stage ring,
+// sm90::blocks_per_sm: one block's fill and epilogue overlap the other's main loop, for short
+// K) x persistent (the ping-pong and cooperative kernels). The heuristic is in run_sm90; split-K
+// where splitk_factor says.
+enum class Persist { No, PingPong, Coop };
+struct Sm90Config {
+  int bn;
+  bool split, two_blocks;
+  Persist persist;
+  int cluster;  // persistent: blocks per cluster (2: B multicast to a pair of blocks)
+};
+extern const std::vector<std::string> kSm90Names;
+extern const Sm90Config kSm90Configs[];
+// A config's index in kSm90Names; call sites keep it in a static (no lookups per call).
+int sm90_index(const char* name);
+
+// Clusters of two blocks resident at once, as the heuristics take it: half the SMs, which is what
+// the launch's cudaOccupancyMaxActiveClusters answers on an H100/H200, without asking.
+inline int64_t resident_clusters(int64_t sms) { return std::max<int64_t>(1, sms / 2); }
+// Waves of those clusters over a problem's cluster tiles (256 x bn).
+inline int64_t cluster_waves(const GemmArgs& a, int64_t bn, int64_t sms) {
+  return (output_tiles(a, bn, 256) + resident_clusters(sms) - 1) / resident_clusters(sms);
+}
+
+// The persistent configs the heuristics choose among (clusters of two, 128-row block tiles), with
+// their speed at full waves (ViT-B fc1 on an H200: 128 x 256 212 us, 128 x 192 217, ping-pong
+// 232). The conv forward offers exactly these, with im2col loads.
+struct PersistentChoice {
+  int config;  // index in kSm90Configs
+  double speed;
+};
+const std::array<PersistentChoice, 3>& persistent_choices();
+// The heuristic's persistent config: its position in persistent_choices() (matmul.cu says how).
+int persistent_pick(const GemmArgs& a, int64_t sms);
+// Whether a persistent config's block tile is 128 rows (ping-pong 128 x 128, cooperative 128 x 256
+// and 128 x 192): the ones the conv forward takes.
+bool tm128(const Sm90Config& cfg);
+
+// Matmul on the Hopper kernels of one dtype T, operands laid out as l (run_sm90 picks the config,
+// copying what TMA cannot read in place): sm90_launch.cuh; instantiated once per dtype, each in
+// its own translation unit (matmul_sm90_{bf16,fp16,tf32}.cu).
+template <typename T>
+void run_sm90_any_layout(const GemmArgs& a, TmaLayout l);
+
+}  // namespace tileops::cuda::hopper

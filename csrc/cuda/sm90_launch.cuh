@@ -1,0 +1,269 @@
+// The Hopper family's launches, as templates over the dtype and the kernel's shape: included by
+// the translation units that instantiate kernels (matmul_sm90_{bf16,fp16,tf32}.cu, conv_sm90.cu),
+// never by matmul.cu, so that each dtype's kernels compile in a unit of their own.
+#pragma once
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+#include <algorithm>
+#include <atomic>
+#include <type_traits>
+
+#include "autotune.h"
+#include "cuda_util.h"
+#include "sm90_host.cuh"
+#include "splitk.cuh"
+
+namespace tileops::cuda::hopper {
+
+// 16-byte stores (and residual loads) along output rows: rows and bases aligned.
+template <typename T>
+bool vec_stores(const GemmArgs& a) {
+  const auto& o = a.mm;
+  constexpr int vec_elems = 16 / sizeof(T);
+  return o.sc[2] == 1 && o.sc[1] % vec_elems == 0 && o.sc[0] % vec_elems == 0 && o.srq % vec_elems == 0 &&
+         reinterpret_cast<uintptr_t>(o.c) % 16 == 0 && reinterpret_cast<uintptr_t>(a.residual) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(a.out_base) % 16 == 0;
+}
+
+// A kernel's dynamic shared-memory limit is a per-device attribute: set once on each device (bit
+// d of the kernel's own set_on), not on every launch.
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t smem, std::atomic<uint64_t>& set_on) {
+  const int dev = at::cuda::current_device();
+  TORCH_INTERNAL_ASSERT(dev < 64, "tileops: device index ", dev, " past the attribute bitmask");
+  if (!((set_on.load(std::memory_order_acquire) >> dev) & 1)) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    set_on.fetch_or(uint64_t(1) << dev, std::memory_order_release);
+  }
+}
+
+template <typename T, int BN, int STAGES, bool MN, sm90::Gather G = sm90::Gather::None, bool A_MN = false>
+void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb,
+                 bool allow_split = true) {
+  constexpr int BK = sm90::bk<T>;
+  const bool vec = vec_stores<T>(a);
+  auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, G, A_MN>;
+  constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
+  static std::atomic<uint64_t> set_on{0};
+  allow_smem(kernel, smem, set_on);
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const MatmulProblem<T> p(a.mm);
+  const Epilogue<T> epi = epilogue_of<T>(a);
+  sm90::SplitK sk;
+  sk.splits = allow_split ? splitk_factor(a, BN, BK) : 1;
+  at::Tensor work;  // split-K partials, through the caching allocator
+  if (sk.splits > 1) {
+    const int64_t ktiles = (a.K + BK - 1) / BK;
+    sk.kt_per_split = int((ktiles + sk.splits - 1) / sk.splits);
+    work = at::empty({a.batch * sk.splits, a.M, a.N}, cuda_options(at::kFloat));
+    sk.partial = work.data_ptr<float>();
+  }
+  const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
+                  unsigned(a.batch * sk.splits));
+  kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, vec, sk, a.conv);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (sk.splits > 1) splitk_reduce<T, float>(sk.partial, sk.splits, a);
+}
+
+// The persistent kernels (sm90::gemm_sm90_persistent_kernel; TM x BN tiles, COOP: cooperative,
+// else ping-pong; CL: blocks per cluster): one block per SM, as many clusters as fit at once on
+// the GPU or as there are cluster tiles (persistent_refusal says which problems they take). With
+// CL = 2 each block loads half of the B tile: a K-major B map's box is BN / 2 rows (MN-major B is
+// read in 64-row atoms either way).
+// G = ConvFwdIm2col: ma is an im2col map of the conv's x (im2col_map, BM-pixel boxes).
+// A_RS (TF32): A read in place and rounded in registers (see gemm_sm90.cuh).
+template <typename T, bool MN, int TM, int BN, bool COOP, int CL, sm90::Gather G, bool A_RS = false>
+void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
+  using Shape = sm90::PersistShape<TM, BN, COOP, int(sizeof(T))>;
+  auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, TM, BN, COOP, CL, G, A_RS>;
+  constexpr size_t smem = Shape::SMEM;
+  static std::atomic<uint64_t> set_on{0};
+  allow_smem(kernel, smem, set_on);
+  const int64_t tiles = output_tiles(a, BN, CL * TM);  // cluster tiles
+  TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the persistent Hopper kernels");
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CL;
+  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(sm90::THREADS);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = at::cuda::getCurrentCUDAStream();
+  cfg.attrs = attr;
+  cfg.numAttrs = CL > 1 ? 1 : 0;
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  int resident = sms;  // clusters resident at once: one block per SM
+  if constexpr (CL > 1) {  // asked once per device: a GPC's SM count need not be a multiple of CL
+    static std::array<std::atomic<int>, 64> asked{};
+    std::atomic<int>& r = asked[at::cuda::current_device()];
+    if (r.load(std::memory_order_acquire) == 0) {
+      cfg.gridDim = dim3(unsigned(CL * sms));
+      int n = 0;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
+      TORCH_CHECK(n > 0, "tileops: no cluster of ", CL, " blocks of the persistent Hopper kernel fits on this GPU");
+      r.store(n, std::memory_order_release);
+    }
+    resident = r.load(std::memory_order_acquire);
+  }
+  cfg.gridDim = dim3(unsigned(CL * std::min<int64_t>(tiles, resident)));
+  // C by TMA stores where its rows and base are 16-byte aligned (vec_stores): boxes of 128 bytes
+  // of columns by a consumer's rows, in the 128-byte swizzle the kernel stages them in; else by
+  // threads.
+  const bool vec = vec_stores<T>(a);
+  const auto& o = a.mm;
+  const CUtensorMap mc = vec ? matrix_map(o.c, a.dtype, a.N, a.M, a.batch, o.sc[1], o.sc[0],
+                                          uint32_t(sm90::ROW_BYTES / sizeof(T)), Shape::WROWS)
+                             : CUtensorMap{};
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, mc, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
+                                    int(a.batch), ba, bb, vec, a.conv));
+}
+
+// A persistent config's tile as constants: f(TM, BN, COOP), each a std::integral_constant.
+// TM128_ONLY: f is instantiated for the 128-row tiles only (the caller takes no other: tm128).
+template <bool TM128_ONLY = false, typename F>
+decltype(auto) with_persistent_tile(const Sm90Config& cfg, F&& f) {
+  using std::integral_constant;
+  using I128 = integral_constant<int, 128>;
+  if (cfg.persist == Persist::PingPong) return f(I128{}, I128{}, std::false_type{});
+  if constexpr (!TM128_ONLY) {
+    if (cfg.bn == 128) return f(integral_constant<int, 256>{}, I128{}, std::true_type{});
+  }
+  if (cfg.bn == 256) return f(I128{}, integral_constant<int, 256>{}, std::true_type{});
+  return f(I128{}, integral_constant<int, 192>{}, std::true_type{});
+}
+
+// The 128-row persistent configs (tm128), instantiated for one cluster size and A's loads (G: the
+// conv forward takes these, in clusters of two, with im2col loads).
+template <typename T, bool BMN, int CL, sm90::Gather G>
+void launch_persistent_tm128(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
+                             int ba, int bb) {
+  TORCH_INTERNAL_ASSERT(tm128(cfg) && cfg.cluster == CL, "tileops: not a 128-row persistent config of this cluster size");
+  with_persistent_tile<true>(cfg, [&](auto tm, auto bn, auto coop) {
+    launch_sm90_persistent<T, BMN, decltype(tm)::value, decltype(bn)::value, decltype(coop)::value, CL, G>(a, ma, mb,
+                                                                                                          ba, bb);
+  });
+}
+
+// One persistent config of kSm90Configs, instantiated: its tile, its kind and its cluster size
+// (the GEMM's A by TMA tiles); a_rs (TF32): A unrounded, rounded in registers.
+template <typename T, bool BMN>
+void launch_persistent_config(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
+                              int ba, int bb, bool a_rs) {
+  constexpr auto G = sm90::Gather::None;
+  with_persistent_tile(cfg, [&](auto tm, auto bn, auto coop) {
+    constexpr int TM = decltype(tm)::value, BN = decltype(bn)::value;
+    constexpr bool COOP = decltype(coop)::value;
+    auto go = [&](auto rs) {
+      constexpr bool RS = decltype(rs)::value;
+      if (cfg.cluster == 2) launch_sm90_persistent<T, BMN, TM, BN, COOP, 2, G, RS>(a, ma, mb, ba, bb);
+      else launch_sm90_persistent<T, BMN, TM, BN, COOP, 1, G, RS>(a, ma, mb, ba, bb);
+    };
+    if constexpr (sm90::kTf32<T>) {
+      if (a_rs) go(std::true_type{});
+      else go(std::false_type{});
+    } else {
+      go(std::false_type{});
+    }
+  });
+}
+
+// The TMA map of a GEMM operand of `rows` rows (M for A, N for B), its strides s as (batch, row,
+// k): MN-major, boxes of 64 rows (one swizzle atom each) by BK k-rows; K-major, BK by tile_rows.
+template <typename T>
+CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const int64_t* s, int batch, Major m,
+                        uint32_t tile_rows) {
+  constexpr uint32_t BK = sm90::bk<T>;
+  if (m == Major::MN) return matrix_map(p, a.dtype, rows, a.K, batch, s[2], s[0], 64, BK);
+  return matrix_map(p, a.dtype, a.K, rows, batch, s[1], s[0], BK, tile_rows);
+}
+
+// Config i of kSm90Configs on a's operands, laid out as l. a_rounded (TF32): A's words are already
+// rounded (a copy); the one-tile kernel reads rounded words only, so an A read in place is copied
+// (rounded) first, per call; the persistent kernels round it in registers (A_RS).
+template <typename T>
+void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rounded) {
+  const Sm90Config cfg = kSm90Configs[i];
+  if constexpr (sm90::kTf32<T>) {
+    if (cfg.persist == Persist::No && !a_rounded) {
+      const Padded p = pad_operands(a, TmaLayout{Major::None, l.b});  // A only
+      return launch_sm90_config<T>(p.args, sm90_layout(p.args), i, true);
+    }
+  }
+  const auto& o = a.mm;
+  const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
+  // B's strides as (batch, row = n, k), the order operand_map reads
+  const int64_t sb[3] = {o.sb[0], o.sb[2], o.sb[1]};
+  const CUtensorMap ma = operand_map<T>(a, o.a, a.M, o.sa, ba, l.a, sm90::BM);
+  // The MN-major A variants come in 128 and 256 wide only (bn64 runs as bn128), which keeps
+  // the number of Hopper kernels this file instantiates down.
+  auto launch_with = [&](auto a_mn, auto b_mn) {
+    constexpr bool AMN = decltype(a_mn)::value, BMN = decltype(b_mn)::value;
+    const int bn = cfg.bn == 64 && AMN ? 128 : cfg.bn;
+    const CUtensorMap mb = operand_map<T>(a, o.b, a.N, sb, bb, l.b, uint32_t(bn / cfg.cluster));
+    constexpr auto G = sm90::Gather::None;
+    if (cfg.persist != Persist::No) {
+      const char* refusal = persistent_refusal(a, AMN);
+      TORCH_CHECK(refusal == nullptr, refusal);
+      if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb, !a_rounded);
+    } else if (bn == 256) launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
+    else if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
+    else if constexpr (!AMN) {
+      if (cfg.two_blocks) launch_sm90<T, 64, 4, BMN>(a, ma, mb, ba, bb, cfg.split);
+      else launch_sm90<T, 64, 8, BMN>(a, ma, mb, ba, bb, cfg.split);
+    }
+  };
+  using No = std::false_type;
+  using Yes = std::true_type;
+  const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
+  if constexpr (sm90::kTf32<T>) {
+    TORCH_INTERNAL_ASSERT(!a_mn && !b_mn, "tileops: fp32 (TF32) wgmma needs K-major operands");
+    launch_with(No{}, No{});
+  } else if (a_mn) {
+    if (b_mn) launch_with(Yes{}, Yes{});
+    else launch_with(Yes{}, No{});
+  } else {
+    if (b_mn) launch_with(No{}, Yes{});
+    else launch_with(No{}, No{});
+  }
+}
+
+template <typename T>
+void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded) {
+  // The heuristic: bn64x2 where 128-wide tiles would leave SMs idle but 64-wide ones fill them
+  // without split-K, and for N <= 64 (measured, results/h200/14fecd3: square 1024 0.70 -> 1.10x,
+  // 1000^3 0.75 -> 0.92x, batched AV 1.00 -> 1.19x; 1x1-conv GEMMs with N = 64 unchanged; large
+  // problems are slower with it: ViT-B 0.36-0.67x); the persistent kernels in clusters of two
+  // where there are at least two 128 x 128 tiles per SM (persistent_pick); else 256 wide for wide
+  // outputs, 128 below.
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
+  const bool x2 = !a_mn && (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
+  const bool persist = !persistent_refusal(a, a_mn) && output_tiles(a, 128) >= 2 * sms;
+  static const int kX2 = sm90_index("bn64x2"), kBn256 = sm90_index("bn256"), kBn128 = sm90_index("bn128");
+  const int heuristic =
+      x2 ? kX2 : persist ? persistent_choices()[persistent_pick(a, sms)].config : a.N > 128 ? kBn256 : kBn128;
+  autotune::run(
+      [&] {
+        return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
+                                 std::string(a_mn ? "amn+" : "") + (b_mn ? "bmn" : "bk") + (padded ? "+pad" : "") +
+                                     (a_rounded ? "+acopy" : "")});  // TF32: A copied, or rounded in registers
+      },
+      kSm90Names, heuristic, [&](int i) { launch_sm90_config<T>(a, l, i, a_rounded); });
+}
+
+// TF32: B is always copied, rounded and K-major (copy_round_tf32); A is read in place where TMA
+// can read it (launch_sm90_config copies it for the one-tile kernel), else copied and rounded.
+// At 4096^2 the copies of both operands took 85 of 490 us (NOTES 15); A, a linear's activations,
+// is usually the larger one.
+template <typename T>
+void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
+  if constexpr (sm90::kTf32<T>) l.b = Major::None;
+  if (l.ok()) return run_sm90<T>(a, l, false, false);
+  const Padded p = pad_operands(a, l);
+  const TmaLayout pl = sm90_layout(p.args);
+  TORCH_INTERNAL_ASSERT(pl.ok(), "tileops: padded operands not TMA-readable");
+  run_sm90<T>(p.args, pl, true, l.a == Major::None);
+}
+
+}  // namespace tileops::cuda::hopper
