@@ -353,11 +353,12 @@ def test_matmul_sm90_configs_cuda(config, kind, size, b_layout):
 # warpgroups alternating, the ring running on across tiles, both the ring's wrap and a K shorter
 # than it), grouped tile order with a partial last group, tails in M, N and K, an odd count of
 # tile rows (a cluster's second block past M), batches (one operand broadcast), every epilogue,
-# C stored by TMA (rows 16-byte aligned: N = 264, 712) and by threads (N = 2100, 1500, 700), A
-# read in place and (K = 77, rows not 16-byte aligned) copied: TF32 then reads a rounded copy
-# from shared memory instead of rounding A in registers; and the problems they refuse.
+# C's rows 16-byte aligned (16-bit: stored by TMA, N = 264, 712; TF32: float2 stores, every N
+# but 263) or not (stored by threads; 16-bit: N = 2100, 1500, 700, 263; TF32: 263), A read in
+# place and (K = 77, rows not 16-byte aligned) copied: TF32 then reads a rounded copy from shared
+# memory instead of rounding A in registers; and the problems they refuse.
 PP_CASES = [(1, 4100, 2100, 72), (1, 3000, 1500, 200), (2, 1100, 700, 1000), (3, 129, 264, 8), (2, 1000, 712, 300),
-            (1, 700, 264, 77)]
+            (1, 700, 264, 77), (2, 300, 263, 128)]
 
 
 @pytest.mark.cuda
@@ -388,10 +389,10 @@ def test_matmul_persistent_cuda(config, kind, size, b_layout):
 @pytest.mark.parametrize("kind", ["bfloat16", "float16", "tf32"])
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
-@pytest.mark.parametrize("out_features", [1100, 1104], ids=["n1100", "n1104"])
+@pytest.mark.parametrize("out_features", [1102, 1104], ids=["n1102", "n1104"])
 def test_linear_persistent_cuda(config, kind, activation, with_bias, out_features):
-    """Every epilogue on the persistent kernels, C stored by threads (1100: rows not 16-byte
-    aligned) and by TMA (1104)."""
+    """Every epilogue on the persistent kernels, C's rows not 16-byte aligned (1102: stored by
+    threads, element by element) and aligned (1104: 16-bit by TMA, TF32 as float2)."""
     from tileops import autotune
 
     gen, seed = fresh_generator()

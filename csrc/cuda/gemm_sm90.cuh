@@ -425,30 +425,27 @@ struct SwizzledStaging {
 // row0..row0+63, plus the tile's bias from shared memory; RAW: as fp32, for a store loop that adds
 // a residual before activating; else activated and cast to T. Fragment layout of m64nN: warp w
 // holds rows 16w + lane/4 (+8), n8 block j columns 8j + 2 (lane % 4) (+1). Columns past N are
-// computed, never stored. Only columns [c0, c0 + cols) are staged, at c - c0 (a caller that stages
-// in passes unrolls them, so the test folds away).
+// computed, never stored.
 template <Act A, int BN, class L, bool RAW, typename S, typename T>
 __device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stage, int row0, const float* bias_s,
-                                               bool has_bias, const Epilogue<T>& epi, int t, int c0 = 0,
-                                               int cols = BN) {
+                                               bool has_bias, const Epilogue<T>& epi, int t) {
   const int warp = t / 32, lane = t % 32;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = row0 + warp * 16 + lane / 4 + half * 8;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
-      if (j * 8 < c0 || j * 8 >= c0 + cols) continue;
-      const int c = j * 8 + (lane % 4) * 2, sc = c - c0;
+      const int c = j * 8 + (lane % 4) * 2;
       float v[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) v[e] = d[j * 4 + half * 2 + e] + (has_bias ? bias_s[c + e] : 0.f);
       if constexpr (RAW) {
-        *reinterpret_cast<float2*>(stage + L::at(r, sc)) = make_float2(v[0], v[1]);
+        *reinterpret_cast<float2*>(stage + L::at(r, c)) = make_float2(v[0], v[1]);
       } else {  // the pair as one store (half the shared-memory store instructions)
         struct alignas(2 * sizeof(S)) Pair {
           S e[2];
         };
-        *reinterpret_cast<Pair*>(stage + L::at(r, sc)) = Pair{{epi.template finish<A>(v[0]), epi.template finish<A>(v[1])}};
+        *reinterpret_cast<Pair*>(stage + L::at(r, c)) = Pair{{epi.template finish<A>(v[0]), epi.template finish<A>(v[1])}};
       }
     }
   }
@@ -461,6 +458,44 @@ __device__ __forceinline__ void stage_bias(float* bias_s, const Epilogue<T>& epi
                                            I n0, int64_t N, int t) {
   for (int c = t; c < BN; c += 128)
     bias_s[c] = n0 + c < N ? static_cast<float>(epi.bias[p.bias_index(g, n0 + c)]) : 0.f;
+}
+
+// store_fragment (fp32 outputs, T = float): as stage_fragment, but straight to C from row m0 and
+// column n0 on, activated: a quad's float2 stores cover a 32-byte sector of a row, as many bytes
+// as a staged store's would, without staging's barriers and shared memory. pairs: C's rows and
+// base 16-byte aligned; float2 stores without checks where the tile spans BN columns of C, else
+// element stores.
+template <Act A, int BN, typename T>
+__device__ __forceinline__ void store_fragment(const float (&d)[BN / 2], const MatmulProblem<T>& p, int g, int64_t m0,
+                                               int64_t n0, int64_t M, int64_t N, const float* bias_s, bool has_bias,
+                                               const Epilogue<T>& epi, bool pairs, int t) {
+  static_assert(std::is_same<T, float>::value, "store_fragment: fp32 outputs");
+  const int warp = t / 32, lane = t % 32;
+  auto value = [&](int j, int half, int e) {
+    const int c = j * 8 + (lane % 4) * 2 + e;
+    return epi.template finish<A>(d[j * 4 + half * 2 + e] + (has_bias ? bias_s[c] : 0.f));
+  };
+  const bool whole = pairs && n0 + BN <= N;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t m = m0 + warp * 16 + lane / 4 + half * 8;
+    if (m >= M) continue;
+    const auto row = p.row_c(g, m);
+    if (whole) {
+      float* out = p.c(row, n0) + (lane % 4) * 2;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+        *reinterpret_cast<float2*>(out + j * 8) = make_float2(value(j, half, 0), value(j, half, 1));
+    } else {
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t n = n0 + j * 8 + (lane % 4) * 2 + e;
+          if (n < N) *p.c(row, n) = value(j, half, e);
+        }
+    }
+  }
 }
 
 // store_staged: ROWS x BN staged outputs (layout L) to C from (m0, n0) on, by a warpgroup's 128
@@ -685,10 +720,11 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // walking output tiles blockIdx.x, + gridDim.x, ... in grouped order (GROUP_M tile rows at a
 // time, so the tiles in flight share A rows and B columns in L2); the producer fills one ring in
 // tile order, running on into the next tile while the consumers finish this one. A tile is TM x
-// BN; each consumer warpgroup holds WROWS x BN of accumulators (WROWS / 64 m64 wgmmas) and
-// stages its epilogue in its own buffer, not in the ring, in TMA's 128-byte swizzle: where C's
-// rows are 16-byte aligned one thread hands the staged block to TMA stores and the warpgroup goes
-// on to its next tile (the stores drain while it computes), else its threads store it.
+// BN; each consumer warpgroup holds WROWS x BN of accumulators (WROWS / 64 m64 wgmmas). 16-bit
+// outputs: it stages its epilogue in its own buffer, not in the ring, in TMA's 128-byte swizzle,
+// the whole WROWS x BN block in one pass: where C's rows are 16-byte aligned one thread hands the
+// staged block to TMA stores and the warpgroup goes on to its next tile (the stores drain while
+// it computes), else its threads store it. TF32 (fp32 outputs): no staging (store_fragment).
 // - Ping-pong (COOP false, 128 x 128, WROWS 128): each warpgroup owns whole tiles, the two
 //   taking turns (the block's tiles 0, 2, 4... to warpgroup 1, the odd ones to 2), so one's main
 //   loop runs while the other does its epilogue: the pipeline fill and the epilogue that cost
@@ -705,43 +741,32 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // each consumer releases a stage on both blocks' empty barriers, and a producer waits for its
 // last stages' release before its block exits (the peer still arrives on its barriers).
 // TF32 (T = float): B rounded by the host; A_RS: A read in place, rounded in registers
-// (load_a_tf32) and multiplied from there, else a rounded copy read from shared memory.
-// Outputs are staged SCOLS columns a pass: the widest part of the tile that leaves room for
-// MIN_STAGES stages. TF32: 4. With 3, TMA's latency outran the consumers: 128 x 256 TF32 (fp32
-// outputs staged 64 wide) stalled 31% of its samples at the full barriers
-// (results/h100/d1eb10b/h100/ncu); with 4 (32 wide) 4096^2 went 480 -> 427 us, LLM down 1227 ->
-// 1049 (results/h100/199f6f4). 16-bit: 3, so every 16-bit shape stages its whole tile in one pass:
-// passes of 64 columns for a 4th stage at 128 x 256 cost more than it gave, ViT-B fc1 bf16 178 ->
-// 276 us, 4096^2 182 -> 200 (each pass waits for TMA to have read the previous one).
+// (load_a_tf32) and multiplied from there, else a rounded copy read from shared memory. Its fp32
+// outputs go from the accumulators straight to C (store_fragment), and the staging's shared
+// memory goes to the ring: with 3 stages TMA's latency outran the consumers (128 x 256 stalled
+// 31% of its samples at the full barriers, results/h100/d1eb10b/h100/ncu); a 4th, bought by
+// staging fp32 outputs 32 columns a pass, took 4096^2 480 -> 427 us and LLM down 1227 -> 1049
+// (results/h100/199f6f4), but its 8 passes a tile, each waiting for TMA to have read the one
+// before, cost ViT-B fc1 (K = 768) 8%. 16-bit outputs keep the whole-tile staging: passes of 64
+// columns for a 4th stage at 128 x 256 cost more than they gave, ViT-B fc1 bf16 178 -> 276 us,
+// 4096^2 182 -> 200 (NOTES 42).
 constexpr int GROUP_M = 8;
 constexpr size_t kSmemPerBlock = 227 * 1024;  // sm_90's dynamic shared memory limit for one block
 // ES: the output's element size (2, or 4 for TF32).
 template <int TM, int BN, bool COOP, int ES>
 struct PersistShape {
   static constexpr int WROWS = COOP ? TM / 2 : TM;
-  static constexpr int CW = ROW_BYTES / ES;  // columns per 128-byte chunk (a TMA store box)
+  static constexpr bool STAGED = ES == 2;  // TF32: no staging (store_fragment)
   static constexpr size_t STAGE = size_t(TM + BN) * ROW_BYTES;
-  // two staging buffers of scols outputs a row (SwizzledStaging), two fp32 bias tiles, 1 KiB
+  // two staging buffers of WROWS x BN outputs (SwizzledStaging), two fp32 bias tiles, 1 KiB
   // alignment slack, 64 bytes for the turn barriers
-  static constexpr size_t fixed(int scols) {
-    return 2 * size_t(WROWS) * scols * ES + 2 * BN * sizeof(float) + 1024 + 64;
-  }
-  // stages (each with its full and empty barriers) that fit beside them
-  static constexpr size_t fit(int scols) { return (kSmemPerBlock - fixed(scols)) / (STAGE + 2 * sizeof(uint64_t)); }
-  static constexpr int MIN_STAGES = ES == 4 ? 4 : 3;
-  static constexpr int widest_staging() {
-    for (int s = BN; s > CW; s -= CW)
-      if (BN % s == 0 && fit(s) >= MIN_STAGES) return s;
-    return CW;
-  }
-  static constexpr int SCOLS = widest_staging();
-  static constexpr size_t FIXED = fixed(SCOLS);
-  // at most 4 (TF32, whose stages hold half the k: 6)
-  static constexpr size_t FIT = fit(SCOLS), CAP = ES == 4 ? 6 : 4;
+  static constexpr size_t FIXED = (STAGED ? 2 * size_t(WROWS) * BN * ES : 0) + 2 * BN * sizeof(float) + 1024 + 64;
+  // stages (each with its full and empty barriers) that fit beside them: at most 4 (TF32, whose
+  // stages hold half the k: 6)
+  static constexpr size_t FIT = (kSmemPerBlock - FIXED) / (STAGE + 2 * sizeof(uint64_t)), CAP = ES == 4 ? 6 : 4;
   static constexpr int STAGES = int(FIT < CAP ? FIT : CAP);
   static constexpr size_t SMEM = STAGES * STAGE + FIXED + 2 * STAGES * sizeof(uint64_t);
-  static_assert(WROWS % 64 == 0 && TM % BM == 0 && BN % SCOLS == 0 && STAGES >= 3, "persistent tile shape");
-  static_assert(ES == 4 || SCOLS == BN, "16-bit outputs are staged in one pass (see above)");
+  static_assert(WROWS % 64 == 0 && TM % BM == 0 && STAGES >= 3, "persistent tile shape");
 };
 
 // Output tile i (of batch * mt * nt, tiles bm x bn) as (g, m0, n0), grouped: GROUP_M tile rows,
@@ -774,14 +799,13 @@ __global__ void __launch_bounds__(THREADS, 1)
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16,
                                std::conditional_t<kTf32<T>, float, __half>>;
-  constexpr int STAGES = Shape::STAGES, WROWS = Shape::WROWS, SCOLS = Shape::SCOLS, BK = bk<T>,
+  constexpr int STAGES = Shape::STAGES, WROWS = Shape::WROWS, SCOLS = Shape::STAGED ? BN : 0, BK = bk<T>,
                 KSTEP = 32 / int(sizeof(T));
-  using Staging = SwizzledStaging<WROWS, int(sizeof(T))>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // see gemm_sm90_kernel
   T* As = reinterpret_cast<T*>(smem);
   T* Bs = As + STAGES * TM * BK;
-  T* staging = Bs + STAGES * BN * BK;  // [2][WROWS * SCOLS] (Staging), one per consumer, 1 KiB aligned
+  T* staging = Bs + STAGES * BN * BK;  // [2][WROWS * SCOLS] (Staging), one per consumer, 1 KiB aligned; TF32: none
   float* bias_tiles = reinterpret_cast<float*>(staging + 2 * WROWS * SCOLS);  // [2][BN]
   uint64_t* full = reinterpret_cast<uint64_t*>(bias_tiles + 2 * BN);
   uint64_t* empty = full + STAGES;
@@ -846,10 +870,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int w = wg - 1;
-  T* stage = staging + w * WROWS * SCOLS;
   float* bias_s = bias_tiles + w * BN;
   const bool has_bias = epi.bias != nullptr;
-  const bool c_by_tma = vec_store;  // C's rows 16-byte aligned: the host made tm_c, TMA stores C
+  const bool c_by_tma = Shape::STAGED && vec_store;  // C's rows 16-byte aligned: the host made tm_c, TMA stores C
   const int bar = 2 + w;  // this warpgroup's named barrier (0 is __syncthreads, 1 the other kernel's)
   const int row0 = COOP ? w * WROWS : 0;  // this warpgroup's first row in the tile
   // j: the block's tile count. Ping-pong: this warpgroup takes every other tile, from its own.
@@ -924,23 +947,30 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     release((pos0 + ktiles - 1) % STAGES);
 
-    // Epilogue, in this warpgroup's own staging, SCOLS columns a pass: first the staging must be
-    // free: the previous pass's TMA store has read it (its issuing thread waits for that), and all
-    // threads are done storing from it (and, before the first pass, reading the bias).
+    // Epilogue. First the bias tile (and, 16-bit, the staging) must be free: all threads are done
+    // reading the last tile's bias and storing from the staging, and the last TMA store has read
+    // the staging (its issuing thread waits for that).
     const int64_t m0 = o.m0 + row0;
-#pragma unroll
-    for (int c0 = 0; c0 < BN; c0 += SCOLS) {
-      if (c_by_tma && t == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    if (c_by_tma && t == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    if (Shape::STAGED || has_bias) asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+    if (has_bias) {
+      stage_bias<BN>(bias_s, epi, p, o.g, o.n0, N, t);
       asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
-      if (has_bias && c0 == 0) {
-        stage_bias<BN>(bias_s, epi, p, o.g, o.n0, N, t);
-        asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
-      }
+    }
+    if constexpr (!Shape::STAGED) {  // TF32: float2 stores where C's rows are 16-byte aligned
       with_act(epi.act, [&](auto act) {
 #pragma unroll
         for (int h = 0; h < H; ++h)
-          stage_fragment<decltype(act)::value, BN, Staging, false>(d[h], stage, h * 64, bias_s, has_bias, epi, t, c0,
-                                                                    SCOLS);
+          store_fragment<decltype(act)::value, BN>(d[h], p, o.g, m0 + h * 64, o.n0, M, N, bias_s, has_bias, epi,
+                                                   vec_store, t);
+      });
+    } else {
+      using Staging = SwizzledStaging<WROWS, int(sizeof(T))>;
+      T* stage = staging + w * WROWS * SCOLS;
+      with_act(epi.act, [&](auto act) {
+#pragma unroll
+        for (int h = 0; h < H; ++h)
+          stage_fragment<decltype(act)::value, BN, Staging, false>(d[h], stage, h * 64, bias_s, has_bias, epi, t);
       });
       if (c_by_tma) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged writes, visible to TMA
       asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
@@ -949,11 +979,11 @@ __global__ void __launch_bounds__(THREADS, 1)
           constexpr int CW = Staging::CW;  // columns per 128-byte chunk (TMA box)
 #pragma unroll
           for (int j = 0; j < SCOLS / CW; ++j)
-            tma_store(stage + j * WROWS * CW, &tm_c, int(o.n0) + c0 + CW * j, int(m0), o.g);
+            tma_store(stage + j * WROWS * CW, &tm_c, int(o.n0) + CW * j, int(m0), o.g);
           asm volatile("cp.async.bulk.commit_group;" ::: "memory");
         }
       } else {  // C's rows not 16-byte aligned: element stores
-        store_staged<WROWS, SCOLS, Staging>(stage, p, o.g, m0, o.n0 + c0, M, N, false, false, t);
+        store_staged<WROWS, SCOLS, Staging>(stage, p, o.g, m0, o.n0, M, N, false, false, t);
       }
     }
   }

@@ -107,12 +107,12 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
     resident = r.load(std::memory_order_acquire);
   }
   cfg.gridDim = dim3(unsigned(CL * std::min<int64_t>(tiles, resident)));
-  // C by TMA stores where its rows and base are 16-byte aligned (vec_stores): boxes of 128 bytes
-  // of columns by a consumer's rows, in the 128-byte swizzle the kernel stages them in; else by
-  // threads.
+  // 16-bit C by TMA stores where its rows and base are 16-byte aligned (vec_stores): boxes of 128
+  // bytes of columns by a consumer's rows, in the 128-byte swizzle the kernel stages them in; else
+  // by threads. TF32: float2 stores where aligned, no map.
   const bool vec = vec_stores<T>(a);
   const auto& o = a.mm;
-  const CUtensorMap mc = vec ? matrix_map(o.c, a.dtype, a.N, a.M, a.batch, o.sc[1], o.sc[0],
+  const CUtensorMap mc = vec && Shape::STAGED ? matrix_map(o.c, a.dtype, a.N, a.M, a.batch, o.sc[1], o.sc[0],
                                           uint32_t(sm90::ROW_BYTES / sizeof(T)), Shape::WROWS)
                              : CUtensorMap{};
   C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, mc, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
