@@ -19,7 +19,7 @@ from utils import check, fresh_generator, randn
 
 NAMES = ["a", "b", "c"]
 DEV = "test-device"
-# family conv_fwd_sm90 (matmul.cu): one-tile kernels, then the persistent ones (TMA im2col loads only)
+# family conv_fwd_sm90 (conv_sm90.cu): one-tile kernels, then the persistent ones (TMA im2col loads only)
 CONV_FWD_PERSISTENT = ["pp128-c2-im2col", "coop128x256-c2-im2col", "coop128x192-c2-im2col"]
 CONV_FWD_CANDIDATES = ["bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"] + CONV_FWD_PERSISTENT
 

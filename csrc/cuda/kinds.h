@@ -35,10 +35,10 @@ void concurrently(const std::vector<std::function<void()>>& fns);
 // matmul.cu: why the Hopper kernels cannot run problem a on this build, GPU and dtype (nullptr:
 // they can); its M, N, K are the GEMM's (the op layer sets them for the conv kinds too).
 const char* sm90_unavailable(const GemmArgs& a);
-// matmul.cu: implicit-GEMM forward on Hopper; a.mm holds B (weight rows, K-major) and C,
+// conv_sm90.cu: implicit-GEMM forward on Hopper; a.mm holds B (weight rows, K-major) and C,
 // a.conv the channels_last input. False when it cannot run (dtype, GPU, C % 64, layout).
 bool conv_fwd_sm90(const GemmArgs& a);
-// matmul.cu: implicit-GEMM weight gradient on Hopper, dW^T [R*S*C, K] = cols(x)^T . dY; a.mm
+// conv_sm90.cu: implicit-GEMM weight gradient on Hopper, dW^T [R*S*C, K] = cols(x)^T . dY; a.mm
 // holds B (dY rows [N*P*Q, K], MN-major) and C, a.conv the channels_last input. False as above.
 bool conv_wgrad_sm90(const GemmArgs& a);
 

@@ -1,5 +1,5 @@
 // Matmul on the generic rungs (naive ... vectorized, mma): every kernel instantiated for
-// MatmulProblem lives in this translation unit, which compiles beside matmul.cu (Hopper).
+// MatmulProblem lives in this translation unit, which compiles beside the Hopper ones.
 #include "gemm_skinny.cuh"
 #include "launch.cuh"
 #include "splitk.cuh"
