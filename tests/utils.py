@@ -15,8 +15,10 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32, "tf32": torch.floa
 
 
 def fresh_generator():
-    """A generator seeded from the OS: new inputs every run; the seed goes into messages."""
-    seed = int.from_bytes(os.urandom(4), "little")
+    """A generator seeded from the OS: new inputs every run; the seed goes into messages.
+    TILEOPS_TEST_SEED=<seed from a message> replays that run's inputs."""
+    seed = int(os.environ["TILEOPS_TEST_SEED"]) if os.environ.get("TILEOPS_TEST_SEED") else int.from_bytes(
+        os.urandom(4), "little")
     return torch.Generator().manual_seed(seed), seed
 
 
