@@ -6,7 +6,7 @@
 #include <cuda.h>
 
 #include <algorithm>
-#include <atomic>
+#include <array>
 #include <string>
 #include <vector>
 
