@@ -757,10 +757,11 @@ template <int TM, int BN, bool COOP, int ES>
 struct PersistShape {
   static constexpr int WROWS = COOP ? TM / 2 : TM;
   static constexpr bool STAGED = ES == 2;  // TF32: no staging (store_fragment)
+  static constexpr int SCOLS = STAGED ? BN : 0;  // staged columns a row
   static constexpr size_t STAGE = size_t(TM + BN) * ROW_BYTES;
-  // two staging buffers of WROWS x BN outputs (SwizzledStaging), two fp32 bias tiles, 1 KiB
+  // two staging buffers of WROWS x SCOLS outputs (SwizzledStaging), two fp32 bias tiles, 1 KiB
   // alignment slack, 64 bytes for the turn barriers
-  static constexpr size_t FIXED = (STAGED ? 2 * size_t(WROWS) * BN * ES : 0) + 2 * BN * sizeof(float) + 1024 + 64;
+  static constexpr size_t FIXED = 2 * size_t(WROWS) * SCOLS * ES + 2 * BN * sizeof(float) + 1024 + 64;
   // stages (each with its full and empty barriers) that fit beside them: at most 4 (TF32, whose
   // stages hold half the k: 6)
   static constexpr size_t FIT = (kSmemPerBlock - FIXED) / (STAGE + 2 * sizeof(uint64_t)), CAP = ES == 4 ? 6 : 4;
@@ -799,7 +800,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16,
                                std::conditional_t<kTf32<T>, float, __half>>;
-  constexpr int STAGES = Shape::STAGES, WROWS = Shape::WROWS, SCOLS = Shape::STAGED ? BN : 0, BK = bk<T>,
+  constexpr int STAGES = Shape::STAGES, WROWS = Shape::WROWS, SCOLS = Shape::SCOLS, BK = bk<T>,
                 KSTEP = 32 / int(sizeof(T));
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // see gemm_sm90_kernel
