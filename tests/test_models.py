@@ -102,13 +102,23 @@ def ref_classes(model):
     return [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1].out_features
 
 
-def step(model, x, labels, autocast_dtype=None):
-    """Forward (under autocast if asked) and backward of cross-entropy; returns the output."""
+def step(model, x, labels, autocast_dtype=None, upstream=None):
+    """Forward (under autocast if asked) and backward of cross-entropy, or of `upstream` as the
+    output's gradient where given; returns the output."""
     ctx = torch.autocast(x.device.type, dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
     with ctx:
         out = model(x)
-    F.cross_entropy(out.float(), labels).backward()
+    if upstream is None:
+        F.cross_entropy(out.float(), labels).backward()
+    else:
+        o = out if out.dtype == torch.float64 else out.float()
+        o.backward(upstream.to(o))
     return out
+
+
+def fixed_upstream(out_shape, seed):
+    """An output gradient that depends on the seed only (not on either model's rounding)."""
+    return torch.randn(out_shape, generator=torch.Generator().manual_seed(seed ^ 0x5EED), dtype=torch.float64)
 
 
 def grads(model):
@@ -187,8 +197,15 @@ def test_autocast_parity(device, name, dtype):
     # gradients whose error against float64 swings several-fold from seed to seed
     ref, tile, x, labels = build(SPECS[name], device, seed, train=False)
     exact = copy.deepcopy(ref).double()
-    step(exact, x.double(), labels)
-    out_ref, out = step(ref, x, labels, dtype), step(tile, x, labels, dtype)
+    # The backward starts from one fixed output gradient in all three models, not from each
+    # model's own cross-entropy: that gradient is softmax(logits) - onehot, evaluated at the
+    # model's own half-precision logits, and for some seeds a few large logits make it swing with
+    # their last rounding. Measured on ResNet-50 bf16 (results/h100/5558dcf/a/autocast_diag.log):
+    # features equally far from float64 in both models (0.4%), yet fc.weight's gradient 2.3% off
+    # for tileops and 0.45% for torch on one seed, 2.9% for torch and 0.8% for tileops on another.
+    upstream = fixed_upstream((x.shape[0], ref_classes(ref)), seed)
+    step(exact, x.double(), labels, upstream=upstream)
+    out_ref, out = step(ref, x, labels, dtype, upstream), step(tile, x, labels, dtype, upstream)
     assert out.dtype == out_ref.dtype == dtype
     e = rel(out, out_ref)
     assert e <= AUTOCAST_TOL, "%s seed %d: output relative error %.3g" % (name, seed, e)

@@ -133,7 +133,7 @@ struct VecOperand {
 };
 struct VecLayout {
   VecOperand a, b;
-  bool fast;   // both operands vec and K % BK == 0: interior blocks use 16-byte loads only
+  bool fast;   // both operands vec, and no vector straddles an edge: every block takes 16-byte loads only
   bool c_vec;  // C rows are contiguous and 4-element aligned: 4 outputs per store
 };
 
@@ -149,12 +149,15 @@ inline VecOperand vec_operand(const void* base, int64_t bs, int64_t rs, int64_t 
   return o;
 }
 
-inline VecLayout vec_layout(const GemmArgs& a, int bytes, int bk) {
+inline VecLayout vec_layout(const GemmArgs& a, int bytes) {
   const auto& o = a.mm;
   VecLayout l;
   l.a = vec_operand(o.a, o.sa[0], o.sa[1], o.sa[2], a.M, a.K, a.batch, bytes);
   l.b = vec_operand(o.b, o.sb[0], o.sb[2], o.sb[1], a.N, a.K, a.batch, bytes);
-  l.fast = l.a.vec && l.b.vec && a.K % bk == 0;
+  // a vector lies wholly inside the operand or wholly past its edge (K along k, rows across)
+  const int64_t n = 16 / bytes;
+  auto whole = [&](const VecOperand& v, int64_t rows) { return (v.kc ? a.K : rows) % n == 0; };
+  l.fast = l.a.vec && l.b.vec && whole(l.a, a.M) && whole(l.b, a.N);
   const int align = bytes * 4 < 16 ? bytes * 4 : 16;
   l.c_vec = o.sc[2] == 1 && reinterpret_cast<uintptr_t>(o.c) % align == 0 && (o.sc[1] % 4 == 0 || a.M == 1) &&
             (o.sc[0] % 4 == 0 || a.batch == 1);
@@ -216,11 +219,14 @@ __device__ __forceinline__ void store4(T* dst, const T (&v)[4]) {
   }
 }
 
-// Global -> registers -> shared staging of one operand tile (ROWS x BK) for interior blocks
-// of the vectorized kernel: LOADS 16-byte vectors per thread, every one inside the operand
-// (no predicates, so no per-element state in registers). kc: vector i covers row r, k ..
+// Global -> registers -> shared staging of one operand tile (ROWS x BK) for the vectorized
+// kernel where VecLayout::fast: LOADS 16-byte vectors per thread. kc: vector i covers row r, k ..
 // k+VEC-1 (a warp reads whole 32-byte sectors of consecutive rows) and is stored transposed;
 // else rows r .. r+VEC-1 at one k (a warp reads 512 consecutive bytes) and is stored as is.
+// Edges without per-element predicates: rows past the operand read its last row (kc) or last
+// vector (they feed outputs that are never stored), and vectors past K, in the last k tile only,
+// are zeros. Before, a K that was not a multiple of BK, or any edge block, took element loads:
+// fp32 1000^3 ran at 0.48x cuBLAS, set by the slow edge blocks.
 template <typename T, typename Acc, int ROWS, int BK, int THREADS>
 struct VecLoader {
   static constexpr int VEC = 16 / int(sizeof(T));
@@ -231,21 +237,28 @@ struct VecLoader {
   uint32_t w[LOADS][4];
   int soff[LOADS];  // its place in a shared buffer [BK][ld]
 
-  __device__ __forceinline__ void init(const T* base, int64_t rs, int64_t ks, bool kc, int64_t row0, int ld,
-                                       int tid) {
+  // vector i's place in the tile: row r, k offset k
+  static __device__ __forceinline__ int row_of(bool kc, int idx) { return kc ? idx / (BK / VEC) : idx % (ROWS / VEC) * VEC; }
+  static __device__ __forceinline__ int k_of(bool kc, int idx) { return kc ? idx % (BK / VEC) * VEC : idx / (ROWS / VEC); }
+
+  // rows: the operand's row count (rows % VEC == 0 where vectors run along rows)
+  __device__ __forceinline__ void init(const T* base, int64_t rs, int64_t ks, bool kc, int64_t row0, int64_t rows,
+                                       int ld, int tid) {
 #pragma unroll
     for (int i = 0; i < LOADS; ++i) {
       const int idx = tid + i * THREADS;
-      const int r = kc ? idx / (BK / VEC) : idx % (ROWS / VEC) * VEC;
-      const int k = kc ? idx % (BK / VEC) * VEC : idx / (ROWS / VEC);
+      const int r = row_of(kc, idx), k = k_of(kc, idx);
       soff[i] = k * ld + r;
-      ptr[i] = base + (row0 + r) * rs + int64_t(k) * ks;
+      const int64_t row = row0 + r < rows ? row0 + r : kc ? rows - 1 : rows - VEC;
+      ptr[i] = base + row * rs + int64_t(k) * ks;
     }
   }
-  __device__ __forceinline__ void load() {
+  // klim: the k of this tile inside K (BK but in a ragged last tile); K % VEC == 0 where kc
+  __device__ __forceinline__ void load(bool kc, int klim, int tid) {
 #pragma unroll
     for (int i = 0; i < LOADS; ++i) {
-      const uint4 t = __ldg(reinterpret_cast<const uint4*>(ptr[i]));
+      uint4 t = make_uint4(0, 0, 0, 0);
+      if (klim >= BK || k_of(kc, tid + i * THREADS) < klim) t = __ldg(reinterpret_cast<const uint4*>(ptr[i]));
       w[i][0] = t.x, w[i][1] = t.y, w[i][2] = t.z, w[i][3] = t.w;
     }
   }
@@ -332,20 +345,21 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     }
   };
 
-  if (lay.fast && m0 + BM <= M && n0 + BN <= N) {
+  if (lay.fast) {
     // A: rows m, row stride sa[1], k stride sa[2]; B: rows n, row stride sb[2], k stride sb[1]
     VecLoader<T, Acc, BM, BK, Cfg::THREADS> la;
     VecLoader<T, Acc, BN, BK, Cfg::THREADS> lb;
-    la.init(p.A + g * p.sa[0], p.sa[1], p.sa[2], lay.a.kc, m0, LDA, tid);
-    lb.init(p.B + g * p.sb[0], p.sb[2], p.sb[1], lay.b.kc, n0, LDB, tid);
+    la.init(p.A + g * p.sa[0], p.sa[1], p.sa[2], lay.a.kc, m0, M, LDA, tid);
+    lb.init(p.B + g * p.sb[0], p.sb[2], p.sb[1], lay.b.kc, n0, N, LDB, tid);
     mainloop(
         [&](int64_t kt) {
           if (kt > 0) {
             la.advance(p.sa[2]);
             lb.advance(p.sb[1]);
           }
-          la.load();
-          lb.load();
+          const int klim = int(K - kt * BK < BK ? K - kt * BK : BK);
+          la.load(lay.a.kc, klim, tid);
+          lb.load(lay.b.kc, klim, tid);
         },
         [&](int buf) {
           la.store(lay.a.kc, As[buf], LDA);

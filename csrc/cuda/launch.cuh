@@ -58,7 +58,7 @@ void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a) {
   if constexpr (std::is_same<Cfg, VecF32>::value) {
     if (a.N <= VecF32N64::BN) return launch_vectorized<T, VecF32N64>(p, a);
   }
-  const VecLayout lay = vec_layout(a, int(sizeof(T)), Cfg::BK);
+  const VecLayout lay = vec_layout(a, int(sizeof(T)));
   constexpr int64_t kMaxZ = 65535;
   for (int64_t g0 = 0; g0 < a.batch; g0 += kMaxZ) {
     GemmArgs chunk = a;

@@ -7,19 +7,22 @@
 namespace tileops::cuda {
 namespace {
 
-constexpr int64_t kMinSplitK = 256;  // k per split: enough to hide a tile's prologue and epilogue
+// k per split: enough to hide a tile's prologue and epilogue (128: fp32 127 x 255 x 511, 8 tiles
+// of 64 x 64, splits in 4 where 256 left it unsplit on 8 SMs, 32 us against cuBLAS's 7.5)
+constexpr int64_t kMinSplitK = 128;
 
 // Split-K for the SIMT rungs 'auto' picks for fp32 (TF32 off) and fp64, where the output tiles
 // would leave most SMs idle and K is long (conv weight gradients, K = N*P*Q; skinny M): K is cut
 // into chunks that run as a batch (chunk j's operands start at k = j*kc) writing the partial
 // products to a workspace [splits, M, N], which splitk_reduce sums in a fixed order before the
-// epilogue. fp32 takes 'vectorized' here even for few tiles: split-K fills the SMs it left idle.
+// epilogue. fp32 takes 'vectorized' here even for few tiles where its 16-byte loads apply (split-K
+// fills the SMs it left idle), else 'register', whose 64 x 64 tiles are 4x as many.
 // A pinned rung runs as it is (the ladder measures the kernels themselves). False: not split.
 bool simt_splitk(const GemmArgs& a) {
   if (a.algo != Algo::Auto || a.batch != 1 || tensor_core_dtype(a) ||
       (a.dtype != at::kFloat && a.dtype != at::kDouble))
     return false;
-  const bool vec = a.dtype == at::kFloat;
+  const bool vec = a.dtype == at::kFloat && vec_layout(a, 4).fast;
   const int64_t bm = vec ? VecF32::BM : Simt::BM, bn = vec ? VecF32::BN : Simt::BN;
   const int64_t tiles = ((a.M + bm - 1) / bm) * ((a.N + bn - 1) / bn);
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
@@ -139,7 +142,46 @@ bool matmul_skinny(const GemmArgs& a) {
   return true;
 }
 
+namespace {
+
+// Work (multiply-adds) from which an fp32 problem whose operands the 16-byte loads cannot read
+// (odd K or N, ragged strides) runs on padded copies instead: at 4095 x 4097 x 4093 the
+// element-load path took 3.86 ms against cuBLAS's 2.87 (results/h100/cef00ca), where copying
+// both operands costs ~0.1 ms.
+constexpr double kPadMinWork = double(int64_t(1) << 28);
+
+// fp32 'auto' on the 'vectorized' rung whose operands are not 16-byte readable: both copied,
+// K-major, K padded with zeros to whole vectors (A as [M, Kp], B as [N, Kp]; one constant_pad_nd
+// each), then run as usual. False: not taken.
+bool matmul_padded(const GemmArgs& a) {
+  if (a.algo != Algo::Auto || a.batch != 1 || a.dtype != at::kFloat || tensor_core_dtype(a) ||
+      double(a.M) * double(a.N) * double(a.K) < kPadMinWork || auto_algo(a) != Algo::Vectorized ||
+      vec_layout(a, 4).fast)
+    return false;
+  const int64_t vec = 4, kp = (a.K + vec - 1) / vec * vec;
+  const auto& o = a.mm;
+  const auto opts = cuda_options(a.dtype);
+  auto padded = [&](const void* p, int64_t rows, int64_t s_row, int64_t s_k) {  // [rows, K] -> [rows, kp]
+    const at::Tensor v = at::from_blob(const_cast<void*>(p), {rows, a.K}, {s_row, s_k}, opts);
+    return at::constant_pad_nd(v, {0, kp - a.K}, 0).contiguous();
+  };
+  const at::Tensor pa = padded(o.a, a.M, o.sa[1], o.sa[2]), pb = padded(o.b, a.N, o.sb[2], o.sb[1]);
+  GemmArgs g = a;
+  g.K = kp;
+  g.mm.a = pa.const_data_ptr();
+  g.mm.b = pb.const_data_ptr();
+  const int64_t sa[3] = {0, kp, 1}, sb[3] = {0, 1, kp};  // B's strides as (batch, k, n)
+  std::copy(sa, sa + 3, g.mm.sa);
+  std::copy(sb, sb + 3, g.mm.sb);
+  TORCH_INTERNAL_ASSERT(vec_layout(g, 4).fast, "tileops: padded fp32 operands not 16-byte readable");
+  if (!simt_splitk(g)) launch_problem<MatmulProblem>(g, g.mm);
+  return true;
+}
+
+}  // namespace
+
 void launch_matmul(const GemmArgs& a) {
+  if (matmul_padded(a)) return;
   if (!simt_splitk(a)) launch_problem<MatmulProblem>(a, a.mm);
 }
 }  // namespace tileops::cuda
