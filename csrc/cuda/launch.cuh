@@ -67,7 +67,14 @@ void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a) {
     q.A += g0 * p.sa[0];
     q.B += g0 * p.sb[0];
     q.C += g0 * p.sc[0];
-    launch_gemm<Cfg, T>(q, chunk, lay);
+    if (lay.fast && a.K % Cfg::BK != 0) {  // a ragged last k tile: the RAGGED kernel
+      gemm_vec_kernel<T, MatmulProblem<T>, Cfg, true><<<gemm_grid<Cfg>(chunk), Cfg::THREADS, 0,
+                                                         at::cuda::getCurrentCUDAStream()>>>(
+          q, chunk.batch, chunk.M, chunk.N, chunk.K, epilogue_of<T>(chunk), lay);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    } else {
+      launch_gemm<Cfg, T>(q, chunk, lay);
+    }
   }
 }
 
