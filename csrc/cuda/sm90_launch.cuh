@@ -236,15 +236,15 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   // problems are slower with it: ViT-B 0.36-0.67x); the persistent kernels in clusters of two
   // where there are at least two 128 x 128 tiles per SM, TF32 one (persistent_pick; TF32 2048^2
   // on an H100: bn256 79 us, coop128x256-c2 66, results/h100/ddb1659/a/cand_tf32.log); else 256
-  // wide for wide outputs, 128 below. TF32 with A read in place takes the persistent kernels at
-  // any size: they round A in registers where a one-tile kernel copies it first (H100, us per call:
-  // batched AV 95 -> 49, 1024^2 38 -> 31, 1000^3 36 -> 32; results/h100/4d372df/b2/cand_tf32.log).
+  // wide for wide outputs, 128 below. TF32 with A read in place and N <= 64 takes the persistent
+  // kernels too where they fill the SMs: they round A in registers where bn64x2 copies it first
+  // (H100, batched AV 64 x 512 x 64 x 512: 95 -> 53 us, results/h100/8643bf4/c2/matmul.json; below
+  // one tile per SM they lost: 1024^2 23 -> 30 us, 1000^3 26 -> 34).
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
-  const bool tf32_in_place = sm90::kTf32<T> && !a_rounded;
-  const bool persist = !persistent_refusal(a, a_mn) &&
-                       (tf32_in_place || output_tiles(a, 128) >= (sm90::kTf32<T> ? 1 : 2) * sms);
-  const bool x2 = !a_mn && !(tf32_in_place && persist) &&
+  const bool persist =
+      !persistent_refusal(a, a_mn) && output_tiles(a, 128) >= (sm90::kTf32<T> ? 1 : 2) * sms;
+  const bool x2 = !a_mn && !(sm90::kTf32<T> && !a_rounded && persist) &&
                   (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
   static const int kX2 = sm90_index("bn64x2"), kBn256 = sm90_index("bn256"), kBn128 = sm90_index("bn128");
   const int heuristic =
