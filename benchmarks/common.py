@@ -76,6 +76,18 @@ def _cycles_per_us():
     return rate / 1e3 if rate else 2000.0
 
 
+def profiled(fn, reps=5, warmup=1):
+    """torch.profiler over `reps` calls of fn (CUDA activity) after `warmup` calls: the profile."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    return prof
+
+
 def set_precision(kind):
     """TF32 flags set explicitly for every row: 'tf32' on, everything else off."""
     on = kind == "tf32"

@@ -14,22 +14,15 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_matmul import KINDS, SHAPES, build  # noqa: E402
-from common import set_precision  # noqa: E402
+from common import profiled, set_precision  # noqa: E402
 
 DEFAULT = r"skinny|odd|square 1024|batched AV"
 
 
 def kernels(fn, reps=10):
     """[(kernel name, calls per fn call, us per fn call)], the biggest first."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
     rows = []
-    for e in prof.key_averages():
+    for e in profiled(fn, reps, warmup=3).key_averages():
         t = getattr(e, "device_time_total", None)
         t = e.cuda_time_total if t is None else t
         if t > 0 and e.count > 0 and not e.key.startswith("cuda"):

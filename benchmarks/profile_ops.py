@@ -8,23 +8,15 @@ import os
 import re
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_conv import LAYERS, build, row_key  # noqa: E402
-from common import set_precision  # noqa: E402
+from common import profiled, set_precision  # noqa: E402
 
 DEFAULT = r"resnet 3x3 64@56 .*(fwd$|fwd\+bwd)|stem .* float32 .*fwd\+bwd|1x1 64->256 .* float32"
 
 
 def kernel_table(fn, reps=5):
-    fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=150)
+    return profiled(fn, reps).key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=150)
 
 
 def main():
