@@ -238,8 +238,12 @@ struct VecLoader {
   int soff[LOADS];  // its place in a shared buffer [BK][ld]
 
   // vector i's place in the tile: row r, k offset k
-  static __device__ __forceinline__ int row_of(bool kc, int idx) { return kc ? idx / (BK / VEC) : idx % (ROWS / VEC) * VEC; }
-  static __device__ __forceinline__ int k_of(bool kc, int idx) { return kc ? idx % (BK / VEC) * VEC : idx / (ROWS / VEC); }
+  static __device__ __forceinline__ int row_of(bool kc, int idx) {
+    return kc ? idx / (BK / VEC) : idx % (ROWS / VEC) * VEC;
+  }
+  static __device__ __forceinline__ int k_of(bool kc, int idx) {
+    return kc ? idx % (BK / VEC) * VEC : idx / (ROWS / VEC);
+  }
 
   // rows: the operand's row count (rows % VEC == 0 where vectors run along rows)
   __device__ __forceinline__ void init(const T* base, int64_t rs, int64_t ks, bool kc, int64_t row0, int64_t rows,
@@ -291,7 +295,7 @@ struct VecLoader {
 
 // RAGGED: K % BK != 0 with lay.fast, whose last k tile takes predicated loads; a kernel of its
 // own, so that the steady-state loop of the others stays free of the branch (in one kernel it
-// cost ~10% at fp32 4096^2).
+// cost ~10% at fp32 4096^2). launch_vectorized picks it whenever lay.fast and K % BK != 0.
 template <typename T, class P, class Cfg, bool RAGGED = false>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     gemm_vec_kernel(P p, int64_t /*batch: gridDim.z*/, int64_t M, int64_t N, int64_t K, Epilogue<T> epi,
