@@ -1,6 +1,6 @@
 """Where the time of a bench_matmul row goes: torch.profiler's CUDA kernel table (name, calls,
-time per call) for chosen rows, tileops and torch side by side, and the autotuner's pick. Guides
-kernel work; not a benchmark.
+time per call) for chosen rows, tileops and torch side by side. Guides kernel work; not a
+benchmark.
 
     python benchmarks/profile_matmul.py [--out profile_matmul.json] [--filter RE]
 """

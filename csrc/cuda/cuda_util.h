@@ -4,6 +4,7 @@
 #include <ATen/cuda/CUDAContext.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace tileops {
 namespace cuda {
@@ -33,6 +34,19 @@ struct alignas(sizeof(E) * V) Pack {
 // Options for workspaces on the current CUDA device (the caller holds the device guard).
 inline at::TensorOptions cuda_options(c10::ScalarType st) {
   return at::TensorOptions().dtype(st).device(at::kCUDA, at::cuda::current_device());
+}
+
+// v [..., cols] copied into a new contiguous [..., pitch] tensor (pitch >= cols). zero_tail: the
+// columns past cols are zeros, for readers that take them as values; else they stay unwritten.
+// (constant_pad_nd would write the whole output twice: a fill, then the copy.)
+inline at::Tensor copy_padded(const at::Tensor& v, int64_t pitch, bool zero_tail) {
+  std::vector<int64_t> shape = v.sizes().vec();
+  const int64_t cols = shape.back();
+  shape.back() = pitch;
+  at::Tensor t = at::empty(shape, v.options());
+  t.narrow(-1, 0, cols).copy_(v);
+  if (zero_tail && pitch > cols) t.narrow(-1, cols, pitch - cols).zero_();
+  return t;
 }
 
 // Blocks of 256 threads for a grid-stride loop over `total` items.

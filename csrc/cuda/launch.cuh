@@ -44,14 +44,17 @@ dim3 gemm_grid(const GemmArgs& a) {
   return dim3(unsigned(gm), unsigned(gn), unsigned(std::min<int64_t>(a.batch, 65535)));
 }
 
-// One launcher for every family: grid (M tiles, N tiles, batch), the config's kernel, any
-// extra kernel arguments after the epilogue.
-template <class Cfg, typename T, class P, typename... Extra>
-void launch_gemm(const P& p, const GemmArgs& a, Extra... extra) {
-  const auto kernel = kernel_of<T, P>(static_cast<Cfg*>(nullptr));
+// One launcher for every family: grid (M tiles, N tiles, batch), `kernel` (launch_gemm: the
+// config's, kernel_of), any extra kernel arguments after the epilogue.
+template <class Cfg, typename T, class P, typename Kernel, typename... Extra>
+void launch_gemm_with(Kernel kernel, const P& p, const GemmArgs& a, Extra... extra) {
   kernel<<<gemm_grid<Cfg>(a), Cfg::THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
       p, a.batch, a.M, a.N, a.K, epilogue_of<T>(a), extra...);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+template <class Cfg, typename T, class P, typename... Extra>
+void launch_gemm(const P& p, const GemmArgs& a, Extra... extra) {
+  launch_gemm_with<Cfg, T>(kernel_of<T, P>(static_cast<Cfg*>(nullptr)), p, a, extra...);
 }
 
 // The vectorized kernel takes one batch entry per grid z: batches past the z limit go in
@@ -70,14 +73,10 @@ void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a) {
     q.A += g0 * p.sa[0];
     q.B += g0 * p.sb[0];
     q.C += g0 * p.sc[0];
-    if (lay.fast && a.K % Cfg::BK != 0) {  // a ragged last k tile: the RAGGED kernel
-      gemm_vec_kernel<T, MatmulProblem<T>, Cfg, true><<<gemm_grid<Cfg>(chunk), Cfg::THREADS, 0,
-                                                         at::cuda::getCurrentCUDAStream()>>>(
-          q, chunk.batch, chunk.M, chunk.N, chunk.K, epilogue_of<T>(chunk), lay);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    } else {
-      launch_gemm<Cfg, T>(q, chunk, lay);
-    }
+    const bool ragged = lay.fast && a.K % Cfg::BK != 0;  // a ragged last k tile: the RAGGED kernel
+    launch_gemm_with<Cfg, T>(ragged ? gemm_vec_kernel<T, MatmulProblem<T>, Cfg, true>
+                                    : gemm_vec_kernel<T, MatmulProblem<T>, Cfg, false>,
+                             q, chunk, lay);
   }
 }
 

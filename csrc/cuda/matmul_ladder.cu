@@ -151,8 +151,8 @@ namespace {
 constexpr double kPadMinWork = double(int64_t(1) << 28);
 
 // fp32 'auto' on the 'vectorized' rung whose operands are not 16-byte readable: both copied,
-// K-major, K padded with zeros to whole vectors (A as [M, Kp], B as [N, Kp]; one constant_pad_nd
-// each), then run as usual. False: not taken.
+// K-major, K padded with zeros to whole vectors (A as [M, Kp], B as [N, Kp]; copy_padded), then
+// run as usual. False: not taken.
 bool matmul_padded(const GemmArgs& a) {
   if (a.algo != Algo::Auto || a.batch != 1 || a.dtype != at::kFloat || tensor_core_dtype(a) ||
       double(a.M) * double(a.N) * double(a.K) < kPadMinWork || auto_algo(a) != Algo::Vectorized ||
@@ -162,8 +162,7 @@ bool matmul_padded(const GemmArgs& a) {
   const auto& o = a.mm;
   const auto opts = cuda_options(a.dtype);
   auto padded = [&](const void* p, int64_t rows, int64_t s_row, int64_t s_k) {  // [rows, K] -> [rows, kp]
-    const at::Tensor v = at::from_blob(const_cast<void*>(p), {rows, a.K}, {s_row, s_k}, opts);
-    return at::constant_pad_nd(v, {0, kp - a.K}, 0).contiguous();
+    return copy_padded(at::from_blob(const_cast<void*>(p), {rows, a.K}, {s_row, s_k}, opts), kp, true);
   };
   const at::Tensor pa = padded(o.a, a.M, o.sa[1], o.sa[2]), pb = padded(o.b, a.N, o.sb[2], o.sb[1]);
   GemmArgs g = a;
