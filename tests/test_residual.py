@@ -116,7 +116,8 @@ def test_conv2d_residual_unbatched_nobias(device, kind, case, layout):
 # 3x3_c64), im2col (stride 2, stem, C % 64 != 0), tails in M and N, more than one 256-wide tile,
 # depthwise (16-byte and scalar kernels), grouped (generic implicit GEMM)
 CUDA_RES_CASES = ["1x1", "1x1_c5_k7", "1x1_stride2", "1x1_m_tail", "resnet_1x1_256to64@56", "3x3_s2", "3x3_big",
-                  "3x3_m_tail", "3x3_k264", "3x3_c64", "3x3_c64_s2", "5x5_c128_p0", "resnet_3x3_64@56", "stem7x7",
+                  "3x3_m_tail", "3x3_k264", "3x3_c64", "3x3_c64_s2", "5x5_c128_p0", "nchw_c130_k70",
+                  "resnet_3x3_64@56", "stem7x7",
                   "depthwise", "depthwise_s2", "depthwise_c67", "depthwise_x2", "groups4", "groups4_1x1"]
 
 
@@ -126,6 +127,16 @@ CUDA_RES_CASES = ["1x1", "1x1_c5_k7", "1x1_stride2", "1x1_m_tail", "resnet_1x1_2
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_conv2d_residual_cuda(kind, case, layout):
     run_conv(CUDA_CASES[case], case, "cuda", kind, layout, pick_act(case, layout, kind))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", ["3x3_big", "5x5_c128_p0", "nchw_c130_k70"])
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("res_layout", ["like_out", "misaligned", "other_format"])
+def test_conv2d_residual_fp32_nchw_cuda(case, act, res_layout):
+    """fp32 NCHW's implicit GEMM: its own epilogue (3x3_big) and split-K's reduce into NCHW rows
+    (5x5_c128_p0, nchw_c130_k70), every activation, residuals in place or copied."""
+    run_conv(CUDA_CASES[case], case, "cuda", "float32", "contiguous", act, res_layout)
 
 
 @pytest.mark.cuda

@@ -17,7 +17,10 @@
 
 #include "autotune.h"
 #include "cuda_util.h"
+#include "gemm_conv_vec.cuh"
 #include "kinds.h"
+#include "launch.cuh"
+#include "splitk.cuh"
 
 namespace tileops::cuda {
 namespace {
@@ -406,6 +409,61 @@ bool dgrad_by_phases(const GemmArgs& a) {
          c.N * c.C * c.H * c.W >= (int64_t(1) << 24) && sm90_unavailable(a) == nullptr;
 }
 
+// fp32 with TF32 off, x's channels not contiguous (NCHW): the implicit GEMM of gemm_conv_vec.cuh,
+// which reads x and writes y where they are. Its channel chunks of BK pad C: taken where they pad
+// at most 1/8 (not the 3-channel stem, which keeps im2col_rows_kernel).
+bool simt_gathers(const GemmArgs& a, const int64_t* xs) {
+  const auto& c = a.conv;
+  const int64_t bk = VecF32::BK, padded = (c.C + bk - 1) / bk * bk;
+  return a.dtype == at::kFloat && !a.allow_tf32 && c.groups == 1 && xs[1] != 1 && c.C > 0 && padded * 8 <= c.C * 9 &&
+         std::max({c.H, c.W, c.P, c.Q}) < (int64_t(1) << 24) && c.R * c.S * (padded / bk) < (int64_t(1) << 30);
+}
+
+// conv_vec_kernel on problem a: the weight as rows [tap][c][ldb] (one tap_transpose), then one
+// launch; where the output tiles leave SMs idle, split-K over grid z into a workspace that
+// splitk_reduce sums into y (rows of y one pixel stride apart within an image) with the epilogue.
+template <class Cfg>
+void conv_simt(const GemmArgs& a) {
+  const auto& c = a.conv;
+  const int64_t M = c.N * c.P * c.Q, N = c.K, ldb = (c.K + 3) / 4 * 4;
+  if (M == 0 || N == 0) return;
+  at::Tensor wt = at::empty({c.R * c.S * c.C * ldb}, cuda_options(a.dtype));
+  tap_transpose(c.w, wt.data_ptr(), TapTranspose{c.K, c.C, c.R, c.S, c.ws[0], c.ws[1], c.ws[2], c.ws[3], 1, ldb,
+                                                 c.S * c.C * ldb, c.C * ldb}, 4);
+  const int cchunks = int((c.C + Cfg::BK - 1) / Cfg::BK), ktiles = int(c.R * c.S) * cchunks;
+  const int64_t mt = (M + Cfg::BM - 1) / Cfg::BM, nt = (N + Cfg::BN - 1) / Cfg::BN;
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const bool pixel_rows = c.ys[2] == c.Q * c.ys[3];  // the reduce's MatmulProblem reaches y's pixels
+  int kper = ktiles;  // k tiles per split
+  if (2 * mt * nt <= sms && pixel_rows && ktiles >= 16) {  // 8 k tiles (128 k) or more per split
+    const int64_t want = std::min<int64_t>({2 * sms / (mt * nt), ktiles / 8, 64});
+    kper = int((ktiles + want - 1) / want);
+  }
+  const int splits = (ktiles + kper - 1) / kper;
+  at::Tensor work;
+  if (splits > 1) work = at::empty({splits, M, N}, cuda_options(a.dtype));
+  const ConvVecArgs v{static_cast<const float*>(wt.const_data_ptr()), ldb, cchunks, kper,
+                      c.ys[1] == 1 && c.ys[0] % 4 == 0 && c.ys[2] % 4 == 0 && c.ys[3] % 4 == 0 &&
+                          reinterpret_cast<uintptr_t>(c.y) % 16 == 0,
+                      splits > 1 ? work.data_ptr<float>() : nullptr};
+  const Epilogue<float> epi = splits > 1 ? Epilogue<float>{nullptr, Act::None} : epilogue_of<float>(a);
+  conv_vec_kernel<Cfg><<<dim3(unsigned(mt), unsigned(nt), unsigned(splits)), Cfg::THREADS, 0,
+                         at::cuda::getCurrentCUDAStream()>>>(ConvFwdProblem<float>(c), M, N, epi, v);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (splits > 1) {  // y as a matmul output: row m = (image, pixel) in groups of P*Q, column = channel
+    MatmulOperands mm{nullptr, nullptr, c.y, {0, 0, 0}, {0, 0, 0}, {0, c.ys[3], c.ys[1]}};
+    mm.rq = c.P * c.Q, mm.srq = c.ys[0];
+    splitk_reduce<float, float>(work.data_ptr<float>(), int(splits), lowered(a, a.fused(), 1, M, N, 0, mm));
+  }
+}
+
+bool implicit_simt(const GemmArgs& a) {
+  if (!simt_gathers(a, a.conv.xs)) return false;
+  if (a.conv.K <= VecF32N64::BN) conv_simt<VecF32N64>(a);
+  else conv_simt<VecF32>(a);
+  return true;
+}
+
 bool lowerable(const GemmArgs& a) {
   return a.conv.groups == 1 && (a.dtype == at::kHalf || a.dtype == at::kBFloat16 || a.dtype == at::kFloat);
 }
@@ -414,7 +472,7 @@ bool lowerable(const GemmArgs& a) {
 
 bool conv_fwd_lowered(const GemmArgs& a) {
   if (!lowerable(a)) return false;
-  if (nchw_1x1(a)) return true;
+  if (nchw_1x1(a) || implicit_simt(a)) return true;
   const auto& c = a.conv;
   const Geom<> g = geom(c);
   const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
@@ -476,7 +534,9 @@ namespace {
 void dgrad_phases(const GemmArgs& a) {
   const auto& c = a.conv;
   const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
-  const at::Tensor dy = gather_ready(wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a));  // once for all phases
+  // once for all phases, unless the phases gather from dy as it is (its fp32 NCHW forward)
+  const at::Tensor dy_in = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
+  const at::Tensor dy = simt_gathers(dgrad_as_forward(a, c.w, c.ws), c.ys) ? dy_in : gather_ready(dy_in);
   std::vector<DgradPhase> along_h, along_w;  // the phases of each dimension
   for (int64_t ah = 0; ah < c.sh; ++ah) along_h.push_back(dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh));
   for (int64_t aw = 0; aw < c.sw; ++aw) along_w.push_back(dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw));

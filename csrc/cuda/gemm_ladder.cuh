@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "../common/gemm_args.h"
 #include "gemm_simt.cuh"
 
 namespace tileops {
@@ -293,6 +294,111 @@ struct VecLoader {
   }
 };
 
+// The vectorized kernels' shared parts (gemm_vec_kernel here, conv_vec_kernel in
+// gemm_conv_vec.cuh): shared memory, a thread's place in the tile, the double-buffered main loop
+// and the epilogue. Only how a k tile reaches registers and where an output row lies differ.
+template <class Cfg, typename Acc>
+struct VecSmem {
+  // Rows padded by 16 bytes: they stay 16-byte aligned for the fragment loads, and the
+  // transposing stores (one word per k, a warp's lanes on consecutive rows) spread over the
+  // banks: conflict-free with 2 vectors per tile row, two-way with 4 (fp32, BK 16), where
+  // they are still a small part of the shared-memory traffic.
+  static constexpr int LDA = Cfg::BM + 16 / int(sizeof(Acc)), LDB = Cfg::BN + 16 / int(sizeof(Acc));
+  Acc As[2][Cfg::BK * LDA];
+  Acc Bs[2][Cfg::BK * LDB];
+};
+
+// The first row (a_off) and column (b_off) of a thread's 4x4 sub-blocks in the block tile.
+template <class Cfg>
+struct VecPlace {
+  int a_off, b_off;
+  __device__ __forceinline__ explicit VecPlace(int tid) {
+    const int warp = tid / 32, lane = tid % 32;
+    const int lx = (lane & 1) | ((lane >> 1) & 6);         // lane bits 0, 2, 3
+    const int ly = ((lane >> 1) & 1) | ((lane >> 3) & 2);  // lane bits 1, 4
+    a_off = (warp % Cfg::WARPS_M) * Cfg::WM + ly * 4;
+    b_off = (warp / Cfg::WARPS_M) * Cfg::WN + lx * 4;
+  }
+};
+
+// The pipeline over `ktiles` k tiles, for any loader: fetch(kt) brings k tile kt into registers,
+// store(buf) puts them into shared buffer buf; acc += the tiles' products.
+template <class Cfg, typename Acc, typename Fetch, typename Store>
+__device__ __forceinline__ void vec_mainloop(const VecSmem<Cfg, Acc>& sm, const VecPlace<Cfg>& at, int64_t ktiles,
+                                             Acc (&acc)[Cfg::TM][Cfg::TN], Fetch&& fetch, Store&& store) {
+  constexpr int BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN, LY = Cfg::LY, LX = Cfg::LX;
+  constexpr int LDA = VecSmem<Cfg, Acc>::LDA, LDB = VecSmem<Cfg, Acc>::LDB;
+  if (ktiles > 0) {
+    fetch(int64_t(0));
+    store(0);
+    __syncthreads();
+  }
+  for (int64_t kt = 0; kt < ktiles; ++kt) {
+    const int cur = int(kt & 1);
+    const bool more = kt + 1 < ktiles;
+    if (more) fetch(kt + 1);  // the next tile's global loads fly during this tile's math
+    const Acc* as = sm.As[cur] + at.a_off;
+    const Acc* bs = sm.Bs[cur] + at.b_off;
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      Acc af[TM], bf[TN];
+#pragma unroll
+      for (int i = 0; i < TM / 4; ++i) lds4(as + kk * LDA + i * (LY * 4), af + 4 * i);
+#pragma unroll
+      for (int j = 0; j < TN / 4; ++j) lds4(bs + kk * LDB + j * (LX * 4), bf + 4 * j);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] += af[i] * bf[j];
+    }
+    if (more) store(cur ^ 1);  // the other buffer was last read before the previous barrier
+    __syncthreads();           // this tile's reads and the next tile's stores are done
+  }
+}
+
+// The epilogue in tile-relative 32-bit indices (nothing 64-bit per output stays live across the
+// main loop): row(mi) is the pointer of tile row mi's first column (mi < m_lim), columns are cs
+// apart, bias_at(nj) the bias index of tile column nj; c_vec: 4 outputs per store where cs == 1
+// and rows are 4-element aligned. The activation is a template argument from here on.
+template <typename T, class Cfg, typename Acc, typename Row, typename BiasAt>
+__device__ __forceinline__ void vec_epilogue(const Acc (&acc)[Cfg::TM][Cfg::TN], const Epilogue<T>& epi,
+                                             const VecPlace<Cfg>& at, int m_lim, int n_lim, Row&& row_of,
+                                             int64_t cs, bool c_vec, BiasAt&& bias_at) {
+  constexpr int TM = Cfg::TM, TN = Cfg::TN, LY = Cfg::LY, LX = Cfg::LX;
+  with_act(epi.act, [&](auto act) {
+    constexpr Act A = decltype(act)::value;
+    Acc bias[TN];
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int nj = at.b_off + (j / 4) * (LX * 4) + j % 4;
+      bias[j] = epi.bias != nullptr && nj < n_lim ? static_cast<Acc>(epi.bias[bias_at(nj)]) : Acc(0);
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int mi = at.a_off + (i / 4) * (LY * 4) + i % 4;
+      if (mi >= m_lim) continue;
+      T* const row = row_of(mi);
+#pragma unroll
+      for (int jb = 0; jb < TN / 4; ++jb) {
+        const int nj = at.b_off + jb * (LX * 4);
+        T out[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {  // columns past n_lim: computed, never stored, no residual read
+          const Acc v = acc[i][4 * jb + e] + bias[4 * jb + e];
+          out[e] = nj + e < n_lim ? epi.template finish<A>(v, row + (nj + e) * cs) : epi.template finish<A>(v);
+        }
+        if (c_vec && nj + 4 <= n_lim) {
+          store4(row + nj, out);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (nj + e < n_lim) row[(nj + e) * cs] = out[e];
+        }
+      }
+    }
+  });
+}
+
 // RAGGED: K % BK != 0 with lay.fast, whose last k tile takes predicated loads; a kernel of its
 // own, so that the steady-state loop of the others stays free of the branch (in one kernel it
 // cost ~10% at fp32 4096^2). launch_vectorized picks it whenever lay.fast and K % BK != 0.
@@ -301,20 +407,12 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     gemm_vec_kernel(P p, int64_t /*batch: gridDim.z*/, int64_t M, int64_t N, int64_t K, Epilogue<T> epi,
                     VecLayout lay) {
   using Acc = acc_t<T>;
-  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN, LY = Cfg::LY, LX = Cfg::LX;
-  // Rows padded by 16 bytes: they stay 16-byte aligned for the fragment loads, and the
-  // transposing stores (one word per k, a warp's lanes on consecutive rows) spread over the
-  // banks: conflict-free with 2 vectors per tile row, two-way with 4 (fp32, BK 16), where
-  // they are still a small part of the shared-memory traffic.
-  constexpr int LDA = BM + 16 / int(sizeof(Acc)), LDB = BN + 16 / int(sizeof(Acc));
-  __shared__ __align__(16) Acc As[2][BK * LDA];
-  __shared__ __align__(16) Acc Bs[2][BK * LDB];
+  using Smem = VecSmem<Cfg, Acc>;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, LDA = Smem::LDA, LDB = Smem::LDB;
+  __shared__ __align__(16) Smem sm;
 
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int lx = (lane & 1) | ((lane >> 1) & 6);         // lane bits 0, 2, 3
-  const int ly = ((lane >> 1) & 1) | ((lane >> 3) & 2);  // lane bits 1, 4
-  const int a_off = (warp % Cfg::WARPS_M) * Cfg::WM + ly * 4;  // first row of the thread's sub-blocks
-  const int b_off = (warp / Cfg::WARPS_M) * Cfg::WN + lx * 4;  // first column
+  const int tid = threadIdx.x;
+  const VecPlace<Cfg> at(tid);
   const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
   const int64_t ktiles = (K + BK - 1) / BK;
 
@@ -322,42 +420,11 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   // a loop over the batch here would let the compiler hoist per-thread state of the loaders
   // and the epilogue out of it, to stay live (spilled) across the main loop.
   const int64_t g = blockIdx.z;
-  Acc acc[TM][TN];
+  Acc acc[Cfg::TM][Cfg::TN];
 #pragma unroll
-  for (int i = 0; i < TM; ++i)
+  for (int i = 0; i < Cfg::TM; ++i)
 #pragma unroll
-    for (int j = 0; j < TN; ++j) acc[i][j] = Acc(0);
-
-  // The pipeline, for either loader: fetch(kt) brings k tile kt into registers, store(buf)
-  // puts them into shared buffer buf.
-  auto mainloop = [&](auto&& fetch, auto&& store) {
-    if (ktiles > 0) {
-      fetch(int64_t(0));
-      store(0);
-      __syncthreads();
-    }
-    for (int64_t kt = 0; kt < ktiles; ++kt) {
-      const int cur = int(kt & 1);
-      const bool more = kt + 1 < ktiles;
-      if (more) fetch(kt + 1);  // the next tile's global loads fly during this tile's math
-      const Acc* as = As[cur] + a_off;
-      const Acc* bs = Bs[cur] + b_off;
-#pragma unroll
-      for (int kk = 0; kk < BK; ++kk) {
-        Acc af[TM], bf[TN];
-#pragma unroll
-        for (int i = 0; i < TM / 4; ++i) lds4(as + kk * LDA + i * (LY * 4), af + 4 * i);
-#pragma unroll
-        for (int j = 0; j < TN / 4; ++j) lds4(bs + kk * LDB + j * (LX * 4), bf + 4 * j);
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-          for (int j = 0; j < TN; ++j) acc[i][j] += af[i] * bf[j];
-      }
-      if (more) store(cur ^ 1);  // the other buffer was last read before the previous barrier
-      __syncthreads();           // this tile's reads and the next tile's stores are done
-    }
-  };
+    for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = Acc(0);
 
   if (lay.fast) {
     // A: rows m, row stride sa[1], k stride sa[2]; B: rows n, row stride sb[2], k stride sb[1]
@@ -365,7 +432,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     VecLoader<T, Acc, BN, BK, Cfg::THREADS> lb;
     la.init(p.A + g * p.sa[0], p.sa[1], p.sa[2], lay.a.kc, m0, M, LDA, tid);
     lb.init(p.B + g * p.sb[0], p.sb[2], p.sb[1], lay.b.kc, n0, N, LDB, tid);
-    mainloop(
+    vec_mainloop(
+        sm, at, ktiles, acc,
         [&](int64_t kt) {
           if (kt > 0) {
             la.advance(p.sa[2]);
@@ -380,62 +448,32 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
           }
         },
         [&](int buf) {
-          la.store(lay.a.kc, As[buf], LDA);
-          lb.store(lay.b.kc, Bs[buf], LDB);
+          la.store(lay.a.kc, sm.As[buf], LDA);
+          lb.store(lay.b.kc, sm.Bs[buf], LDB);
         });
   } else {  // edge blocks and other layouts: element loads through the index map
     TileLoaders<T, P, BM, BN, BK, Cfg::THREADS> ld;
     ld.init(p, g, m0, n0, M, N, K, tid);  // fetches k tile 0
-    mainloop(
+    vec_mainloop(
+        sm, at, ktiles, acc,
         [&](int64_t kt) {
           if (kt > 0) ld.fetch(p, kt * BK, K);
         },
         [&](int buf) {  // rows of a thread's run are k: the transposing stores of the kc case
 #pragma unroll
           for (int i = 0; i < decltype(ld.a)::Map::KRUN; ++i)
-            As[buf][(ld.a.k_in + i) * LDA + ld.a.r] = static_cast<Acc>(ld.a.v[i]);
+            sm.As[buf][(ld.a.k_in + i) * LDA + ld.a.r] = static_cast<Acc>(ld.a.v[i]);
 #pragma unroll
           for (int i = 0; i < decltype(ld.b)::Map::KRUN; ++i)
-            Bs[buf][(ld.b.k_in + i) * LDB + ld.b.r] = static_cast<Acc>(ld.b.v[i]);
+            sm.Bs[buf][(ld.b.k_in + i) * LDB + ld.b.r] = static_cast<Acc>(ld.b.v[i]);
         });
   }
 
-  // Epilogue, in tile-relative 32-bit indices (nothing 64-bit per output stays live across
-  // the main loop); the activation is a template argument from here on.
   const int m_lim = int(M - m0 < BM ? M - m0 : BM), n_lim = int(N - n0 < BN ? N - n0 : BN);
   T* const c0 = p.C + g * p.sc[0] + m0 * p.sc[1] + n0 * p.sc[2];
-  with_act(epi.act, [&](auto act) {
-    constexpr Act A = decltype(act)::value;
-    Acc bias[TN];
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int nj = b_off + (j / 4) * (LX * 4) + j % 4;
-      bias[j] = epi.bias != nullptr && nj < n_lim ? static_cast<Acc>(epi.bias[p.bias_index(g, n0 + nj)]) : Acc(0);
-    }
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const int mi = a_off + (i / 4) * (LY * 4) + i % 4;
-      if (mi >= m_lim) continue;
-      T* const row = c0 + mi * p.sc[1];
-#pragma unroll
-      for (int jb = 0; jb < TN / 4; ++jb) {
-        const int nj = b_off + jb * (LX * 4);
-        T out[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {  // columns past n_lim: computed, never stored, no residual read
-          const Acc v = acc[i][4 * jb + e] + bias[4 * jb + e];
-          out[e] = nj + e < n_lim ? epi.template finish<A>(v, row + (nj + e) * p.sc[2]) : epi.template finish<A>(v);
-        }
-        if (lay.c_vec && nj + 4 <= n_lim) {  // c_vec: unit column stride
-          store4(row + nj, out);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (nj + e < n_lim) row[(nj + e) * p.sc[2]] = out[e];
-        }
-      }
-    }
-  });
+  vec_epilogue<T, Cfg>(
+      acc, epi, at, m_lim, n_lim, [&](int mi) { return c0 + mi * p.sc[1]; }, p.sc[2], lay.c_vec,
+      [&](int nj) { return p.bias_index(g, n0 + nj); });
 }
 
 template <typename T, class P, int... V>

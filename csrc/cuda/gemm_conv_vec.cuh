@@ -1,0 +1,111 @@
+// Implicit-GEMM forward convolution on the vectorized rung's tiles (gemm_ladder.cuh), for fp32
+// with TF32 off where x's channels are not contiguous (NCHW; conv_lowered.cu picks it). The A
+// tile (output pixels x input channels) is gathered from x inside the kernel, so nothing is
+// copied: the lowered path it replaces copied x to channels_last, wrote a column buffer R*S times
+// x's size, read it back, and copied y back to NCHW (fp32 3x3 128@28 b64: 0.69 ms against
+// cuDNN's 0.21, results/h100/f47a05b).
+//
+// k runs over (tap, channel chunk): R*S taps, each over ceil(C / BK) chunks of BK channels
+// (channels past C read as zeros). A k tile is then one tap (r, s), so a pixel's bounds test is
+// one per tile and nothing is divided per element.
+//   A: a thread owns one pixel (tile row tid % BM) and the k rows tid / BM + KSTEP * i; at one k a
+//      warp loads 32 consecutive pixels (consecutive words of an NCHW row), stored as they are
+//      into As[k][m] (conflict-free).
+//   B: the weight as rows [tap][c][ldb] (out channels contiguous, ldb a multiple of 4; one
+//      tap_transpose makes it): 16-byte vectors along n.
+// Split-K (few output tiles, long k): grid z takes k tiles [z * kper, (z + 1) * kper) and writes
+// its partial tile, without epilogue, to part + z * M * N (row-major M x N); splitk_reduce sums.
+#pragma once
+#include "gemm_ladder.cuh"
+
+namespace tileops {
+namespace cuda {
+
+struct ConvVecArgs {
+  const float* wt;
+  int64_t ldb;
+  int cchunks;    // ceil(C / BK)
+  int kper;       // k tiles per grid z
+  bool c_vec;     // y's channels contiguous and every 4th one 16-byte aligned: 4 outputs per store
+  float* part;    // split-K partials, or nullptr: the epilogue writes y
+};
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
+    conv_vec_kernel(ConvFwdProblem<float> p, int64_t M, int64_t N, Epilogue<float> epi, ConvVecArgs v) {
+  using Smem = VecSmem<Cfg, float>;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, THREADS = Cfg::THREADS;
+  constexpr int LDA = Smem::LDA, LDB = Smem::LDB;
+  constexpr int KSTEP = THREADS / BM, LA = BK / KSTEP;  // A: this thread's k rows, KSTEP apart
+  constexpr int VROW = BN / 4, LB = BN * BK / (4 * THREADS);  // B: 16-byte vectors per k row, per thread
+  static_assert(THREADS % BM == 0 && BK % KSTEP == 0 && LB >= 1 && LB * 4 * THREADS == BN * BK,
+                "tiles must split evenly over the threads");
+  __shared__ __align__(16) Smem sm;
+
+  const int tid = threadIdx.x;
+  const VecPlace<Cfg> at(tid);
+  const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
+  const int kbeg = int(blockIdx.z) * v.kper;
+  const int ktiles = min(v.kper, int(p.R * p.S) * v.cchunks - kbeg);
+
+  // this thread's pixel (image img, output (oh, ow)) and the input position of tap (0, 0)
+  const int am = tid % BM, ak = tid / BM;
+  const bool m_ok = m0 + am < M;
+  const int64_t m = m_ok ? m0 + am : 0, PQ = p.P * p.Q, img = m / PQ, pq = m - img * PQ, oh = pq / p.Q;
+  const int h0 = int(oh * p.sh - p.ph), w0 = int((pq - oh * p.Q) * p.sw - p.pw);
+  const float* const xa = p.X() + img * p.xs[0] + ak * p.xs[1];
+  const int C = int(p.Cg), S = int(p.S), H = int(p.H), W = int(p.W);
+
+  float acc[Cfg::TM][Cfg::TN];
+#pragma unroll
+  for (int i = 0; i < Cfg::TM; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = 0.f;
+
+  // the next k tile's tap (r, s) and first channel c0: fetch takes the k tiles in order, so
+  // they advance by one chunk per call (no division per tile)
+  int c0 = (kbeg % v.cchunks) * BK, r = kbeg / v.cchunks / S, s = kbeg / v.cchunks % S;
+  const int64_t cstep = KSTEP * p.xs[1];  // between a thread's k rows of A
+  float a[LA];
+  float4 b[LB];
+  vec_mainloop(
+      sm, at, ktiles, acc,
+      [&](int64_t) {
+        const int h = h0 + r * int(p.dh), w = w0 + s * int(p.dw);
+        const bool ok = m_ok && unsigned(h) < unsigned(H) && unsigned(w) < unsigned(W);
+        const float* src = xa + (ok ? c0 * p.xs[1] + h * p.xs[2] + w * p.xs[3] : 0);
+#pragma unroll
+        for (int i = 0; i < LA; ++i, src += cstep) a[i] = ok && c0 + ak + KSTEP * i < C ? __ldg(src) : 0.f;
+        const float* wrow = v.wt + (int64_t(r * S + s) * C + c0) * v.ldb + n0;
+#pragma unroll
+        for (int i = 0; i < LB; ++i) {
+          const int idx = tid + i * THREADS, kr = idx / VROW, nc = idx % VROW * 4;
+          b[i] = c0 + kr < C && n0 + nc < v.ldb ? __ldg(reinterpret_cast<const float4*>(wrow + kr * v.ldb + nc))
+                                                : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        if ((c0 += BK) >= C) {
+          c0 = 0;
+          if (++s == S) s = 0, ++r;
+        }
+      },
+      [&](int buf) {
+#pragma unroll
+        for (int i = 0; i < LA; ++i) sm.As[buf][(ak + KSTEP * i) * LDA + am] = a[i];
+#pragma unroll
+        for (int i = 0; i < LB; ++i) {
+          const int idx = tid + i * THREADS;
+          *reinterpret_cast<float4*>(&sm.Bs[buf][idx / VROW * LDB + idx % VROW * 4]) = b[i];
+        }
+      });
+
+  const int m_lim = int(M - m0 < BM ? M - m0 : BM), n_lim = int(N - n0 < BN ? N - n0 : BN);
+  float* const part = v.part != nullptr ? v.part + blockIdx.z * M * N + m0 * N + n0 : nullptr;
+  vec_epilogue<float, Cfg>(
+      acc, epi, at, m_lim, n_lim,
+      [&](int mi) { return part != nullptr ? part + mi * N : p.c(p.row_c(0, m0 + mi), n0); },
+      part != nullptr ? 1 : p.ys[1], part != nullptr ? N % 4 == 0 : v.c_vec,
+      [&](int nj) { return p.bias_index(0, n0 + nj); });
+}
+
+}  // namespace cuda
+}  // namespace tileops
