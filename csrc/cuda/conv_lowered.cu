@@ -445,6 +445,8 @@ void conv_simt(const GemmArgs& a) {
   const ConvVecArgs v{static_cast<const float*>(wt.const_data_ptr()), ldb, cchunks, kper,
                       c.ys[1] == 1 && c.ys[0] % 4 == 0 && c.ys[2] % 4 == 0 && c.ys[3] % 4 == 0 &&
                           reinterpret_cast<uintptr_t>(c.y) % 16 == 0,
+                      c.ys[3] == 1 && pixel_rows && c.P * c.Q % 4 == 0 && c.ys[0] % 4 == 0 && c.ys[1] % 4 == 0 &&
+                          reinterpret_cast<uintptr_t>(c.y) % 16 == 0,
                       splits > 1 ? work.data_ptr<float>() : nullptr};
   const Epilogue<float> epi = splits > 1 ? Epilogue<float>{nullptr, Act::None} : epilogue_of<float>(a);
   conv_vec_kernel<Cfg><<<dim3(unsigned(mt), unsigned(nt), unsigned(splits)), Cfg::THREADS, 0,

@@ -27,6 +27,7 @@ struct ConvVecArgs {
   int cchunks;    // ceil(C / BK)
   int kper;       // k tiles per grid z
   bool c_vec;     // y's channels contiguous and every 4th one 16-byte aligned: 4 outputs per store
+  bool m_vec;     // y's pixels contiguous, P*Q % 4 == 0, 16-byte aligned (NCHW): 4 pixels per store
   float* part;    // split-K partials, or nullptr: the epilogue writes y
 };
 
@@ -100,11 +101,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 
   const int m_lim = int(M - m0 < BM ? M - m0 : BM), n_lim = int(N - n0 < BN ? N - n0 : BN);
   float* const part = v.part != nullptr ? v.part + blockIdx.z * M * N + m0 * N + n0 : nullptr;
-  vec_epilogue<float, Cfg>(
-      acc, epi, at, m_lim, n_lim,
-      [&](int mi) { return part != nullptr ? part + mi * N : p.c(p.row_c(0, m0 + mi), n0); },
-      part != nullptr ? 1 : p.ys[1], part != nullptr ? N % 4 == 0 : v.c_vec,
-      [&](int nj) { return p.bias_index(0, n0 + nj); });
+  const auto row_of = [&](int mi) { return part != nullptr ? part + mi * N : p.c(p.row_c(0, m0 + mi), n0); };
+  const auto bias_at = [&](int nj) { return p.bias_index(0, n0 + nj); };
+  if (part == nullptr && v.m_vec)
+    vec_epilogue<float, Cfg, true>(acc, epi, at, m_lim, n_lim, row_of, p.ys[1], false, bias_at);
+  else
+    vec_epilogue<float, Cfg>(acc, epi, at, m_lim, n_lim, row_of, part != nullptr ? 1 : p.ys[1],
+                             part != nullptr ? N % 4 == 0 : v.c_vec, bias_at);
 }
 
 }  // namespace cuda
