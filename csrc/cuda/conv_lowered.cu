@@ -466,6 +466,56 @@ bool implicit_simt(const GemmArgs& a) {
   return true;
 }
 
+// fp32 NCHW weight gradient: conv_wgrad_vec_kernel (gemm_conv_vec.cuh) reads x and dY where they
+// are (the lowered path copied x to channels_last, wrote and read back a column buffer of R*S times
+// x, transposed dY and copied dW), split-K over pixels into a workspace that splitk_reduce sums
+// into dW, whose taps (GEMM rows) must then lie one stride apart (else into a [taps, K] buffer
+// copied into dW). Offsets into x are 32-bit.
+template <class Cfg>
+void wgrad_simt(const GemmArgs& a) {
+  const auto& c = a.conv;
+  const int64_t M = c.C * c.R * c.S, N = c.K, PQ = c.P * c.Q;
+  const int pq_chunks = int((PQ + Cfg::BK - 1) / Cfg::BK), ktiles = int(c.N) * pq_chunks;
+  const int64_t mt = (M + Cfg::BM - 1) / Cfg::BM, nt = (N + Cfg::BN - 1) / Cfg::BN;
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  int kper = ktiles;
+  if (2 * mt * nt <= sms && ktiles >= 16) {
+    const int64_t want = std::min<int64_t>({2 * sms / (mt * nt), ktiles / 8, 64});
+    kper = int((ktiles + want - 1) / want);
+  }
+  const int splits = (ktiles + kper - 1) / kper;
+  const bool tap_rows = c.ws[2] == c.S * c.ws[3] && c.ws[1] == c.R * c.ws[2];  // tap m at m * ws[3]
+  at::Tensor work;
+  if (splits > 1) work = at::empty({splits, M, N}, cuda_options(a.dtype));
+  const WgradVecArgs v{pq_chunks, kper,
+                       tap_rows && c.ws[3] == 1 && M % 4 == 0 && c.ws[0] % 4 == 0 &&
+                           reinterpret_cast<uintptr_t>(c.w) % 16 == 0,
+                       splits > 1 ? work.data_ptr<float>() : nullptr};
+  conv_wgrad_vec_kernel<Cfg><<<dim3(unsigned(mt), unsigned(nt), unsigned(splits)), Cfg::THREADS, 0,
+                               at::cuda::getCurrentCUDAStream()>>>(ConvWgradProblem<float>(c), M, N, v);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (splits == 1) return;
+  const at::Tensor dw = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
+  at::Tensor rows = tap_rows ? at::Tensor() : at::empty({M, N}, cuda_options(a.dtype));  // [taps, K]
+  const MatmulOperands mm{nullptr, nullptr, tap_rows ? c.w : rows.data_ptr(), {0, 0, 0}, {0, 0, 0},
+                          {0, tap_rows ? c.ws[3] : N, tap_rows ? c.ws[0] : 1}};
+  splitk_reduce<float, float>(work.data_ptr<float>(), splits, lowered(a, Fused{}, 1, M, N, 0, mm));
+  if (!tap_rows) dw.permute({1, 2, 3, 0}).copy_(rows.view({c.C, c.R, c.S, c.K}));
+}
+
+bool implicit_wgrad_simt(const GemmArgs& a) {
+  const auto& c = a.conv;
+  const int64_t span = (c.C - 1) * std::abs(c.xs[1]) + (c.R - 1) * c.dh * std::abs(c.xs[2]) +
+                       (c.S - 1) * c.dw * std::abs(c.xs[3]);
+  if (a.dtype != at::kFloat || a.allow_tf32 || c.groups != 1 || c.xs[1] == 1 || c.ys[1] == 1 || c.C * c.K == 0 ||
+      span >= (int64_t(1) << 31) || std::max({c.H, c.W, c.P * c.Q + 16}) >= (int64_t(1) << 30) ||
+      c.N * ((c.P * c.Q + 15) / 16) >= (int64_t(1) << 31))
+    return false;
+  if (c.K <= VecF32N64::BN) wgrad_simt<VecF32N64>(a);
+  else wgrad_simt<VecF32>(a);
+  return true;
+}
+
 bool lowerable(const GemmArgs& a) {
   return a.conv.groups == 1 && (a.dtype == at::kHalf || a.dtype == at::kBFloat16 || a.dtype == at::kFloat);
 }
@@ -650,7 +700,9 @@ bool conv_wgrad_lowered(const GemmArgs& a) {
   const auto& c = a.conv;
   const Geom<> g = geom(c);
   // empty reductions (zeros) and column buffers over the bound stay on the implicit path
-  if (c.N * c.P * c.Q == 0 || c.N * c.P * c.Q * g.Kp > kColsLimit) return false;
+  if (c.N * c.P * c.Q == 0) return false;
+  if (implicit_wgrad_simt(a)) return true;
+  if (c.N * c.P * c.Q * g.Kp > kColsLimit) return false;
   const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
   const at::Tensor dw = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
   const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);

@@ -1,5 +1,9 @@
-// Implicit-GEMM forward convolution on the vectorized rung's tiles (gemm_ladder.cuh), for fp32
-// with TF32 off where x's channels are not contiguous (NCHW; conv_lowered.cu picks it). The A
+// fp32 implicit-GEMM convolutions on the vectorized rung's tiles (gemm_ladder.cuh), for TF32 off
+// where x's channels are not contiguous (NCHW; conv_lowered.cu picks them): the forward
+// (conv_vec_kernel) and the weight gradient (conv_wgrad_vec_kernel). The data gradient of stride 1
+// is a forward (kinds.h, dgrad_as_forward).
+//
+// Forward. The A
 // tile (output pixels x input channels) is gathered from x inside the kernel, so nothing is
 // copied: the lowered path it replaces copied x to channels_last, wrote a column buffer R*S times
 // x's size, read it back, and copied y back to NCHW (fp32 3x3 128@28 b64: 0.69 ms against
@@ -108,6 +112,99 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   else
     vec_epilogue<float, Cfg>(acc, epi, at, m_lim, n_lim, row_of, part != nullptr ? 1 : p.ys[1],
                              part != nullptr ? N % 4 == 0 : v.c_vec, bias_at);
+}
+
+// Weight gradient, dW^T[(c, r, s), k] = sum over pixels of cols(x)[pixel, (c, r, s)] . dY[pixel, k]:
+// rows m = taps (c, r, s), columns n = output channels, k = pixels, in chunks of BK pixels of one
+// image (pixels past P*Q read as zeros). A thread owns one pixel of the k tile (tid % BK) for
+// both operands, so a warp's loads at one tap or channel are BK consecutive pixels (consecutive
+// words of an NCHW row at stride 1), and 8 rows of A and 8 columns of B (tid / BK + 16 i). A's
+// taps come from a table made once per block in shared memory: x offset and tap position.
+// Output (m, n) at dw + tap offset(m) + n * ws[0]; split-K partials as in the forward.
+struct WgradVecArgs {
+  int pq_chunks;  // ceil(P*Q / BK)
+  int kper;       // k tiles per grid z
+  bool m_vec;     // dw's taps contiguous (a contiguous weight), R*S*C % 4 == 0, 16-byte aligned
+  float* part;    // split-K partials, or nullptr: the epilogue writes dw
+};
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
+    conv_wgrad_vec_kernel(ConvWgradProblem<float> p, int64_t M, int64_t N, WgradVecArgs v) {
+  using Smem = VecSmem<Cfg, float>;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, THREADS = Cfg::THREADS;
+  constexpr int LDA = Smem::LDA, LDB = Smem::LDB;
+  constexpr int RSTEP = THREADS / BK, LA = BM / RSTEP, LB = BN / RSTEP;  // rows RSTEP apart
+  static_assert(THREADS % BK == 0 && BM % RSTEP == 0 && BN % RSTEP == 0, "tiles must split evenly");
+  struct Tap {
+    int off, dr, ds, ok;  // x offset of tap (c, r, s) from its pixel's (0, 0) tap; ok: m < M
+  };
+  __shared__ __align__(16) Smem sm;
+  __shared__ Tap taps[BM];
+
+  const int tid = threadIdx.x;
+  const VecPlace<Cfg> at(tid);
+  const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
+  const int RS = int(p.R * p.S), S = int(p.S), PQ = int(p.P * p.Q), Q = int(p.Q), H = int(p.H), W = int(p.W);
+  for (int i = tid; i < BM; i += THREADS) {
+    const int64_t m = m0 + i;
+    const int c = m < M ? int(m / RS) : 0, r = m < M ? int(m % RS) / S : 0, s = m < M ? int(m % RS) % S : 0;
+    taps[i] = {int(c * p.xs[1] + r * p.dh * p.xs[2] + s * p.dw * p.xs[3]), r * int(p.dh), s * int(p.dw), m < M};
+  }
+  __syncthreads();
+
+  const int kbeg = int(blockIdx.z) * v.kper;
+  const int ktiles = min(v.kper, int(p.N) * v.pq_chunks - kbeg);
+  const int kk = tid % BK, row = tid / BK;  // this thread's pixel in the k tile, first row / column
+  int img = kbeg / v.pq_chunks, pq0 = kbeg % v.pq_chunks * BK;  // the next k tile's image and pixel
+  const int64_t nlim = N - n0;
+
+  float acc[Cfg::TM][Cfg::TN];
+#pragma unroll
+  for (int i = 0; i < Cfg::TM; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = 0.f;
+
+  float a[LA], b[LB];
+  vec_mainloop(
+      sm, at, ktiles, acc,
+      [&](int64_t) {
+        const int pq = pq0 + kk, oh = pq / Q, ow = pq - oh * Q;
+        const bool pix = pq < PQ;
+        const int h0 = oh * int(p.sh) - int(p.ph), w0 = ow * int(p.sw) - int(p.pw);
+        const float* xp = p.X() + img * p.xs[0] + int64_t(h0) * p.xs[2] + int64_t(w0) * p.xs[3];
+#pragma unroll
+        for (int i = 0; i < LA; ++i) {
+          const Tap t = taps[row + RSTEP * i];
+          const bool ok = pix && t.ok && unsigned(h0 + t.dr) < unsigned(H) && unsigned(w0 + t.ds) < unsigned(W);
+          a[i] = ok ? __ldg(xp + t.off) : 0.f;
+        }
+        const float* yp = p.Y() + img * p.ys[0] + (n0 + row) * p.ys[1] + oh * p.ys[2] + ow * p.ys[3];
+#pragma unroll
+        for (int i = 0; i < LB; ++i) b[i] = pix && row + RSTEP * i < nlim ? __ldg(yp + RSTEP * i * p.ys[1]) : 0.f;
+        if ((pq0 += BK) >= PQ) pq0 = 0, ++img;
+      },
+      [&](int buf) {
+#pragma unroll
+        for (int i = 0; i < LA; ++i) sm.As[buf][kk * LDA + row + RSTEP * i] = a[i];
+#pragma unroll
+        for (int i = 0; i < LB; ++i) sm.Bs[buf][kk * LDB + row + RSTEP * i] = b[i];
+      });
+
+  const int m_lim = int(M - m0 < BM ? M - m0 : BM), n_lim = int(nlim < BN ? nlim : BN);
+  float* const part = v.part != nullptr ? v.part + blockIdx.z * M * N + m0 * N + n0 : nullptr;
+  const auto row_of = [&](int mi) {
+    if (part != nullptr) return part + mi * N;
+    const int64_t m = m0 + mi, c = m / RS, rs = m % RS;
+    return p.Wt() + c * p.ws[1] + rs / S * p.ws[2] + rs % S * p.ws[3] + n0 * p.ws[0];
+  };
+  const auto no_bias = [](int) { return int64_t(0); };
+  const Epilogue<float> epi{nullptr, Act::None};
+  if (part == nullptr && v.m_vec)
+    vec_epilogue<float, Cfg, true>(acc, epi, at, m_lim, n_lim, row_of, p.ws[0], false, no_bias);
+  else
+    vec_epilogue<float, Cfg>(acc, epi, at, m_lim, n_lim, row_of, part != nullptr ? 1 : p.ws[0],
+                             part != nullptr && N % 4 == 0, no_bias);
 }
 
 }  // namespace cuda

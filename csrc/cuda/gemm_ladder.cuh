@@ -389,32 +389,33 @@ __device__ __forceinline__ void vec_epilogue(const Acc (&acc)[Cfg::TM][Cfg::TN],
           if (nj >= n_lim) continue;
           T out[4];
 #pragma unroll
-          for (int e = 0; e < 4; ++e) out[e] = epi.template finish<A>(acc[4 * ib + e][j] + bias[j], row + e + nj * cs);
+          for (int e = 0; e < 4; ++e)
+            out[e] = epi.template finish<A>(acc[4 * ib + e][j] + bias[j], row + e + nj * cs);
           store4(row + nj * cs, out);
         }
       }
-      return;
-    }
+    } else {
 #pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const int mi = at.a_off + (i / 4) * (LY * 4) + i % 4;
-      if (mi >= m_lim) continue;
-      T* const row = row_of(mi);
+      for (int i = 0; i < TM; ++i) {
+        const int mi = at.a_off + (i / 4) * (LY * 4) + i % 4;
+        if (mi >= m_lim) continue;
+        T* const row = row_of(mi);
 #pragma unroll
-      for (int jb = 0; jb < TN / 4; ++jb) {
-        const int nj = at.b_off + jb * (LX * 4);
-        T out[4];
+        for (int jb = 0; jb < TN / 4; ++jb) {
+          const int nj = at.b_off + jb * (LX * 4);
+          T out[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {  // columns past n_lim: computed, never stored, no residual read
-          const Acc v = acc[i][4 * jb + e] + bias[4 * jb + e];
-          out[e] = nj + e < n_lim ? epi.template finish<A>(v, row + (nj + e) * cs) : epi.template finish<A>(v);
-        }
-        if (c_vec && nj + 4 <= n_lim) {
-          store4(row + nj, out);
-        } else {
+          for (int e = 0; e < 4; ++e) {  // columns past n_lim: computed, never stored, no residual read
+            const Acc v = acc[i][4 * jb + e] + bias[4 * jb + e];
+            out[e] = nj + e < n_lim ? epi.template finish<A>(v, row + (nj + e) * cs) : epi.template finish<A>(v);
+          }
+          if (c_vec && nj + 4 <= n_lim) {
+            store4(row + nj, out);
+          } else {
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (nj + e < n_lim) row[(nj + e) * cs] = out[e];
+            for (int e = 0; e < 4; ++e)
+              if (nj + e < n_lim) row[(nj + e) * cs] = out[e];
+          }
         }
       }
     }
