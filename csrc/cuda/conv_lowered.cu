@@ -503,8 +503,15 @@ void wgrad_simt(const GemmArgs& a) {
   if (!tap_rows) dw.permute({1, 2, 3, 0}).copy_(rows.view({c.C, c.R, c.S, c.K}));
 }
 
+// Where it runs: its main loop takes ~20% more instructions per k tile than the matmul kernel's (tap
+// table reads, scalar loads), which the lowered path's column buffer (8 bytes of traffic per pixel
+// and tap) outweighs only against few output channels, or in 1x1 layers, whose lowered path copies
+// x and dY as well. fwd+bwd on an H100 (results/h100/4c0bc70/f3 against 1a1d61b/f2): 3x3 64@56 b64
+// 1.99 -> 1.41 ms, 128@28 1.33 -> 1.22, stem 4.51 -> 3.41, 1x1 256->64@56 1.52 -> 0.74, 1x1/2
+// 256->512 2.64 -> 2.21; but 3x3 256@14 b32 0.85 -> 0.94, 512@7 0.76 -> 0.82, patch16 0.85 -> 0.95.
 bool implicit_wgrad_simt(const GemmArgs& a) {
   const auto& c = a.conv;
+  if (c.K > 128 && c.R * c.S > 1) return false;
   const int64_t span = (c.C - 1) * std::abs(c.xs[1]) + (c.R - 1) * c.dh * std::abs(c.xs[2]) +
                        (c.S - 1) * c.dw * std::abs(c.xs[3]);
   if (a.dtype != at::kFloat || a.allow_tf32 || c.groups != 1 || c.xs[1] == 1 || c.ys[1] == 1 || c.C * c.K == 0 ||
