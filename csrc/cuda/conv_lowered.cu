@@ -419,6 +419,16 @@ bool simt_gathers(const GemmArgs& a, const int64_t* xs) {
          std::max({c.H, c.W, c.P, c.Q}) < (int64_t(1) << 24) && c.R * c.S * (padded / bk) < (int64_t(1) << 30);
 }
 
+// The implicit kernels' split-K: k tiles per chunk (grid z) for `tiles` output tiles over `ktiles` k
+// tiles. Where the tiles fill at most half the SMs: about two blocks per SM, each chunk at least 8 k
+// tiles (128 k, as the matmul's simt_splitk); else one chunk.
+int split_kper(int64_t tiles, int ktiles) {
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  if (2 * tiles > sms || ktiles < 16) return std::max(ktiles, 1);
+  const int64_t want = std::min<int64_t>({2 * sms / tiles, ktiles / 8, 64});
+  return int((ktiles + want - 1) / want);
+}
+
 // conv_vec_kernel on problem a: the weight as rows [tap][c][ldb] (one tap_transpose), then one
 // launch; where the output tiles leave SMs idle, split-K over grid z into a workspace that
 // splitk_reduce sums into y (rows of y one pixel stride apart within an image) with the epilogue.
@@ -432,14 +442,8 @@ void conv_simt(const GemmArgs& a) {
                                                  c.S * c.C * ldb, c.C * ldb}, 4);
   const int cchunks = int((c.C + Cfg::BK - 1) / Cfg::BK), ktiles = int(c.R * c.S) * cchunks;
   const int64_t mt = (M + Cfg::BM - 1) / Cfg::BM, nt = (N + Cfg::BN - 1) / Cfg::BN;
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool pixel_rows = c.ys[2] == c.Q * c.ys[3];  // the reduce's MatmulProblem reaches y's pixels
-  int kper = ktiles;  // k tiles per split
-  if (2 * mt * nt <= sms && pixel_rows && ktiles >= 16) {  // 8 k tiles (128 k) or more per split
-    const int64_t want = std::min<int64_t>({2 * sms / (mt * nt), ktiles / 8, 64});
-    kper = int((ktiles + want - 1) / want);
-  }
-  const int splits = (ktiles + kper - 1) / kper;
+  const int kper = pixel_rows ? split_kper(mt * nt, ktiles) : ktiles, splits = (ktiles + kper - 1) / kper;
   at::Tensor work;
   if (splits > 1) work = at::empty({splits, M, N}, cuda_options(a.dtype));
   const ConvVecArgs v{static_cast<const float*>(wt.const_data_ptr()), ldb, cchunks, kper,
@@ -477,13 +481,7 @@ void wgrad_simt(const GemmArgs& a) {
   const int64_t M = c.C * c.R * c.S, N = c.K, PQ = c.P * c.Q;
   const int pq_chunks = int((PQ + Cfg::BK - 1) / Cfg::BK), ktiles = int(c.N) * pq_chunks;
   const int64_t mt = (M + Cfg::BM - 1) / Cfg::BM, nt = (N + Cfg::BN - 1) / Cfg::BN;
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  int kper = ktiles;
-  if (2 * mt * nt <= sms && ktiles >= 16) {
-    const int64_t want = std::min<int64_t>({2 * sms / (mt * nt), ktiles / 8, 64});
-    kper = int((ktiles + want - 1) / want);
-  }
-  const int splits = (ktiles + kper - 1) / kper;
+  const int kper = split_kper(mt * nt, ktiles), splits = (ktiles + kper - 1) / kper;
   const bool tap_rows = c.ws[2] == c.S * c.ws[3] && c.ws[1] == c.R * c.ws[2];  // tap m at m * ws[3]
   at::Tensor work;
   if (splits > 1) work = at::empty({splits, M, N}, cuda_options(a.dtype));
