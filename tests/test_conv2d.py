@@ -426,9 +426,12 @@ def test_conv2d_fp32_nchw_implicit_taken_cuda(case):
     def launches(kernel):
         return sum(e.count for e in events if kernel + "<" in e.key)
 
-    assert launches("conv_vec_kernel") == 1 + stride1 and launches("conv_wgrad_vec_kernel") == 1, "%s: %s" % (
+    # the data gradient's forward reads dy's K channels in chunks of 16, taken where they pad at most 1/8
+    dgrad = stride1 and -(-c.K // 16) * 16 * 8 <= c.K * 9
+    assert launches("conv_vec_kernel") == 1 + dgrad and launches("conv_wgrad_vec_kernel") == 1, "%s: %s" % (
         case, names)
-    assert not any("im2col" in n or "elementwise" in n.lower() for n in names), "%s: %s" % (case, names)
+    if dgrad or not stride1:
+        assert not any("im2col" in n or "elementwise" in n.lower() for n in names), "%s: %s" % (case, names)
 
 
 @pytest.mark.cuda
