@@ -3,11 +3,10 @@
 // (conv_vec_kernel) and the weight gradient (conv_wgrad_vec_kernel). The data gradient of stride 1
 // is a forward (kinds.h, dgrad_as_forward).
 //
-// Forward. The A
-// tile (output pixels x input channels) is gathered from x inside the kernel, so nothing is
-// copied: the lowered path it replaces copied x to channels_last, wrote a column buffer R*S times
-// x's size, read it back, and copied y back to NCHW (fp32 3x3 128@28 b64: 0.69 ms against
-// cuDNN's 0.21, results/h100/f47a05b).
+// Forward. The A tile (output pixels x input channels) is gathered from x inside the kernel, so
+// nothing is copied: the lowered path it replaces copied x to channels_last, wrote a column buffer
+// R*S times x's size, read it back, and copied y back to NCHW (fp32 3x3 128@28 b64: 0.69 ms, now
+// 0.41, against cuDNN's 0.21; results/h100/f47a05b and b36f86d).
 //
 // k runs over (tap, channel chunk): R*S taps, each over ceil(C / BK) chunks of BK channels
 // (channels past C read as zeros). A k tile is then one tap (r, s), so a pixel's bounds test is
@@ -118,7 +117,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 // rows m = taps (c, r, s), columns n = output channels, k = pixels, in chunks of BK pixels of one
 // image (pixels past P*Q read as zeros). A thread owns one pixel of the k tile (tid % BK) for
 // both operands, so a warp's loads at one tap or channel are BK consecutive pixels (consecutive
-// words of an NCHW row at stride 1), and 8 rows of A and 8 columns of B (tid / BK + 16 i). A's
+// words of an NCHW row at stride 1), and the rows of A and columns of B tid / BK + 16 i. A's
 // taps come from a table made once per block in shared memory: x offset and tap position.
 // Output (m, n) at dw + tap offset(m) + n * ws[0]; split-K partials as in the forward.
 struct WgradVecArgs {
