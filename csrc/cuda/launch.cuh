@@ -82,14 +82,16 @@ void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a) {
 
 // What 'auto' runs off the Hopper path (matmul.cu takes fp16/bf16 matmul to wgmma first):
 // tensor cores for fp16, bf16 and TF32; for fp64 and strict fp32 'register', except fp32
-// matmul, which gets 'vectorized' unless its 128x128 tiles would leave SMs idle where the
-// 64x64 tiles of 'register' would not (skinny and small problems).
+// matmul, which gets 'vectorized' unless its 128x128 tiles would fill at most half the SMs
+// where the 64x64 tiles of 'register' would fill more (skinny and small problems). Between
+// half and all of the SMs, one vectorized block per SM still outruns the 4x as many 'register'
+// blocks (2.5x slower per multiply-add): results/h100/<sha>/h1/algo_probe.json.
 inline Algo auto_algo(const GemmArgs& a) {
   if (tensor_core_dtype(a)) return Algo::Mma;
   if (a.kind != Kind::Matmul || a.dtype != at::kFloat) return Algo::Register;
   auto tiles = [&](int64_t bm, int64_t bn) { return a.batch * ((a.M + bm - 1) / bm) * ((a.N + bn - 1) / bn); };
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  return tiles(VecF32::BM, VecF32::BN) < sms && tiles(Simt::BM, Simt::BN) > tiles(VecF32::BM, VecF32::BN)
+  return 2 * tiles(VecF32::BM, VecF32::BN) <= sms && tiles(Simt::BM, Simt::BN) > tiles(VecF32::BM, VecF32::BN)
              ? Algo::Register
              : Algo::Vectorized;
 }
