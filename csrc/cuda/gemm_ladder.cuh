@@ -102,7 +102,8 @@ auto kernel_of(TiledConfig<V...>*) {
 }
 
 // ---------------------------------------------------------------------------------------
-// vectorized (matmul only: it reads the strides of MatmulProblem directly).
+// vectorized (gemm_vec_kernel is matmul only: it reads the strides of MatmulProblem directly;
+// its parts below also make gemm_conv_vec.cuh's fp32 conv kernels).
 //
 // Block tile BM x BN x BK; WARPS_M x WARPS_N warps of (LY*TM) x (LX*TN); each thread owns
 // TM x TN outputs as (TM/4) x (TN/4) sub-blocks of 4 x 4, the sub-blocks of a warp's lanes
