@@ -381,16 +381,34 @@ bool implicit_wgrad_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tenso
   return true;
 }
 
+// fp32 with TF32 off, x's channels not contiguous (NCHW): the implicit GEMM of gemm_conv_vec.cuh,
+// which reads x and writes y where they are. Its channel chunks of BK pad C: taken where they pad
+// at most 1/8 (not the 3-channel stem, which keeps im2col_rows_kernel).
+bool simt_gathers(const GemmArgs& a, const int64_t* xs) {
+  const auto& c = a.conv;
+  const int64_t bk = VecF32::BK, padded = (c.C + bk - 1) / bk * bk;
+  return a.dtype == at::kFloat && !a.allow_tf32 && c.groups == 1 && xs[1] != 1 && c.C > 0 && padded * 8 <= c.C * 9 &&
+         std::max({c.H, c.W, c.P, c.Q}) < (int64_t(1) << 24) && c.R * c.S * (padded / bk) < (int64_t(1) << 30);
+}
+
 // A 1x1 stride-1 unpadded conv of an NCHW input into an NCHW output, without bias: per image,
 // Y[n] (K x HW) = W (K x C) . X[n] (C x HW), a batched GEMM on the tensors as they are (the
 // general path would copy x to channels_last and the output back). The epilogue's bias runs
 // along output columns, here pixels, so a conv with bias takes the general path.
-bool nchw_1x1(const GemmArgs& a) {
+// fp32 NCHW with at most 64 output channels takes the implicit GEMM instead (simt_gathers): here
+// the GEMM rows are the output channels, half of each 128-row tile empty (1x1 256->64@56 b32 / b64:
+// 0.123 / 0.227 ms against 0.177 / 0.318; more channels: this won, results/h100/1a1d61b/f2/exp_1x1.json).
+bool nchw_1x1_ok(const GemmArgs& a) {
   const auto& c = a.conv;
+  if (c.K <= VecF32N64::BN && simt_gathers(a, c.xs)) return false;
   const bool shape = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && c.P == c.H &&
                      c.Q == c.W && a.bias == nullptr;  // (a data gradient's phase may have P != H)
   const bool rows = c.xs[3] == 1 && c.xs[2] == c.W && c.ys[3] == 1 && c.ys[2] == c.Q && c.xs[1] != 1;
-  if (!shape || !rows || c.N > 65535) return false;
+  return shape && rows && c.N <= 65535;
+}
+bool nchw_1x1(const GemmArgs& a) {
+  if (!nchw_1x1_ok(a)) return false;
+  const auto& c = a.conv;
   const MatmulOperands mm{c.w, c.x, c.y, {0, c.ws[0], c.ws[1]}, {c.xs[0], c.xs[1], 1}, {c.ys[0], c.ys[1], 1}};
   gemm_cuda_matmul(lowered(a, a.fused(), c.N, c.K, c.H * c.W, c.C, mm));
   return true;
@@ -409,24 +427,20 @@ bool dgrad_by_phases(const GemmArgs& a) {
          c.N * c.C * c.H * c.W >= (int64_t(1) << 24) && sm90_unavailable(a) == nullptr;
 }
 
-// fp32 with TF32 off, x's channels not contiguous (NCHW): the implicit GEMM of gemm_conv_vec.cuh,
-// which reads x and writes y where they are. Its channel chunks of BK pad C: taken where they pad
-// at most 1/8 (not the 3-channel stem, which keeps im2col_rows_kernel).
-bool simt_gathers(const GemmArgs& a, const int64_t* xs) {
-  const auto& c = a.conv;
-  const int64_t bk = VecF32::BK, padded = (c.C + bk - 1) / bk * bk;
-  return a.dtype == at::kFloat && !a.allow_tf32 && c.groups == 1 && xs[1] != 1 && c.C > 0 && padded * 8 <= c.C * 9 &&
-         std::max({c.H, c.W, c.P, c.Q}) < (int64_t(1) << 24) && c.R * c.S * (padded / bk) < (int64_t(1) << 30);
-}
-
-// The implicit kernels' split-K: k tiles per chunk (grid z) for `tiles` output tiles over `ktiles` k
-// tiles. Where the tiles fill at most half the SMs: about two blocks per SM, each chunk at least 8 k
-// tiles (128 k, as the matmul's simt_splitk); else one chunk.
-int split_kper(int64_t tiles, int ktiles) {
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  if (2 * tiles > sms || ktiles < 16) return std::max(ktiles, 1);
-  const int64_t want = std::min<int64_t>({2 * sms / tiles, ktiles / 8, 64});
-  return int((ktiles + want - 1) / want);
+// The implicit kernels' split-K (splitk_count's rule, over `ktiles` k tiles of bk): k tiles per
+// chunk (grid z), the chunks, and the [splits, M, N] workspace of their partial tiles where
+// splits > 1. allowed: false keeps one chunk.
+struct SplitPlan {
+  int kper, splits;
+  at::Tensor work;
+};
+SplitPlan plan_split(const GemmArgs& a, int64_t tiles, int ktiles, int bk, int64_t M, int64_t N, bool allowed) {
+  const int64_t want = allowed ? splitk_count(tiles, int64_t(ktiles) * bk) : 1;
+  SplitPlan s;
+  s.kper = int((ktiles + want - 1) / want);
+  s.splits = (ktiles + s.kper - 1) / s.kper;
+  if (s.splits > 1) s.work = at::empty({s.splits, M, N}, cuda_options(a.dtype));
+  return s;
 }
 
 // conv_vec_kernel on problem a: the weight as rows [tap][c][ldb] (one tap_transpose), then one
@@ -443,15 +457,14 @@ void conv_simt(const GemmArgs& a) {
   const int cchunks = int((c.C + Cfg::BK - 1) / Cfg::BK), ktiles = int(c.R * c.S) * cchunks;
   const int64_t mt = (M + Cfg::BM - 1) / Cfg::BM, nt = (N + Cfg::BN - 1) / Cfg::BN;
   const bool pixel_rows = c.ys[2] == c.Q * c.ys[3];  // the reduce's MatmulProblem reaches y's pixels
-  const int kper = pixel_rows ? split_kper(mt * nt, ktiles) : ktiles, splits = (ktiles + kper - 1) / kper;
-  at::Tensor work;
-  if (splits > 1) work = at::empty({splits, M, N}, cuda_options(a.dtype));
-  const ConvVecArgs v{static_cast<const float*>(wt.const_data_ptr()), ldb, cchunks, kper,
+  const SplitPlan sp = plan_split(a, mt * nt, ktiles, Cfg::BK, M, N, pixel_rows);
+  const int splits = sp.splits;
+  const ConvVecArgs v{static_cast<const float*>(wt.const_data_ptr()), ldb, cchunks, sp.kper,
                       c.ys[1] == 1 && c.ys[0] % 4 == 0 && c.ys[2] % 4 == 0 && c.ys[3] % 4 == 0 &&
                           reinterpret_cast<uintptr_t>(c.y) % 16 == 0,
                       c.ys[3] == 1 && pixel_rows && c.P * c.Q % 4 == 0 && c.ys[0] % 4 == 0 && c.ys[1] % 4 == 0 &&
                           reinterpret_cast<uintptr_t>(c.y) % 16 == 0,
-                      splits > 1 ? work.data_ptr<float>() : nullptr};
+                      splits > 1 ? sp.work.data_ptr<float>() : nullptr};
   const Epilogue<float> epi = splits > 1 ? Epilogue<float>{nullptr, Act::None} : epilogue_of<float>(a);
   conv_vec_kernel<Cfg><<<dim3(unsigned(mt), unsigned(nt), unsigned(splits)), Cfg::THREADS, 0,
                          at::cuda::getCurrentCUDAStream()>>>(ConvFwdProblem<float>(c), M, N, epi, v);
@@ -459,7 +472,7 @@ void conv_simt(const GemmArgs& a) {
   if (splits > 1) {  // y as a matmul output: row m = (image, pixel) in groups of P*Q, column = channel
     MatmulOperands mm{nullptr, nullptr, c.y, {0, 0, 0}, {0, 0, 0}, {0, c.ys[3], c.ys[1]}};
     mm.rq = c.P * c.Q, mm.srq = c.ys[0];
-    splitk_reduce<float, float>(work.data_ptr<float>(), int(splits), lowered(a, a.fused(), 1, M, N, 0, mm));
+    splitk_reduce<float, float>(sp.work.data_ptr<float>(), splits, lowered(a, a.fused(), 1, M, N, 0, mm));
   }
 }
 
@@ -481,14 +494,13 @@ void wgrad_simt(const GemmArgs& a) {
   const int64_t M = c.C * c.R * c.S, N = c.K, PQ = c.P * c.Q;
   const int pq_chunks = int((PQ + Cfg::BK - 1) / Cfg::BK), ktiles = int(c.N) * pq_chunks;
   const int64_t mt = (M + Cfg::BM - 1) / Cfg::BM, nt = (N + Cfg::BN - 1) / Cfg::BN;
-  const int kper = split_kper(mt * nt, ktiles), splits = (ktiles + kper - 1) / kper;
+  const SplitPlan sp = plan_split(a, mt * nt, ktiles, Cfg::BK, M, N, true);
+  const int splits = sp.splits;
   const bool tap_rows = c.ws[2] == c.S * c.ws[3] && c.ws[1] == c.R * c.ws[2];  // tap m at m * ws[3]
-  at::Tensor work;
-  if (splits > 1) work = at::empty({splits, M, N}, cuda_options(a.dtype));
-  const WgradVecArgs v{pq_chunks, kper,
+  const WgradVecArgs v{pq_chunks, sp.kper,
                        tap_rows && c.ws[3] == 1 && M % 4 == 0 && c.ws[0] % 4 == 0 &&
                            reinterpret_cast<uintptr_t>(c.w) % 16 == 0,
-                       splits > 1 ? work.data_ptr<float>() : nullptr};
+                       splits > 1 ? sp.work.data_ptr<float>() : nullptr};
   conv_wgrad_vec_kernel<Cfg><<<dim3(unsigned(mt), unsigned(nt), unsigned(splits)), Cfg::THREADS, 0,
                                at::cuda::getCurrentCUDAStream()>>>(ConvWgradProblem<float>(c), M, N, v);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -497,7 +509,7 @@ void wgrad_simt(const GemmArgs& a) {
   at::Tensor rows = tap_rows ? at::Tensor() : at::empty({M, N}, cuda_options(a.dtype));  // [taps, K]
   const MatmulOperands mm{nullptr, nullptr, tap_rows ? c.w : rows.data_ptr(), {0, 0, 0}, {0, 0, 0},
                           {0, tap_rows ? c.ws[3] : N, tap_rows ? c.ws[0] : 1}};
-  splitk_reduce<float, float>(work.data_ptr<float>(), splits, lowered(a, Fused{}, 1, M, N, 0, mm));
+  splitk_reduce<float, float>(sp.work.data_ptr<float>(), splits, lowered(a, Fused{}, 1, M, N, 0, mm));
   if (!tap_rows) dw.permute({1, 2, 3, 0}).copy_(rows.view({c.C, c.R, c.S, c.K}));
 }
 
@@ -529,10 +541,7 @@ bool lowerable(const GemmArgs& a) {
 
 bool conv_fwd_lowered(const GemmArgs& a) {
   if (!lowerable(a)) return false;
-  // fp32 NCHW with at most 64 output channels takes the implicit GEMM before nchw_1x1, whose GEMM
-  // rows are the output channels, half of each 128-row tile empty (1x1 256->64@56 b32 / b64: 0.123 /
-  // 0.227 ms against 0.177 / 0.318; more channels: nchw_1x1 won, results/h100/1a1d61b/f2/exp_1x1.json)
-  if ((a.conv.K <= VecF32N64::BN && implicit_simt(a)) || nchw_1x1(a) || implicit_simt(a)) return true;
+  if (nchw_1x1(a) || implicit_simt(a)) return true;
   const auto& c = a.conv;
   const Geom<> g = geom(c);
   const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
@@ -610,15 +619,24 @@ void dgrad_phases(const GemmArgs& a) {
   const bool filled = any_empty && dx.is_non_overlapping_and_dense();
   if (filled) dx.zero_();
   // A phase's kernel, (C, K, taps_h, taps_w): its taps r0, r0 + step, ..., last, flipped (tap j is
-  // w's last - j * step), made by one tap_transpose as rows [C][taps_h][taps_w][K], so that
-  // conv_fwd_lowered's weight_rows takes them as they are (a view; no flip and copy per call).
+  // w's last - j * step). As read in place: w from its last tap, with negative tap strides.
   const int64_t es = int64_t(c10::elementSize(a.dtype));
+  struct Taps {
+    const void* base;
+    int64_t ws[4];
+  };
+  auto flipped = [&](const DgradPhase& fh, const DgradPhase& fw) {
+    const int64_t last = (fh.r0 + (fh.taps - 1) * fh.step) * c.ws[2] + (fw.r0 + (fw.taps - 1) * fw.step) * c.ws[3];
+    return Taps{static_cast<const char*>(c.w) + last * es, {c.ws[1], c.ws[0], -fh.step * c.ws[2], -fw.step * c.ws[3]}};
+  };
+  // ... and as one tap_transpose's copy, rows [C][taps_h][taps_w][K], so that conv_fwd_lowered's
+  // weight_rows takes them as they are (a view; no flip and copy per call).
   auto phase_kernel = [&](const DgradPhase& fh, const DgradPhase& fw) {
     at::Tensor rows = at::empty({c.C, fh.taps, fw.taps, c.K}, cuda_options(a.dtype));
-    const int64_t last = (fh.r0 + (fh.taps - 1) * fh.step) * c.ws[2] + (fw.r0 + (fw.taps - 1) * fw.step) * c.ws[3];
-    const TapTranspose t{c.K, c.C, fh.taps, fw.taps, c.ws[0], c.ws[1], -fh.step * c.ws[2], -fw.step * c.ws[3],
+    const Taps f = flipped(fh, fw);
+    const TapTranspose t{c.K, c.C, fh.taps, fw.taps, f.ws[1], f.ws[0], f.ws[2], f.ws[3],
                          1, fh.taps * fw.taps * c.K, fw.taps * c.K, c.K};
-    tap_transpose(static_cast<const char*>(c.w) + last * es, rows.data_ptr(), t, es);
+    tap_transpose(f.base, rows.data_ptr(), t, es);
     return rows.permute({0, 3, 1, 2});
   };
   // the phases at once (concurrently): each is 1-2 waves of short reductions on its own
@@ -633,6 +651,12 @@ void dgrad_phases(const GemmArgs& a) {
       }
       phases.push_back([&, ah, aw] {
         const DgradPhase &ph = along_h[ah], &pw = along_w[aw];
+        // where conv_fwd_lowered would take the fp32 implicit kernel, it gets the taps in place: its own
+        // [tap][c][ldb] copy reads any strides, so the rows copy would be a second pass for nothing
+        const Taps f = flipped(ph, pw);
+        const GemmArgs in_place =
+            dgrad_as_forward(a, ph, pw, ah, aw, dy.const_data_ptr(), dy.strides().data(), f.base, f.ws);
+        if (!nchw_1x1_ok(in_place) && implicit_simt(in_place)) return;
         const at::Tensor wt = phase_kernel(ph, pw);
         conv_fwd_lowered(dgrad_as_forward(a, ph, pw, ah, aw, dy.const_data_ptr(), dy.strides().data(),
                                           wt.const_data_ptr(), wt.strides().data()));

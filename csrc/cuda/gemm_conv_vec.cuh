@@ -24,6 +24,22 @@
 namespace tileops {
 namespace cuda {
 
+// The two kernels' epilogue: split-K partials as a row-major M x N tile (part, already at the
+// block's first element), else the output: out_row(mi) the pointer of tile row mi's first column,
+// columns cs apart, 16-byte stores along rows (m_vec) or columns (c_vec) where they apply.
+template <class Cfg, typename Row, typename BiasAt>
+__device__ __forceinline__ void conv_epilogue(const float (&acc)[Cfg::TM][Cfg::TN], const Epilogue<float>& epi,
+                                              const VecPlace<Cfg>& at, int m_lim, int n_lim, float* part, int64_t N,
+                                              Row&& out_row, int64_t cs, bool c_vec, bool m_vec, BiasAt&& bias_at) {
+  if (part != nullptr)
+    vec_epilogue<float, Cfg>(acc, epi, at, m_lim, n_lim, [&](int mi) { return part + mi * N; }, 1, N % 4 == 0,
+                             bias_at);
+  else if (m_vec)
+    vec_epilogue<float, Cfg, true>(acc, epi, at, m_lim, n_lim, out_row, cs, false, bias_at);
+  else
+    vec_epilogue<float, Cfg>(acc, epi, at, m_lim, n_lim, out_row, cs, c_vec, bias_at);
+}
+
 struct ConvVecArgs {
   const float* wt;
   int64_t ldb;
@@ -104,13 +120,9 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 
   const int m_lim = int(M - m0 < BM ? M - m0 : BM), n_lim = int(N - n0 < BN ? N - n0 : BN);
   float* const part = v.part != nullptr ? v.part + blockIdx.z * M * N + m0 * N + n0 : nullptr;
-  const auto row_of = [&](int mi) { return part != nullptr ? part + mi * N : p.c(p.row_c(0, m0 + mi), n0); };
-  const auto bias_at = [&](int nj) { return p.bias_index(0, n0 + nj); };
-  if (part == nullptr && v.m_vec)
-    vec_epilogue<float, Cfg, true>(acc, epi, at, m_lim, n_lim, row_of, p.ys[1], false, bias_at);
-  else
-    vec_epilogue<float, Cfg>(acc, epi, at, m_lim, n_lim, row_of, part != nullptr ? 1 : p.ys[1],
-                             part != nullptr ? N % 4 == 0 : v.c_vec, bias_at);
+  conv_epilogue<Cfg>(
+      acc, epi, at, m_lim, n_lim, part, N, [&](int mi) { return p.c(p.row_c(0, m0 + mi), n0); }, p.ys[1], v.c_vec,
+      v.m_vec, [&](int nj) { return p.bias_index(0, n0 + nj); });
 }
 
 // Weight gradient, dW^T[(c, r, s), k] = sum over pixels of cols(x)[pixel, (c, r, s)] . dY[pixel, k]:
@@ -192,18 +204,12 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 
   const int m_lim = int(M - m0 < BM ? M - m0 : BM), n_lim = int(nlim < BN ? nlim : BN);
   float* const part = v.part != nullptr ? v.part + blockIdx.z * M * N + m0 * N + n0 : nullptr;
-  const auto row_of = [&](int mi) {
-    if (part != nullptr) return part + mi * N;
+  const auto tap_row = [&](int mi) {  // dw's tap m0 + mi, from output channel n0 on
     const int64_t m = m0 + mi, c = m / RS, rs = m % RS;
     return p.Wt() + c * p.ws[1] + rs / S * p.ws[2] + rs % S * p.ws[3] + n0 * p.ws[0];
   };
-  const auto no_bias = [](int) { return int64_t(0); };
-  const Epilogue<float> epi{nullptr, Act::None};
-  if (part == nullptr && v.m_vec)
-    vec_epilogue<float, Cfg, true>(acc, epi, at, m_lim, n_lim, row_of, p.ws[0], false, no_bias);
-  else
-    vec_epilogue<float, Cfg>(acc, epi, at, m_lim, n_lim, row_of, part != nullptr ? 1 : p.ws[0],
-                             part != nullptr && N % 4 == 0, no_bias);
+  conv_epilogue<Cfg>(acc, Epilogue<float>{nullptr, Act::None}, at, m_lim, n_lim, part, N, tap_row, p.ws[0], false,
+                     v.m_vec, [](int) { return int64_t(0); });
 }
 
 }  // namespace cuda

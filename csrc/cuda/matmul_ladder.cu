@@ -7,10 +7,6 @@
 namespace tileops::cuda {
 namespace {
 
-// k per split: enough to hide a tile's prologue and epilogue (128: fp32 127 x 255 x 511, 8 tiles
-// of 64 x 64, splits in 4 where 256 left it unsplit on 8 SMs, 32 us against cuBLAS's 7.5)
-constexpr int64_t kMinSplitK = 128;
-
 // Split-K for the SIMT rungs 'auto' picks for fp32 (TF32 off) and fp64, where the output tiles
 // would leave most SMs idle and K is long (conv weight gradients, K = N*P*Q; skinny M): K is cut
 // into chunks that run as a batch (chunk j's operands start at k = j*kc) writing the partial
@@ -25,9 +21,7 @@ bool simt_splitk(const GemmArgs& a) {
   const bool vec = a.dtype == at::kFloat && vec_layout(a, 4).fast;
   const int64_t bm = vec ? VecF32::BM : Simt::BM, bn = vec ? VecF32::BN : Simt::BN;
   const int64_t tiles = ((a.M + bm - 1) / bm) * ((a.N + bn - 1) / bn);
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  if (2 * tiles > sms) return false;
-  const int64_t want = std::min<int64_t>({2 * sms / tiles, a.K / kMinSplitK, 64});
+  const int64_t want = splitk_count(tiles, a.K);
   if (want < 2) return false;
   const int64_t kc = a.K / want / 16 * 16;  // a multiple of the k tile keeps the 16-byte loads
   const int64_t full = a.K / kc, rem = a.K % kc, splits = full + (rem > 0);
