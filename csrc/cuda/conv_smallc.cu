@@ -15,6 +15,7 @@
 #include "../common/epilogue.h"
 #include "cuda_util.h"
 #include "kinds.h"
+#include "mma_sync.cuh"
 
 namespace tileops::cuda {
 namespace {
@@ -67,33 +68,6 @@ __device__ __forceinline__ void copy_in(int rows, int cols, Load&& load, Store&&
 
 // The ring slot of input row h (h may be negative: padding rows are staged as zeros too).
 __device__ __forceinline__ int ring_slot(int h, int RR) { return ((h % RR) + RR) % RR; }
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-template <typename T>
-__device__ __forceinline__ void mma16816(float* d, const uint32_t* a, const uint32_t* b) {
-  if constexpr (std::is_same<T, c10::BFloat16>::value) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
 
 // Two staged elements as one A register (low half: the lower column). A padding column past
 // R*S*C reads the zeros after the ring (its B row is zero too, but a staged value could be an
@@ -205,8 +179,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
         ldmatrix_x4(b, Bs + row * g.ldb + k0 + 8 * (m % 2));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          mma16816<T>(acc[mt][2 * jj], a[mt], b);
-          mma16816<T>(acc[mt][2 * jj + 1], a[mt], b + 2);
+          mma_sync<T>(acc[mt][2 * jj], a[mt], b);
+          mma_sync<T>(acc[mt][2 * jj + 1], a[mt], b + 2);
         }
       }
     }

@@ -1,148 +1,144 @@
-// Tensor-core family, the 'mma' rung (fp16, bf16, and fp32 as TF32 when allowed): WMMA
-// fragments fed from shared memory, fp32 accumulation. WMMA lowers to the warp-level mma.sync
-// instructions (HMMA in the SASS), so this is the ladder's mma.sync rung. Warps tile the
-// block WARPS_M x WARPS_N, each warp owns (BM/WARPS_M) x (BN/WARPS_N) outputs as 16x16
-// fragments. The epilogue goes through a 16x16 per-warp scratch so tails and any output
-// strides are predicated.
+// Tensor-core family, the 'mma' rung (fp16, bf16, and fp32 as TF32): mma.sync fed by ldmatrix from
+// shared memory, fp32 accumulation, on any GPU from sm_80. It reads its operands through the
+// problem's index map (tile_loader.cuh), so it takes every layout, stride and size, and every
+// problem kind; auto runs it for the matmuls too small for the Hopper kernels' 128-row tiles
+// (launch.cuh, matmul.cu).
+//
+// A block's BM x BN tile is split among WARPS_M x WARPS_N warps, each owning (BM / WARPS_M) x
+// (BN / WARPS_N) outputs as m16n8 fragments. Both operand tiles are staged K-contiguous ([m][k]
+// and [n][k]), 64 bytes of k per row and tile (32 fp16/bf16 or 16 fp32 values, 2 mma k steps),
+// rows 80 bytes apart so that ldmatrix's 8 row addresses fall in 8 different 16-byte bank groups.
+// Two buffers: the loads of k tile t+1 are in flight (in registers) while tile t is multiplied,
+// and one barrier a tile suffices. Split-K (splits > 1): z also runs over K chunks of kc, and the
+// block writes its fp32 partial tile to part[g][split][M][N] for splitk_reduce.
 #pragma once
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <mma.h>
-
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
 #include "../common/epilogue.h"
+#include "mma_sync.cuh"
 #include "tile_loader.cuh"
 
 namespace tileops {
 namespace cuda {
 
-// Storage type T -> WMMA element type and the k of one MMA.
-template <typename T>
-struct TcTraits;
-template <>
-struct TcTraits<c10::Half> {
-  using Frag = __half;
-  static constexpr int MMA_K = 16;
-};
-template <>
-struct TcTraits<c10::BFloat16> {
-  using Frag = __nv_bfloat16;
-  static constexpr int MMA_K = 16;
-};
-template <>
-struct TcTraits<float> {  // only reached with TF32 allowed
-  using Frag = nvcuda::wmma::precision::tf32;
-  static constexpr int MMA_K = 8;
-};
-
-template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_>
+template <int BM_, int BN_, int WARPS_M_, int WARPS_N_>
 struct TcConfig {
-  static constexpr int BM = BM_, BN = BN_, BK = BK_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
+  static constexpr int BM = BM_, BN = BN_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
   static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
-  static constexpr int FM = BM / WARPS_M / 16, FN = BN / WARPS_N / 16;  // fragments per warp
+  static constexpr int FM = BM / WARPS_M / 16, FN = BN / WARPS_N / 8;  // m16 and n8 fragments per warp
+  static constexpr int KBYTES = 64, ROW_BYTES = KBYTES + 16;             // see the top of the file
+  static_assert(FM >= 1 && FN % 2 == 0, "B fragments are loaded two n8 blocks at a time");
 };
 
 template <typename T, class P, class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS)
-    gemm_tc_kernel(P p, int64_t batch, int64_t M, int64_t N, int64_t K, Epilogue<T> epi) {
+    gemm_tc_kernel(P p, int64_t batch, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int splits, int64_t kc,
+                   float* __restrict__ part) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  namespace wmma = nvcuda::wmma;
-  using Tr = TcTraits<T>;
-  using Frag = typename Tr::Frag;
-  // shared memory holds the storage type; WMMA reads it as its element type (same bits)
-  using S = std::conditional_t<std::is_same<T, float>::value, float, Frag>;
-  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, MK = Tr::MMA_K;
-  constexpr int APAD = 16 / sizeof(T), BPAD = 16 / sizeof(T);  // keep rows 16-byte aligned, shift banks
-  constexpr int LDA = BK + APAD, LDB = BN + BPAD;
-  __shared__ __align__(128) S As[BM * LDA];
-  __shared__ __align__(128) S Bs[BK * LDB];
-  __shared__ __align__(128) float scratch[Cfg::WARPS_M * Cfg::WARPS_N][16 * 16];
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, RB = Cfg::ROW_BYTES, BK = Cfg::KBYTES / int(sizeof(T));
+  constexpr int KSTEPS = Cfg::KBYTES / 32;
+  using Loaders = TileLoaders<T, P, BM, BN, BK, Cfg::THREADS>;
+  using Map = TileMap<BM, BK, Cfg::THREADS>;  // both operands' (TileMap: one row per thread group)
+  static_assert(BM == BN && (Map::KRUN * sizeof(T) == 32 || Map::KRUN * sizeof(T) == 16),
+                "a thread stages one or two 16-byte vectors per operand");
+  __shared__ __align__(16) char As[2][BM * RB];
+  __shared__ __align__(16) char Bs[2][BN * RB];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int wm = warp / Cfg::WARPS_N, wn = warp % Cfg::WARPS_N;
+  const int wm0 = (warp / Cfg::WARPS_N) * Cfg::FM * 16, wn0 = (warp % Cfg::WARPS_N) * Cfg::FN * 8;
   const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
 
-  for (int64_t g = blockIdx.z; g < batch; g += gridDim.z) {
-    TileLoaders<T, P, BM, BN, BK, Cfg::THREADS> ld;
-    ld.init(p, g, m0, n0, M, N, K, tid);
-    auto& la = ld.a;
-    auto& lb = ld.b;
+  for (int64_t z = blockIdx.z; z < batch * splits; z += gridDim.z) {
+    const int64_t g = z / splits, split = z % splits;
+    const int64_t k_begin = split * kc, k_end = splits == 1 || K < k_begin + kc ? K : k_begin + kc;
+    Loaders ld;  // k tile 0 in registers
+    ld.a.init(p, g, m0, M, tid);
+    ld.b.init(p, g, n0, N, tid);
+    ld.fetch(p, k_begin, k_end);
+    auto stage = [&](int buf) {  // the registers' k tile into buffer buf
+      constexpr int W = Map::KRUN * int(sizeof(T)) / 4;
+      uint32_t w[W];
+      pack_words(ld.a.v, w);
+      auto* da = reinterpret_cast<uint4*>(As[buf] + ld.a.r * RB + ld.a.k_in * int(sizeof(T)));
+#pragma unroll
+      for (int i = 0; i < W / 4; ++i) da[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+      pack_words(ld.b.v, w);
+      auto* db = reinterpret_cast<uint4*>(Bs[buf] + ld.b.r * RB + ld.b.k_in * int(sizeof(T)));
+#pragma unroll
+      for (int i = 0; i < W / 4; ++i) db[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+    };
 
-    wmma::fragment<wmma::accumulator, 16, 16, MK, float> acc[Cfg::FM][Cfg::FN];
+    float acc[Cfg::FM][Cfg::FN][4] = {};
+    stage(0);
+    __syncthreads();
+    int buf = 0;
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += BK, buf ^= 1) {
+      const bool more = k0 + BK < k_end;
+      if (more) ld.fetch(p, k0 + BK, k_end);  // in flight during this tile's multiplies
 #pragma unroll
-    for (int i = 0; i < Cfg::FM; ++i)
+      for (int ks = 0; ks < KSTEPS; ++ks) {
+        // ldmatrix lanes 8j..8j+7 address matrix j: A's are (rows 0-7 | 8-15) x (k bytes 0-15 | 16-31)
+        // in that order (a0..a3), B's (k bytes 0-15 | 16-31) x (n 0-7 | 8-15), b[j][0..1] then b[j+1].
+        uint32_t a[Cfg::FM][4], b[Cfg::FN][2];
 #pragma unroll
-      for (int j = 0; j < Cfg::FN; ++j) wmma::fill_fragment(acc[i][j], 0.f);
-
-    for (int64_t k0 = 0; k0 < K; k0 += BK) {
+        for (int i = 0; i < Cfg::FM; ++i)
+          ldmatrix_x4(a[i], As[buf] + (wm0 + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * RB + ks * 32 +
+                                (lane >> 4) * 16);
 #pragma unroll
-      for (int i = 0; i < decltype(ld.a)::Map::KRUN; ++i)
-        As[la.r * LDA + la.k_in + i] = reinterpret_cast<const S&>(la.v[i]);
-#pragma unroll
-      for (int i = 0; i < decltype(ld.b)::Map::KRUN; ++i)
-        Bs[(lb.k_in + i) * LDB + lb.r] = reinterpret_cast<const S&>(lb.v[i]);
-      __syncthreads();
-      if (k0 + BK < K) {  // next slice's global loads overlap this slice's MMAs
-        ld.fetch(p, k0 + BK, K);
-      }
-#pragma unroll
-      for (int kk = 0; kk < BK; kk += MK) {
-        wmma::fragment<wmma::matrix_a, 16, 16, MK, Frag, wmma::row_major> fa[Cfg::FM];
-        wmma::fragment<wmma::matrix_b, 16, 16, MK, Frag, wmma::row_major> fb[Cfg::FN];
-#pragma unroll
-        for (int i = 0; i < Cfg::FM; ++i) {
-          wmma::load_matrix_sync(fa[i], As + (wm * Cfg::FM * 16 + i * 16) * LDA + kk, LDA);
-          if constexpr (std::is_same<T, float>::value)
-            for (int e = 0; e < fa[i].num_elements; ++e) fa[i].x[e] = wmma::__float_to_tf32(fa[i].x[e]);
-        }
-#pragma unroll
-        for (int j = 0; j < Cfg::FN; ++j) {
-          wmma::load_matrix_sync(fb[j], Bs + kk * LDB + wn * Cfg::FN * 16 + j * 16, LDB);
-          if constexpr (std::is_same<T, float>::value)
-            for (int e = 0; e < fb[j].num_elements; ++e) fb[j].x[e] = wmma::__float_to_tf32(fb[j].x[e]);
-        }
+        for (int j = 0; j < Cfg::FN; j += 2)
+          ldmatrix_x4(&b[j][0], Bs[buf] + (wn0 + j * 8 + (lane & 7) + (lane >> 4) * 8) * RB + ks * 32 +
+                                    ((lane >> 3) & 1) * 16);
 #pragma unroll
         for (int i = 0; i < Cfg::FM; ++i)
 #pragma unroll
-          for (int j = 0; j < Cfg::FN; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+          for (int j = 0; j < Cfg::FN; ++j) mma_sync<T>(acc[i][j], a[i], b[j]);
       }
+      if (more) stage(buf ^ 1);  // buf ^ 1 was last read before the previous barrier
       __syncthreads();
     }
 
-    // Epilogue: each lane writes 8 consecutive columns of one fragment row; the activation is
-    // a template argument from here on.
-    float* sc = scratch[warp];
-    const int er = lane / 2, ec = (lane % 2) * 8;
+    // Thread (g4, t4) = (lane / 4, lane % 4) holds rows g4 and g4 + 8 of each fragment, at columns
+    // 2 t4 and 2 t4 + 1.
+    const int g4 = lane >> 2, t4 = lane & 3;
+    if (splits > 1) {
+      float* dst = part + z * M * N;
+#pragma unroll
+      for (int i = 0; i < Cfg::FM; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t m = m0 + wm0 + i * 16 + g4 + 8 * h;
+          if (m >= M) continue;
+#pragma unroll
+          for (int j = 0; j < Cfg::FN; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int64_t n = n0 + wn0 + j * 8 + 2 * t4 + e;
+              if (n < N) dst[m * N + n] = acc[i][j][2 * h + e];
+            }
+        }
+      continue;
+    }
     with_act(epi.act, [&](auto act) {
       constexpr Act A = decltype(act)::value;
 #pragma unroll
-      for (int i = 0; i < Cfg::FM; ++i) {
+      for (int i = 0; i < Cfg::FM; ++i)
 #pragma unroll
-        for (int j = 0; j < Cfg::FN; ++j) {
-          wmma::store_matrix_sync(sc, acc[i][j], 16, wmma::mem_row_major);
-          __syncwarp();
-          const int64_t m = m0 + wm * Cfg::FM * 16 + i * 16 + er;
-          const int64_t nb = n0 + wn * Cfg::FN * 16 + j * 16 + ec;
-          if (m < M) {
-            const auto row = p.row_c(g, m);
+        for (int h = 0; h < 2; ++h) {
+          const int64_t m = m0 + wm0 + i * 16 + g4 + 8 * h;
+          if (m >= M) continue;
+          const auto row = p.row_c(g, m);
 #pragma unroll
-            for (int e = 0; e < 8; ++e)
-              if (nb + e < N) epi.template store<A>(p.c(row, nb + e), sc[er * 16 + ec + e], p.bias_index(g, nb + e));
-          }
-          __syncwarp();
+          for (int j = 0; j < Cfg::FN; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int64_t n = n0 + wn0 + j * 8 + 2 * t4 + e;
+              if (n < N) epi.template store<A>(p.c(row, n), acc[i][j][2 * h + e], p.bias_index(g, n));
+            }
         }
-      }
     });
   }
 #endif
-}
-
-// The kernel of a config (see launch.cuh).
-template <typename T, class P, int... V>
-auto kernel_of(TcConfig<V...>*) {
-  return &gemm_tc_kernel<T, P, TcConfig<V...>>;
 }
 
 }  // namespace cuda

@@ -12,6 +12,7 @@
 #include "gemm_simt.cuh"
 #include "gemm_tc.cuh"
 #include "kinds.h"
+#include "splitk.cuh"
 
 namespace tileops {
 namespace cuda {
@@ -28,13 +29,12 @@ using VecF32 = VecConfig<128, 128, 16, 4, 2, 8, 8, 2>;  // 128 registers, no spi
 using VecF32N64 = VecConfig<128, 64, 16, 4, 2, 8, 4, 2>;
 using VecF16 = VecConfig<128, 128, 16, 4, 2, 8, 8, 1>;  // 8-element vectors: 150 registers, 1 block/SM
 using VecF64 = VecConfig<64, 64, 8, 4, 2, 4, 4, 2>;     // double accumulators: a quarter of the tile
-using Tc16 = TcConfig<128, 128, 32, 2, 4>;              // 'mma', fp16 / bf16
-using TcTf32 = TcConfig<128, 128, 16, 2, 4>;            // 'mma', fp32 as tf32
+// 'mma' (fp16, bf16, fp32 as TF32):  BM   BN  warps
+using TcLarge = TcConfig<128, 128, 2, 4>;  // where its tiles fill the SMs
+using TcSmall = TcConfig<64, 64, 2, 2>;    // else: 4x the blocks, and split-K below half the SMs
 
 template <typename T>
 using VecFor = std::conditional_t<sizeof(T) == 8, VecF64, std::conditional_t<sizeof(T) == 4, VecF32, VecF16>>;
-template <typename T>
-using TcFor = std::conditional_t<std::is_same<T, float>::value, TcTf32, Tc16>;
 
 template <class Cfg>
 dim3 gemm_grid(const GemmArgs& a) {
@@ -80,6 +80,39 @@ void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a) {
   }
 }
 
+// The 'mma' rung: TcLarge where its tiles fill the SMs, else TcSmall, whose matmuls split K over
+// grid z where even its tiles fill at most half the SMs (chunks of at least two k tiles; the fp32
+// partials summed by splitk_reduce, which runs the epilogue). The split is part of the rung, so a
+// pinned 'mma' splits too: the ladder times the same kernel 'auto' runs.
+template <typename T, class P>
+void launch_tc(const P& p, const GemmArgs& a) {
+  constexpr bool matmul = std::is_same<P, MatmulProblem<T>>::value;  // splitk_reduce writes matmul outputs
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  auto tiles = [&](int64_t b) { return a.batch * ((a.M + b - 1) / b) * ((a.N + b - 1) / b); };
+  auto go = [&](auto* cfg) {
+    using Cfg = std::remove_pointer_t<decltype(cfg)>;
+    constexpr int BK = Cfg::KBYTES / int(sizeof(T));
+    int64_t splits = matmul ? splitk_count(tiles(Cfg::BM), a.K, 2 * BK) : 1, kc = a.K;
+    at::Tensor work;  // the partials [batch][splits][M][N]
+    if (splits > 1) {
+      kc = ((a.K + splits - 1) / splits + BK - 1) / BK * BK;
+      splits = (a.K + kc - 1) / kc;  // no empty chunk
+      work = at::empty({a.batch * splits * a.M * a.N}, cuda_options(at::kFloat));
+    }
+    dim3 grid = gemm_grid<Cfg>(a);
+    grid.z = unsigned(std::min<int64_t>(a.batch * splits, 65535));
+    gemm_tc_kernel<T, P, Cfg><<<grid, Cfg::THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
+        p, a.batch, a.M, a.N, a.K, epilogue_of<T>(a), int(splits), kc,
+        splits > 1 ? work.data_ptr<float>() : nullptr);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    if constexpr (matmul) {
+      if (splits > 1) splitk_reduce<T, float>(work.const_data_ptr<float>(), int(splits), a);
+    }
+  };
+  if (tiles(TcLarge::BM) >= sms) go(static_cast<TcLarge*>(nullptr));
+  else go(static_cast<TcSmall*>(nullptr));
+}
+
 // What 'auto' runs off the Hopper path (matmul.cu takes fp16/bf16 matmul to wgmma first):
 // tensor cores for fp16, bf16 and TF32; for fp64 and strict fp32 'register', except fp32
 // matmul, which gets 'vectorized' unless its 128x128 tiles would fill at most half the SMs
@@ -112,7 +145,7 @@ void launch_problem(const GemmArgs& a, const Operands& ops) {
     const Problem<T> p(ops);
     if (algo == Algo::Register) return launch_gemm<Simt, T>(p, a);
     if constexpr (!std::is_same<T, double>::value) {  // fp32 runs as TF32 whatever the flags say
-      if (algo == Algo::Mma) return launch_gemm<TcFor<T>, T>(p, a);
+      if (algo == Algo::Mma) return launch_tc<T>(p, a);
     }
     if constexpr (matmul) {
       switch (algo) {

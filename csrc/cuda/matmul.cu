@@ -286,15 +286,20 @@ const char* sm90_unavailable(const GemmArgs& a) {
   return nullptr;
 }
 
+// Multiply-adds below which 'auto' takes the 'mma' rung for fp16, bf16 and TF32 on Hopper.
+constexpr double kTcSmallWork = double(int64_t(1) << 25);
+
 void gemm_cuda_matmul(const GemmArgs& a) {
   TORCH_INTERNAL_ASSERT(a.mm.rq == 0, "tileops: grouped output rows reach only the Hopper implicit conv kernels");
   if (matmul_skinny(a)) return;  // M <= 16 in fp32/fp64: bound by reading B, no tile fits it
   const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && tensor_core_dtype(a));
   const char* why = want ? sm90_unavailable(a) : "not requested";
-  const hopper::TmaLayout l = why == nullptr ? hopper::sm90_layout(a) : hopper::TmaLayout{};
-  // Auto: tiny problems that would need copies stay on one WMMA launch.
-  const bool small = double(a.batch) * a.M * a.N * a.K < double(1 << 22);
-  if (want && why == nullptr && (a.algo == Algo::Wgmma || !small || l.ok())) {
+  // Auto: small problems run on the 'mma' rung, whose 64 x 64 tiles and split-K spread them over
+  // the SMs and which reads any layout in place (the Hopper kernels' 128-row tiles leave most SMs
+  // idle there, and unaligned operands cost them copies).
+  const bool small = double(a.batch) * a.M * a.N * a.K < kTcSmallWork;
+  if (want && why == nullptr && (a.algo == Algo::Wgmma || !small)) {
+    const hopper::TmaLayout l = hopper::sm90_layout(a);
     if (a.dtype == at::kBFloat16) hopper::run_sm90_any_layout<c10::BFloat16>(a, l);
     else if (a.dtype == at::kHalf) hopper::run_sm90_any_layout<c10::Half>(a, l);
     else hopper::run_sm90_any_layout<float>(a, l);

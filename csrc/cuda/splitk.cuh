@@ -15,17 +15,17 @@
 namespace tileops {
 namespace cuda {
 
-// The SIMT families' split-K rule (matmul_ladder.cu's simt_splitk, conv_lowered.cu's implicit
-// fp32 kernels): how many K chunks a problem of `tiles` output tiles and reduction length K runs
-// in. Where the tiles fill at most half the SMs: about two blocks per SM, each chunk at least
-// kMinSplitK long (enough to hide a tile's prologue and epilogue; 128: fp32 127 x 255 x 511, 8
-// tiles of 64 x 64, splits in 4 where 256 left it unsplit on 8 SMs, 32 us against cuBLAS's 7.5),
-// at most 64 chunks; else 1.
+// The split-K rule of the SIMT families (matmul_ladder.cu's simt_splitk, conv_lowered.cu's
+// implicit fp32 kernels) and the 'mma' rung (launch.cuh): how many K chunks a problem of `tiles`
+// output tiles and reduction length K runs in. Where the tiles fill at most half the SMs: about
+// two blocks per SM, each chunk at least min_k long (enough to hide a tile's prologue and
+// epilogue; SIMT's 128: fp32 127 x 255 x 511, 8 tiles of 64 x 64, splits in 4 where 256 left it
+// unsplit on 8 SMs, 32 us against cuBLAS's 7.5), at most 64 chunks; else 1.
 constexpr int64_t kMinSplitK = 128;
-inline int64_t splitk_count(int64_t tiles, int64_t K) {
+inline int64_t splitk_count(int64_t tiles, int64_t K, int64_t min_k = kMinSplitK) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   if (tiles <= 0 || 2 * tiles > sms) return 1;
-  return std::max<int64_t>(1, std::min<int64_t>({2 * sms / tiles, K / kMinSplitK, 64}));
+  return std::max<int64_t>(1, std::min<int64_t>({2 * sms / tiles, K / min_k, 64}));
 }
 
 // Each thread sums V consecutive outputs of one row (V = one 16-byte vector of partials where N
