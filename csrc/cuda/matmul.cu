@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm_skinny.cuh"  // kSkinnyMaxM
 #include "launch.cuh"
 #include "sm90_host.cuh"
 
@@ -286,7 +287,13 @@ const char* sm90_unavailable(const GemmArgs& a) {
   return nullptr;
 }
 
-// Multiply-adds below which 'auto' takes the 'mma' rung for fp16, bf16 and TF32 on Hopper.
+// Multiply-adds below which 'auto' runs an fp16/bf16 matmul that TMA cannot read in place, or a
+// TF32 one (whose operands the Hopper path always copies to round them), on the 'mma' rung. There
+// the copies cost more than the Hopper kernel gains: 127 x 255 x 511 bf16 29.0 -> 14.3 us, TF32
+// 29.2 -> 12.5 us, TF32 200 x 384 x 384 20.5 -> 14.0 us; from 512^3 (2^27) on, TF32 on Hopper
+// was faster (20.8 against 22.0 us). Where TMA reads the 16-bit operands in place the Hopper kernel
+// won at every size measured (256^3 9.2 against 12.6 us; results/h100/3fc4f70/i2/tc_probe.json).
+// Skinny rows (M <= 16) keep the Hopper split-K: 64-row tiles would be almost empty.
 constexpr double kTcSmallWork = double(int64_t(1) << 25);
 
 void gemm_cuda_matmul(const GemmArgs& a) {
@@ -294,16 +301,16 @@ void gemm_cuda_matmul(const GemmArgs& a) {
   if (matmul_skinny(a)) return;  // M <= 16 in fp32/fp64: bound by reading B, no tile fits it
   const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && tensor_core_dtype(a));
   const char* why = want ? sm90_unavailable(a) : "not requested";
-  // Auto: small problems run on the 'mma' rung, whose 64 x 64 tiles and split-K spread them over
-  // the SMs and which reads any layout in place (the Hopper kernels' 128-row tiles leave most SMs
-  // idle there, and unaligned operands cost them copies).
-  const bool small = double(a.batch) * a.M * a.N * a.K < kTcSmallWork;
-  if (want && why == nullptr && (a.algo == Algo::Wgmma || !small)) {
+  if (want && why == nullptr) {
     const hopper::TmaLayout l = hopper::sm90_layout(a);
-    if (a.dtype == at::kBFloat16) hopper::run_sm90_any_layout<c10::BFloat16>(a, l);
-    else if (a.dtype == at::kHalf) hopper::run_sm90_any_layout<c10::Half>(a, l);
-    else hopper::run_sm90_any_layout<float>(a, l);
-    return;
+    const bool small = a.algo == Algo::Auto && double(a.batch) * a.M * a.N * a.K < kTcSmallWork &&
+                       a.M > kSkinnyMaxM && (!l.ok() || a.dtype == at::kFloat);
+    if (!small) {
+      if (a.dtype == at::kBFloat16) hopper::run_sm90_any_layout<c10::BFloat16>(a, l);
+      else if (a.dtype == at::kHalf) hopper::run_sm90_any_layout<c10::Half>(a, l);
+      else hopper::run_sm90_any_layout<float>(a, l);
+      return;
+    }
   }
   TORCH_CHECK(a.algo != Algo::Wgmma, "tileops.matmul: algo='wgmma' cannot run this problem: ", why);
   launch_matmul(a);
