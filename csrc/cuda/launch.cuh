@@ -31,7 +31,10 @@ using VecF16 = VecConfig<128, 128, 16, 4, 2, 8, 8, 1>;  // 8-element vectors: 15
 using VecF64 = VecConfig<64, 64, 8, 4, 2, 4, 4, 2>;     // double accumulators: a quarter of the tile
 // 'mma' (fp16, bf16, fp32 as TF32):  BM   BN  warps
 using TcLarge = TcConfig<128, 128, 2, 4>;  // where its tiles fill the SMs
-using TcSmall = TcConfig<64, 64, 2, 2>;    // else: 4x the blocks, and split-K below half the SMs
+// else: 4x the blocks, and split-K below half the SMs. 8 warps (32 x 16 each), not 4: these blocks
+// run 2-4 k tiles, bound by each warp's instruction stream (~540 instructions a k tile with 4
+// warps, mostly the element loads; ncu, results/h100/91c145e/i6/src_tc_127.csv.gz)
+using TcSmall = TcConfig<64, 64, 2, 4>;
 
 template <typename T>
 using VecFor = std::conditional_t<sizeof(T) == 8, VecF64, std::conditional_t<sizeof(T) == 4, VecF32, VecF16>>;
