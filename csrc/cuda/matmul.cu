@@ -287,14 +287,14 @@ const char* sm90_unavailable(const GemmArgs& a) {
   return nullptr;
 }
 
-// Multiply-adds below which 'auto' runs an fp16/bf16 matmul that TMA cannot read in place, or a
-// TF32 one (whose operands the Hopper path always copies to round them), on the 'mma' rung. There
-// the copies cost more than the Hopper kernel gains: 127 x 255 x 511 bf16 29.0 -> 14.3 us, TF32
-// 29.2 -> 12.5 us, TF32 200 x 384 x 384 20.5 -> 14.0 us; from 512^3 (2^27) on, TF32 on Hopper
-// was faster (20.8 against 22.0 us). Where TMA reads the 16-bit operands in place the Hopper kernel
-// won at every size measured (256^3 9.2 against 12.6 us; results/h100/3fc4f70/i2/tc_probe.json).
-// Skinny rows (M <= 16) keep the Hopper split-K: 64-row tiles would be almost empty.
-constexpr double kTcSmallWork = double(int64_t(1) << 25);
+// Multiply-adds up to which 'auto' runs an fp16/bf16 matmul that TMA cannot read in place, or a
+// TF32 one (whose operands the Hopper path always copies to round them), on the 'mma' rung: there
+// the copies cost more than the Hopper kernel gains (H100, results/h100/5c3d0dd/i7/tc_probe.json):
+// 127 x 255 x 511 bf16 28.4 -> 12.6 us, TF32 28.8 -> 11.8 us; TF32 512^3 20.3 -> 17.4 us, but
+// 256 x 1024 x 1024 (2^28) 22.5 against 23.8. Where TMA reads the 16-bit operands in place the
+// Hopper kernel won at every size measured (256^3 9.1 against 11.1 us). Skinny rows (M <= 16)
+// keep the Hopper split-K: 64-row tiles would be almost empty.
+constexpr double kTcSmallWork16 = double(int64_t(1) << 25), kTcSmallWorkTf32 = double(int64_t(1) << 27);
 
 void gemm_cuda_matmul(const GemmArgs& a) {
   TORCH_INTERNAL_ASSERT(a.mm.rq == 0, "tileops: grouped output rows reach only the Hopper implicit conv kernels");
@@ -303,8 +303,9 @@ void gemm_cuda_matmul(const GemmArgs& a) {
   const char* why = want ? sm90_unavailable(a) : "not requested";
   if (want && why == nullptr) {
     const hopper::TmaLayout l = hopper::sm90_layout(a);
-    const bool small = a.algo == Algo::Auto && double(a.batch) * a.M * a.N * a.K < kTcSmallWork &&
-                       a.M > kSkinnyMaxM && (!l.ok() || a.dtype == at::kFloat);
+    const bool tf32 = a.dtype == at::kFloat;
+    const bool small = a.algo == Algo::Auto && a.M > kSkinnyMaxM && (!l.ok() || tf32) &&
+                       double(a.batch) * a.M * a.N * a.K <= (tf32 ? kTcSmallWorkTf32 : kTcSmallWork16);
     if (!small) {
       if (a.dtype == at::kBFloat16) hopper::run_sm90_any_layout<c10::BFloat16>(a, l);
       else if (a.dtype == at::kHalf) hopper::run_sm90_any_layout<c10::Half>(a, l);
