@@ -99,43 +99,35 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     }
 
     // Thread (g4, t4) = (lane / 4, lane % 4) holds rows g4 and g4 + 8 of each fragment, at columns
-    // 2 t4 and 2 t4 + 1.
-    const int g4 = lane >> 2, t4 = lane & 3;
-    if (splits > 1) {
-      float* dst = part + z * M * N;
+    // 2 t4 and 2 t4 + 1: put(row_of(m), n, value) for each of its outputs inside M x N.
+    auto each_output = [&](auto&& row_of, auto&& put) {
+      const int g4 = lane >> 2, t4 = lane & 3;
 #pragma unroll
       for (int i = 0; i < Cfg::FM; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int64_t m = m0 + wm0 + i * 16 + g4 + 8 * h;
           if (m >= M) continue;
+          const auto row = row_of(m);
 #pragma unroll
           for (int j = 0; j < Cfg::FN; ++j)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int64_t n = n0 + wn0 + j * 8 + 2 * t4 + e;
-              if (n < N) dst[m * N + n] = acc[i][j][2 * h + e];
+              if (n < N) put(row, n, acc[i][j][2 * h + e]);
             }
         }
+    };
+    if (splits > 1) {
+      float* dst = part + z * M * N;
+      each_output([&](int64_t m) { return dst + m * N; }, [](float* row, int64_t n, float v) { row[n] = v; });
       continue;
     }
     with_act(epi.act, [&](auto act) {
-      constexpr Act A = decltype(act)::value;
-#pragma unroll
-      for (int i = 0; i < Cfg::FM; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t m = m0 + wm0 + i * 16 + g4 + 8 * h;
-          if (m >= M) continue;
-          const auto row = p.row_c(g, m);
-#pragma unroll
-          for (int j = 0; j < Cfg::FN; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int64_t n = n0 + wn0 + j * 8 + 2 * t4 + e;
-              if (n < N) epi.template store<A>(p.c(row, n), acc[i][j][2 * h + e], p.bias_index(g, n));
-            }
-        }
+      each_output([&](int64_t m) { return p.row_c(g, m); },
+                  [&](const auto& row, int64_t n, float v) {
+                    epi.template store<decltype(act)::value>(p.c(row, n), v, p.bias_index(g, n));
+                  });
     });
   }
 #endif
