@@ -47,14 +47,17 @@ def matmul(a: torch.Tensor, b: torch.Tensor, algo: str = "auto") -> torch.Tensor
     - 'register' (alias 'simt'): 64x64x16 tiles, 4x4 outputs per thread.
     - 'vectorized': 128x128x16 tiles, 8x8 outputs per thread in a warp tiling, 16-byte
       loads into double-buffered shared memory; the fast exact-fp32 kernel.
-    - 'mma' (alias 'wmma'): tensor cores through WMMA, which lowers to mma.sync; float32
+    - 'mma' (alias 'wmma'): tensor cores through mma.sync fed by ldmatrix (any GPU from
+      sm_80); 128x128 tiles where they fill the SMs, else 64x64 tiles with split-K; float32
       runs as TF32 whatever the TF32 flag says; no float64.
     - 'wgmma': Hopper (sm_90a) TMA + wgmma; float16, bfloat16, and float32 as TF32 (rounded
       to nearest; whatever the TF32 flag says, as 'mma').
 
     The SIMT rungs (naive ... vectorized) take every dtype (float64 accumulates in float64,
     the others in float32) and any layout. 'auto' picks by dtype, GPU and layout: wgmma for
-    float16/bfloat16 and TF32 on Hopper, mma for them elsewhere, vectorized
+    float16/bfloat16 and TF32 on Hopper (mma for small problems that wgmma would first have to
+    copy: TF32 up to 2^27 multiply-adds, unaligned float16/bfloat16 up to 2^25), mma for them
+    elsewhere, vectorized
     for float32 with TF32 off (register when fewer 128x128 tiles than SMs), register for
     float64; for M <= 16 in float32/float64 a skinny kernel bound by reading b once. It is the
     only choice on the CPU. A rung that cannot run a problem raises an
