@@ -183,6 +183,33 @@ def test_matmul_rungs_many_batches_cuda(algo):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("kind,shape,family", [
+    ("bfloat16", (127, 255, 511), "gemm_tc_kernel"),   # A's rows not 16-byte aligned: no TMA copy
+    ("float16", (130, 1000, 255), "gemm_tc_kernel"),
+    ("tf32", (200, 384, 384), "gemm_tc_kernel"),       # TF32 copies its operands for wgmma
+    ("tf32", (512, 512, 512), "gemm_tc_kernel"),
+    ("bfloat16", (200, 384, 384), "gemm_sm90"),        # aligned: TMA reads it in place
+    ("bfloat16", (1, 4096, 4096), "gemm_sm90"),        # skinny: Hopper split-K
+    ("tf32", (256, 1024, 1024), "gemm_sm90")])
+def test_matmul_small_auto_family_cuda(kind, shape, family):
+    """On Hopper, 'auto' runs the small matmuls that the wgmma path would first copy on the 'mma'
+    rung (matmul.cu, kTcSmallWork*), and the rest on wgmma; the values are checked too."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the family choice under test is Hopper's (elsewhere 'auto' takes 'mma' throughout)")
+    M, N, K = shape
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    a, b = randn((M, K), dt, "cuda", gen), randn((K, N), dt, "cuda", gen)
+    with tf32(kind == "tf32"), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = run_poisoned(lambda: tileops.matmul(a, b), M * N, dt, "cuda")
+        torch.cuda.synchronize()
+    names = [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert any(family in n for n in names), "%s %s: expected %s among %s" % (kind, shape, family, names)
+    ref, mag = ref_mm(a, b)
+    check(out, ref, mag, kind, "auto %s seed=%d" % (shape, seed))
+
+
+@pytest.mark.cuda
 def test_matmul_algo_errors_cuda():
     """A rung pinned on a problem it cannot run says which and why; everything else runs."""
     a = torch.randn(64, 72, device="cuda", dtype=torch.float16)
