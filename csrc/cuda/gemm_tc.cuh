@@ -1,8 +1,8 @@
 // Tensor-core family, the 'mma' rung (fp16, bf16, and fp32 as TF32): mma.sync fed by ldmatrix from
 // shared memory, fp32 accumulation, on any GPU from sm_80. It reads its operands through the
 // problem's index map (tile_loader.cuh), so it takes every layout, stride and size, and every
-// problem kind; auto runs it for the matmuls too small for the Hopper kernels' 128-row tiles
-// (launch.cuh, matmul.cu).
+// problem kind. 'auto' runs it off Hopper, and on Hopper for the small matmuls whose operands the
+// wgmma path would first copy (matmul.cu's kTcSmallWork*; launch.cuh picks the tile).
 //
 // A block's BM x BN tile is split among WARPS_M x WARPS_N warps, each owning (BM / WARPS_M) x
 // (BN / WARPS_N) outputs as m16n8 fragments. Both operand tiles are staged K-contiguous ([m][k]
