@@ -116,8 +116,8 @@ void launch_tc(const P& p, const GemmArgs& a) {
   else go(static_cast<TcSmall*>(nullptr));
 }
 
-// What 'auto' runs off the Hopper path (matmul.cu takes fp16/bf16 matmul to wgmma first):
-// tensor cores for fp16, bf16 and TF32; for fp64 and strict fp32 'register', except fp32
+// What 'auto' runs off the Hopper path (matmul.cu takes fp16/bf16 and TF32 matmuls to wgmma first,
+// but for the small ones it would first have to copy): tensor cores for fp16, bf16 and TF32; for fp64 and strict fp32 'register', except fp32
 // matmul, which gets 'vectorized' unless its 128x128 tiles would fill at most half the SMs
 // where the 64x64 tiles of 'register' would fill more (skinny and small problems). Between
 // half and all of the SMs, one vectorized block per SM still outruns the 4x as many 'register'
