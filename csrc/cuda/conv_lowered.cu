@@ -381,13 +381,19 @@ bool implicit_wgrad_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tenso
   return true;
 }
 
-// fp32 with TF32 off, x's channels not contiguous (NCHW): the implicit GEMM of gemm_conv_vec.cuh,
-// which reads x and writes y where they are. Its channel chunks of BK pad C: taken where they pad
-// at most 1/8 (not the 3-channel stem, which keeps im2col_rows_kernel).
+// What gemm_conv_vec.cuh's implicit kernels take: fp32 with TF32 off, groups == 1, an input x (of
+// strides xs) whose channels are not contiguous (NCHW).
+bool strict_fp32_nchw(const GemmArgs& a, const int64_t* xs) {
+  return a.dtype == at::kFloat && !a.allow_tf32 && a.conv.groups == 1 && xs[1] != 1;
+}
+
+// The forward implicit GEMM of gemm_conv_vec.cuh, which reads x and writes y where they are. Its
+// channel chunks of BK pad C: taken where they pad at most 1/8 (not the 3-channel stem, which
+// keeps im2col_rows_kernel).
 bool simt_gathers(const GemmArgs& a, const int64_t* xs) {
   const auto& c = a.conv;
   const int64_t bk = VecF32::BK, padded = (c.C + bk - 1) / bk * bk;
-  return a.dtype == at::kFloat && !a.allow_tf32 && c.groups == 1 && xs[1] != 1 && c.C > 0 && padded * 8 <= c.C * 9 &&
+  return strict_fp32_nchw(a, xs) && c.C > 0 && padded * 8 <= c.C * 9 &&
          std::max({c.H, c.W, c.P, c.Q}) < (int64_t(1) << 24) && c.R * c.S * (padded / bk) < (int64_t(1) << 30);
 }
 
@@ -427,22 +433,6 @@ bool dgrad_by_phases(const GemmArgs& a) {
          c.N * c.C * c.H * c.W >= (int64_t(1) << 24) && sm90_unavailable(a) == nullptr;
 }
 
-// The implicit kernels' split-K (splitk_count's rule, over `ktiles` k tiles of bk): k tiles per
-// chunk (grid z), the chunks, and the [splits, M, N] workspace of their partial tiles where
-// splits > 1. allowed: false keeps one chunk.
-struct SplitPlan {
-  int kper, splits;
-  at::Tensor work;
-};
-SplitPlan plan_split(const GemmArgs& a, int64_t tiles, int ktiles, int bk, int64_t M, int64_t N, bool allowed) {
-  const int64_t want = allowed ? splitk_count(tiles, int64_t(ktiles) * bk) : 1;
-  SplitPlan s;
-  s.kper = int((ktiles + want - 1) / want);
-  s.splits = (ktiles + s.kper - 1) / s.kper;
-  if (s.splits > 1) s.work = at::empty({s.splits, M, N}, cuda_options(a.dtype));
-  return s;
-}
-
 // conv_vec_kernel on problem a: the weight as rows [tap][c][ldb] (one tap_transpose), then one
 // launch; where the output tiles leave SMs idle, split-K over grid z into a workspace that
 // splitk_reduce sums into y (rows of y one pixel stride apart within an image) with the epilogue.
@@ -457,9 +447,9 @@ void conv_simt(const GemmArgs& a) {
   const int cchunks = int((c.C + Cfg::BK - 1) / Cfg::BK), ktiles = int(c.R * c.S) * cchunks;
   const int64_t mt = (M + Cfg::BM - 1) / Cfg::BM, nt = (N + Cfg::BN - 1) / Cfg::BN;
   const bool pixel_rows = c.ys[2] == c.Q * c.ys[3];  // the reduce's MatmulProblem reaches y's pixels
-  const SplitPlan sp = plan_split(a, mt * nt, ktiles, Cfg::BK, M, N, pixel_rows);
-  const int splits = sp.splits;
-  const ConvVecArgs v{static_cast<const float*>(wt.const_data_ptr()), ldb, cchunks, sp.kper,
+  const SplitPlan sp = plan_split(mt * nt, int64_t(ktiles) * Cfg::BK, Cfg::BK, 1, M, N, kMinSplitK, pixel_rows);
+  const int splits = int(sp.splits);
+  const ConvVecArgs v{static_cast<const float*>(wt.const_data_ptr()), ldb, cchunks, int(sp.kper),
                       c.ys[1] == 1 && c.ys[0] % 4 == 0 && c.ys[2] % 4 == 0 && c.ys[3] % 4 == 0 &&
                           reinterpret_cast<uintptr_t>(c.y) % 16 == 0,
                       c.ys[3] == 1 && pixel_rows && c.P * c.Q % 4 == 0 && c.ys[0] % 4 == 0 && c.ys[1] % 4 == 0 &&
@@ -494,10 +484,10 @@ void wgrad_simt(const GemmArgs& a) {
   const int64_t M = c.C * c.R * c.S, N = c.K, PQ = c.P * c.Q;
   const int pq_chunks = int((PQ + Cfg::BK - 1) / Cfg::BK), ktiles = int(c.N) * pq_chunks;
   const int64_t mt = (M + Cfg::BM - 1) / Cfg::BM, nt = (N + Cfg::BN - 1) / Cfg::BN;
-  const SplitPlan sp = plan_split(a, mt * nt, ktiles, Cfg::BK, M, N, true);
-  const int splits = sp.splits;
+  const SplitPlan sp = plan_split(mt * nt, int64_t(ktiles) * Cfg::BK, Cfg::BK, 1, M, N);
+  const int splits = int(sp.splits);
   const bool tap_rows = c.ws[2] == c.S * c.ws[3] && c.ws[1] == c.R * c.ws[2];  // tap m at m * ws[3]
-  const WgradVecArgs v{pq_chunks, sp.kper,
+  const WgradVecArgs v{pq_chunks, int(sp.kper),
                        tap_rows && c.ws[3] == 1 && M % 4 == 0 && c.ws[0] % 4 == 0 &&
                            reinterpret_cast<uintptr_t>(c.w) % 16 == 0,
                        splits > 1 ? sp.work.data_ptr<float>() : nullptr};
@@ -524,7 +514,7 @@ bool implicit_wgrad_simt(const GemmArgs& a) {
   if (c.K > 128 && c.R * c.S > 1) return false;
   const int64_t span = (c.C - 1) * std::abs(c.xs[1]) + (c.R - 1) * c.dh * std::abs(c.xs[2]) +
                        (c.S - 1) * c.dw * std::abs(c.xs[3]);
-  if (a.dtype != at::kFloat || a.allow_tf32 || c.groups != 1 || c.xs[1] == 1 || c.ys[1] == 1 || c.C * c.K == 0 ||
+  if (!strict_fp32_nchw(a, c.xs) || c.ys[1] == 1 || c.C * c.K == 0 ||
       span >= (int64_t(1) << 31) || std::max({c.H, c.W, c.P * c.Q + 16}) >= (int64_t(1) << 30) ||
       c.N * ((c.P * c.Q + 15) / 16) >= (int64_t(1) << 31))
     return false;

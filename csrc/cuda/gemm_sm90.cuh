@@ -30,6 +30,7 @@
 
 #include "../common/epilogue.h"
 #include "../common/problems.h"
+#include "mma_sync.cuh"  // smem_u32, round_tf32
 #include "wgmma_ops.h"
 
 namespace tileops {
@@ -74,9 +75,6 @@ constexpr int blocks_per_sm() {
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
 }
@@ -206,7 +204,7 @@ __device__ __forceinline__ void load_a_tf32(uint32_t (&a)[4], const float* block
                : "r"(addr)
                : "memory");
 #pragma unroll
-  for (int i = 0; i < 4; ++i) asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(a[i]) : "f"(__uint_as_float(a[i])));
+  for (int i = 0; i < 4; ++i) a[i] = round_tf32(__uint_as_float(a[i]));
 }
 #endif
 

@@ -52,10 +52,8 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   for (int64_t z = blockIdx.z; z < batch * splits; z += gridDim.z) {
     const int64_t g = z / splits, split = z % splits;
     const int64_t k_begin = split * kc, k_end = splits == 1 || K < k_begin + kc ? K : k_begin + kc;
-    Loaders ld;  // k tile 0 in registers
-    ld.a.init(p, g, m0, M, tid);
-    ld.b.init(p, g, n0, N, tid);
-    ld.fetch(p, k_begin, k_end);
+    Loaders ld;
+    ld.init(p, g, m0, n0, M, N, k_end, tid, k_begin);  // the chunk's first k tile in registers
     auto stage = [&](int buf) {  // the registers' k tile into buffer buf
       constexpr int W = Map::KRUN * int(sizeof(T)) / 4;
       uint32_t w[W];

@@ -95,21 +95,15 @@ void launch_tc(const P& p, const GemmArgs& a) {
   auto go = [&](auto* cfg) {
     using Cfg = std::remove_pointer_t<decltype(cfg)>;
     constexpr int BK = Cfg::KBYTES / int(sizeof(T));
-    int64_t splits = matmul ? splitk_count(tiles(Cfg::BM), a.K, 2 * BK) : 1, kc = a.K;
-    at::Tensor work;  // the partials [batch][splits][M][N]
-    if (splits > 1) {
-      kc = ((a.K + splits - 1) / splits + BK - 1) / BK * BK;
-      splits = (a.K + kc - 1) / kc;  // no empty chunk
-      work = at::empty({a.batch * splits * a.M * a.N}, cuda_options(at::kFloat));
-    }
+    const SplitPlan sp = plan_split(tiles(Cfg::BM), a.K, BK, a.batch, a.M, a.N, 2 * BK, matmul);
     dim3 grid = gemm_grid<Cfg>(a);
-    grid.z = unsigned(std::min<int64_t>(a.batch * splits, 65535));
+    grid.z = unsigned(std::min<int64_t>(a.batch * sp.splits, 65535));
     gemm_tc_kernel<T, P, Cfg><<<grid, Cfg::THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
-        p, a.batch, a.M, a.N, a.K, epilogue_of<T>(a), int(splits), kc,
-        splits > 1 ? work.data_ptr<float>() : nullptr);
+        p, a.batch, a.M, a.N, a.K, epilogue_of<T>(a), int(sp.splits), sp.kper * BK,
+        sp.splits > 1 ? sp.work.data_ptr<float>() : nullptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     if constexpr (matmul) {
-      if (splits > 1) splitk_reduce<T, float>(work.const_data_ptr<float>(), int(splits), a);
+      if (sp.splits > 1) splitk_reduce<T, float>(sp.work.const_data_ptr<float>(), int(sp.splits), a);
     }
   };
   if (tiles(TcLarge::BM) >= sms) go(static_cast<TcLarge*>(nullptr));

@@ -12,6 +12,7 @@
 
 #include "gemm_skinny.cuh"  // kSkinnyMaxM
 #include "launch.cuh"
+#include "mma_sync.cuh"  // round_tf32
 #include "sm90_host.cuh"
 
 namespace tileops::cuda {
@@ -136,9 +137,7 @@ __global__ void __launch_bounds__(32 * kTileRowsPerPass)
     for (int i = 0; i < kTileRuns; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        uint32_t u;
-        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(v[i][h]));
-        (along_rows ? tile[b_of(h)][a_of(i)] : tile[a_of(i)][b_of(h)]) = __uint_as_float(u);
+        (along_rows ? tile[b_of(h)][a_of(i)] : tile[a_of(i)][b_of(h)]) = __uint_as_float(round_tf32(v[i][h]));
       }
     __syncthreads();
 #pragma unroll

@@ -1,5 +1,6 @@
-// Warp-level tensor-core primitives (sm_80+): ldmatrix and mma.sync with fp32 accumulators, shared
-// by the 'mma' rung (gemm_tc.cuh) and the small-C conv kernel (conv_smallc.cu).
+// Warp-level tensor-core primitives (sm_80+): shared-memory addresses, ldmatrix, mma.sync with fp32
+// accumulators and TF32 rounding, shared by the 'mma' rung (gemm_tc.cuh), the small-C conv kernel
+// (conv_smallc.cu), the Hopper kernels (gemm_sm90.cuh) and TF32's operand copy (matmul.cu).
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -10,8 +11,16 @@
 namespace tileops {
 namespace cuda {
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// v rounded to the nearest TF32 (cvt.rna: ties away from zero, as cuBLAS rounds; NaN and Inf kept),
+// as fp32 bits, so that the tensor cores' truncation of the low 13 bits leaves it as it is.
+__device__ __forceinline__ uint32_t round_tf32(float v) {
+  uint32_t u;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(v));
+  return u;
 }
 
 // Four 8x8 b16 matrices: lanes 8i..8i+7 give matrix i's row addresses (16 bytes each); thread t
@@ -19,7 +28,7 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
+               : "r"(smem_u32(p)));
 }
 
 // d (16x8, fp32) += a (16 x k) . b (k x 8), one warp: m16n8k16 for fp16 / bf16, m16n8k8 for TF32
@@ -38,13 +47,12 @@ __device__ __forceinline__ void mma_sync(float* d, const uint32_t* a, const uint
 }
 
 // The 32-bit shared-memory words of n values of T: pairs of 16-bit values (low half first), or
-// fp32 values rounded to the nearest TF32 (cvt.rna: ties away from zero, as cuBLAS rounds), so
-// that the tensor cores' truncation of the low bits leaves them as they are.
+// fp32 values rounded to the nearest TF32.
 template <typename T, int N>
 __device__ __forceinline__ void pack_words(const T (&v)[N], uint32_t* w) {
   if constexpr (sizeof(T) == 4) {
 #pragma unroll
-    for (int i = 0; i < N; ++i) asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(w[i]) : "f"(static_cast<float>(v[i])));
+    for (int i = 0; i < N; ++i) w[i] = round_tf32(static_cast<float>(v[i]));
   } else {
     static_assert(sizeof(T) == 2 && N % 2 == 0, "pairs of 16-bit values");
 #pragma unroll

@@ -28,6 +28,24 @@ inline int64_t splitk_count(int64_t tiles, int64_t K, int64_t min_k = kMinSplitK
   return std::max<int64_t>(1, std::min<int64_t>({2 * sms / tiles, K / min_k, 64}));
 }
 
+// The split of a kernel that takes K chunks over grid z (the implicit fp32 conv kernels, the
+// 'mma' rung): splitk_count's chunks, each a whole number kper of k tiles of bk (as few as that
+// count needs, no chunk empty), and where splits > 1 the fp32 workspace of their partial tiles,
+// [batch][splits][M][N] as splitk_reduce reads it. allowed: false keeps one chunk.
+struct SplitPlan {
+  int64_t kper, splits;
+  at::Tensor work;
+};
+inline SplitPlan plan_split(int64_t tiles, int64_t K, int64_t bk, int64_t batch, int64_t M, int64_t N,
+                            int64_t min_k = kMinSplitK, bool allowed = true) {
+  const int64_t ktiles = (K + bk - 1) / bk, want = allowed ? splitk_count(tiles, K, min_k) : 1;
+  SplitPlan s;
+  s.kper = (ktiles + want - 1) / want;
+  s.splits = ktiles == 0 ? 1 : (ktiles + s.kper - 1) / s.kper;
+  if (s.splits > 1) s.work = at::empty({batch * s.splits, M, N}, cuda_options(at::kFloat));
+  return s;
+}
+
 // Each thread sums V consecutive outputs of one row (V = one 16-byte vector of partials where N
 // allows it) with index type I (with_index: 32-bit where the workspace fits): the scalar, 64-bit-indexed form
 // spent more on its divisions than on memory (7.6 us for 2 x 1568 x 512 on an H200, NOTES 34).

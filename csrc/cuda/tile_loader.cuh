@@ -49,15 +49,17 @@ struct OperandLoader {
   }
 };
 
-// Both operand tiles of one (BM x BN) output tile; init() also fetches the first K slice.
+// Both operand tiles of one (BM x BN) output tile; init() also fetches the first K slice, the
+// one from k0 (a split-K chunk's first; K: where the chunk ends).
 template <typename T, class P, int BM, int BN, int BK, int THREADS>
 struct TileLoaders {
   OperandLoader<T, P, true, BM, BK, THREADS> a;
   OperandLoader<T, P, false, BN, BK, THREADS> b;
-  __device__ void init(const P& p, int64_t g, int64_t m0, int64_t n0, int64_t M, int64_t N, int64_t K, int tid) {
+  __device__ void init(const P& p, int64_t g, int64_t m0, int64_t n0, int64_t M, int64_t N, int64_t K, int tid,
+                       int64_t k0 = 0) {
     a.init(p, g, m0, M, tid);
     b.init(p, g, n0, N, tid);
-    fetch(p, 0, K);
+    fetch(p, k0, K);
   }
   __device__ void fetch(const P& p, int64_t k0, int64_t K) {
     a.fetch(p, k0, K);
