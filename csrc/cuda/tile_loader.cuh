@@ -39,6 +39,16 @@ struct OperandLoader {
     else state = p.col_b(g, row0 + r);
   }
   __device__ void fetch(const P& p, int64_t k0, int64_t K) {
+    if constexpr (std::is_same<P, MatmulProblem<T>>::value) {
+      // A run of KRUN elements one k stride apart from one pointer: a stride add per element
+      // instead of a 64-bit multiply and a 64-bit bounds test
+      const int64_t k = k0 + k_in, s = IS_A ? p.sa[2] : p.sb[1];
+      const int left = ok && k < K ? int(K - k < Map::KRUN ? K - k : Map::KRUN) : 0;
+      const T* src = ok ? state + k * s : nullptr;
+#pragma unroll
+      for (int i = 0; i < Map::KRUN; ++i) v[i] = i < left ? src[i * s] : T(0.f);
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < Map::KRUN; ++i) {
       const int64_t k = k0 + k_in + i;
