@@ -1,7 +1,8 @@
 """Split-K (skinny M, long K) on Hopper (fp16/bf16) and on the SIMT rungs (fp32 with TF32 off,
-fp64; M > 16), and the skinny kernel (fp32 and fp64, M <= 16, K chunks summed the same way):
-the partial tiles and their fixed-order reduction, with bias, activations, residuals,
-odd N and K, strided operands, batches and run-to-run bitwise determinism."""
+fp64; M > 16), the skinny kernel (fp32 and fp64, M <= 16, K chunks summed the same way) and the
+skinny tensor-core kernel (fp16/bf16, M <= 16, Hopper: K split over a cluster): the partial tiles
+and their fixed-order reduction, with bias, activations, residuals, odd N and K, strided operands,
+batches and run-to-run bitwise determinism."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -97,7 +98,9 @@ def test_splitk_simt_matmul_strided(kind, view):
 # (16-byte vectors: N or K not a multiple of 8 leaves a partial vector at the edge)
 SKINNY_SIZES = [(1, 4096, 4096), (2, 33, 130), (3, 1000, 1), (5, 257, 5003), (8, 4096, 4096), (9, 64, 0),
                 (16, 4096, 4096), (16, 7, 20000), (4, 300, 77)]
-SKINNY_KINDS = ["float32", "tf32", "float64", "float16", "bfloat16"]  # fp16/bf16: Hopper split-K at M <= 16
+# fp16/bf16: the skinny tensor-core kernel on Hopper where the operands are 16-byte readable, else
+# Hopper split-K (here: the sizes with N or K not a multiple of 8)
+SKINNY_KINDS = ["float32", "tf32", "float64", "float16", "bfloat16"]
 
 
 @pytest.mark.cuda
@@ -160,3 +163,87 @@ def test_skinny_views(kind, view):
         out = run_poisoned(lambda: tileops.matmul(a, b), B * M * N, dt, "cuda")
     a64, b64 = a.double().cpu(), b.double().cpu()
     check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "skinny matmul %s seed=%d" % (view, seed))
+
+
+# The skinny tensor-core kernel (gemm_skinny_tc.cuh), each config pinned: (M, N, K, op, pad) with
+# op "linear" (K-major B, bias + gelu + residual) or "matmul" (N-major B). Every operand is a view
+# of rows rounded up to 8 elements plus `pad` (16-byte aligned rows, as the kernel needs; K or N not
+# a multiple of 8 then ends in a partial 16-byte chunk). Cluster splits of 1 to 8 (long K, few
+# column blocks), N past the last block's edge, K past the last 64-deep stage, rows 9-15 in the
+# 16-row form.
+SKINNY_TC_CASES = [
+    (1, 4096, 4096, "matmul", 0), (16, 4096, 4096, "linear", 0), (8, 11008, 512, "linear", 0),
+    (3, 1000, 1032, "linear", 8), (13, 200, 520, "matmul", 0), (9, 61, 300, "matmul", 8), (2, 100, 77, "linear", 0),
+    (4, 512, 8, "matmul", 0), (16, 64, 65536, "linear", 0), (11, 136, 4100, "matmul", 8), (7, 24, 3, "linear", 0)]
+
+
+def skinny_tc_operands(M, N, K, op, pad, dt, gen, batch=()):
+    """x [*batch, M, K] and the matmul's K x N operand (for "linear" the transpose of an N x K
+    weight), each a view of rows rounded up to 8 elements plus `pad`."""
+    def rows(lead, length):
+        return randn(lead + ((length + 7) // 8 * 8 + pad,), dt, "cuda", gen)[..., :length]
+    x = rows(batch + (M,), K)
+    return x, rows((N,), K).t() if op == "linear" else rows(batch + (K,), N)
+
+
+def kernels_of(fn):
+    """fn()'s result and the names of the CUDA kernels it ran."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    return out, [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def needs_hopper():
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the skinny tensor-core kernel runs on compute capability 9.0 only")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("config", ["bn128", "bn64"])
+@pytest.mark.parametrize("case", SKINNY_TC_CASES, ids=lambda c: "%dx%dx%d-%s-pad%d" % c)
+def test_skinny_tc(kind, config, case):
+    needs_hopper()
+    M, N, K, op, pad = case
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    x, b = skinny_tc_operands(M, N, K, op, pad, dt, gen)
+    bias, res = randn((N,), dt, "cuda", gen), randn((M, N), dt, "cuda", gen)
+    if op == "linear":
+        fn = lambda: tileops.linear(x, b.t(), bias, "gelu", res)  # noqa: E731
+    else:
+        fn = lambda: tileops.matmul(x, b)  # noqa: E731
+    with tileops.autotune.pinned("matmul_skinny_tc", config):
+        out, names = kernels_of(lambda: run_poisoned(fn, M * N, dt, "cuda"))
+        again = fn()
+    assert any("gemm_skinny_tc" in n for n in names), "%s: expected gemm_skinny_tc among %s" % (case, names)
+    x64, b64 = x.double().cpu(), b.double().cpu()
+    if op == "linear":
+        pre = x64 @ b64 + bias.double().cpu() + res.double().cpu()
+        ref, mag = F.gelu(pre), x64.abs() @ b64.abs() + bias.double().cpu().abs() + res.double().cpu().abs()
+    else:
+        ref, mag = x64 @ b64, x64.abs() @ b64.abs()
+    check(out, ref, mag, kind, "skinny tc %s %s seed=%d" % (config, case, seed))
+    assert torch.equal(out, again), "skinny tc result differs run to run"
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("view", ["batched", "broadcast_b", "out_of_both"])
+def test_skinny_tc_views(kind, view):
+    """Batches (grid z), a broadcast B (batch stride 0), and operands read out of wider tensors
+    (A's second half of each row, every other row of B)."""
+    needs_hopper()
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    B, M, N, K = 3, 5, 264, 2000
+    a, b = skinny_tc_operands(M, N, K, "matmul", 0, dt, gen, batch=(B,))
+    if view == "broadcast_b":
+        b = b[0].expand(B, K, N)
+    elif view == "out_of_both":
+        a, b = randn((B, M, 2 * K), dt, "cuda", gen)[..., K:], randn((B, 2 * K, N), dt, "cuda", gen)[:, ::2]
+    out, names = kernels_of(lambda: run_poisoned(lambda: tileops.matmul(a, b), B * M * N, dt, "cuda"))
+    assert any("gemm_skinny_tc" in n for n in names), "%s: expected gemm_skinny_tc among %s" % (view, names)
+    a64, b64 = a.double().cpu(), b.double().cpu()
+    check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "skinny tc %s seed=%d" % (view, seed))

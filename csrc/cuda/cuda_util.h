@@ -2,8 +2,11 @@
 #pragma once
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <vector>
 
 namespace tileops {
@@ -62,6 +65,18 @@ template <typename Fn>
 void with_index(int64_t extent, Fn&& fn) {
   if (extent < (int64_t(1) << 31) - (int64_t(1) << 28)) fn(int32_t{});
   else fn(int64_t{});
+}
+
+// A kernel's dynamic shared-memory limit is a per-device attribute: set once on each device (bit
+// d of the kernel's own set_on), not on every launch.
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t smem, std::atomic<uint64_t>& set_on) {
+  const int dev = at::cuda::current_device();
+  TORCH_INTERNAL_ASSERT(dev < 64, "tileops: device index ", dev, " past the attribute bitmask");
+  if (!((set_on.load(std::memory_order_acquire) >> dev) & 1)) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    set_on.fetch_or(uint64_t(1) << dev, std::memory_order_release);
+  }
 }
 
 }  // namespace cuda

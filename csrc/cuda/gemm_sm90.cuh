@@ -238,10 +238,6 @@ __device__ __forceinline__ void conv_producer(const CUtensorMap& tm_b, T* Bs, ui
   asm volatile("cp.async.wait_all;" ::: "memory");  // nothing in flight when the thread exits
 }
 
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
-
 // An output pixel's image and first input row/column (32-bit: M and N*P*Q < 2^31, checked by
 // the host; 64-bit division is a long call). Pixels past `count`: far outside, so zero-filled.
 struct Pixel {
@@ -317,7 +313,7 @@ __device__ __forceinline__ void conv_fwd_producer(const ConvOperands& cv, const 
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
       const T* src = tap_src(cv, x, px[i].n, px[i].h + dh, px[i].w + dw, tap.c0);
-      cp_async16(dst0 + (st * BM + i * 16) * ROW_BYTES, src ? src : x, src != nullptr);
+      cp_async16(dst0 + (st * BM + i * 16) * ROW_BYTES, src ? src : x, src != nullptr ? 16 : 0);
     }
     tap.next(cv, BK);
   });
@@ -392,7 +388,7 @@ __device__ __forceinline__ void conv_wgrad_producer(const ConvOperands& cv, cons
 #pragma unroll
       for (int j = 0; j < ATOMS; ++j) {
         const T* src = live[j] ? tap_src(cv, x, px.n, px.h + dh[j], px.w + dw[j], c[j]) : nullptr;
-        cp_async16(dst0 + ((st * ATOMS + j) * 64 + i * 16) * ROW_BYTES, src ? src : x, src != nullptr);
+        cp_async16(dst0 + ((st * ATOMS + j) * 64 + i * 16) * ROW_BYTES, src ? src : x, src != nullptr ? 16 : 0);
       }
     }
   });

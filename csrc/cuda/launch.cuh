@@ -163,6 +163,9 @@ void launch_matmul(const GemmArgs& a);
 // The skinny family (gemm_skinny.cuh) where 'auto' takes it: fp32 (TF32 allowed or not: fp32
 // math loses nothing) and fp64 with M <= 16. False: it does not apply.
 bool matmul_skinny(const GemmArgs& a);
+// The skinny tensor-core family (gemm_skinny_tc.cuh, matmul_skinny_tc.cu) where 'auto' takes it:
+// fp16 / bf16 with M <= 16 on compute capability 9.0, operands 16-byte readable. False: it does not.
+bool matmul_skinny_tc(const GemmArgs& a);
 
 }  // namespace cuda
 }  // namespace tileops

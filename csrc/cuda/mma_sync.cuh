@@ -1,6 +1,7 @@
-// Warp-level tensor-core primitives (sm_80+): shared-memory addresses, ldmatrix, mma.sync with fp32
-// accumulators and TF32 rounding, shared by the 'mma' rung (gemm_tc.cuh), the small-C conv kernel
-// (conv_smallc.cu), the Hopper kernels (gemm_sm90.cuh) and TF32's operand copy (matmul.cu).
+// Warp-level tensor-core primitives (sm_80+): shared-memory addresses, ldmatrix, cp.async, mma.sync
+// with fp32 accumulators and TF32 rounding, shared by the 'mma' rung (gemm_tc.cuh), the skinny
+// tensor-core kernel (gemm_skinny_tc.cuh), the small-C conv kernel (conv_smallc.cu), the Hopper
+// kernels (gemm_sm90.cuh) and TF32's operand copy (matmul.cu).
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -29,6 +30,32 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_u32(p)));
+}
+
+// The same with each 8x8 matrix transposed: thread t receives column t / 4, rows 2 (t % 4) and
+// 2 (t % 4) + 1 (for tiles stored the other way round from the fragment's rows).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+// Two 8x8 b16 matrices (lanes 0..15 give the row addresses).
+__device__ __forceinline__ void ldmatrix_x2(uint32_t* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(smem_u32(p)));
+}
+
+// 16 bytes from global src to shared dst without passing through registers (cp.async.cg: cached
+// in L2 only): the first `bytes` of src, zeros after (0: nothing read, src need only be a valid
+// address). Completion: cp_async_commit groups the thread's copies, cp_async_wait<n> waits until
+// at most n of its groups are still in flight.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 // d (16x8, fp32) += a (16 x k) . b (k x 8), one warp: m16n8k16 for fp16 / bf16, m16n8k8 for TF32

@@ -26,18 +26,6 @@ bool vec_stores(const GemmArgs& a) {
          reinterpret_cast<uintptr_t>(a.out_base) % 16 == 0;
 }
 
-// A kernel's dynamic shared-memory limit is a per-device attribute: set once on each device (bit
-// d of the kernel's own set_on), not on every launch.
-template <typename Kernel>
-void allow_smem(Kernel kernel, size_t smem, std::atomic<uint64_t>& set_on) {
-  const int dev = at::cuda::current_device();
-  TORCH_INTERNAL_ASSERT(dev < 64, "tileops: device index ", dev, " past the attribute bitmask");
-  if (!((set_on.load(std::memory_order_acquire) >> dev) & 1)) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    set_on.fetch_or(uint64_t(1) << dev, std::memory_order_release);
-  }
-}
-
 template <typename T, int BN, int STAGES, bool MN, sm90::Gather G = sm90::Gather::None, bool A_MN = false>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb,
                  bool allow_split = true) {

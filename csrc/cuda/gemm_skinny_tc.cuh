@@ -1,0 +1,180 @@
+// Skinny tensor-core family (M <= 16, fp16 / bf16, Hopper; matmul_skinny_tc): C = A B with at most
+// 16 rows is a matrix-vector product bound by reading B once. Swapped roles: the MMA's 16-row side
+// runs along N (C^T = B^T A^T), so B is the MMA's A operand and A's few rows fill its 8-wide
+// side (one or two n8 tiles); no tile is mostly empty.
+//
+// A block owns BN = 16 * WARPS columns (one m16 tile per warp) and streams B through a ring of
+// STAGES shared-memory stages of BK = 64 k, filled by 16-byte cp.async (the Hopper split-K and the
+// SIMT skinny kernel held their loads in registers, which bounded the bytes in flight; NOTES 36,
+// 51). Tiles are stored in 128-byte-chunk rows, chunk c of row r at c ^ (r % 8), so that the 8 row
+// addresses of each ldmatrix fall in 8 different bank groups:
+//   K-major B (a linear weight, N x K): rows n, chunks of k; ldmatrix gives B^T's fragments.
+//   N-major B (row-major K x N): rows k, chunks of n; ldmatrix.trans gives them.
+//   A (M x K, k contiguous): rows m (zeros past M), chunks of k; ldmatrix gives the n8 fragments.
+// K is split over a cluster of up to 8 blocks along grid y; their fp32 partials meet through
+// distributed shared memory and rank r sums its share of the tile in rank order (deterministic)
+// and stores it through the epilogue: one launch, no workspace, no reduce kernel.
+// Operands must be 16-byte readable (pointers, the non-unit strides); the host checks.
+#pragma once
+#include <cooperative_groups.h>
+
+#include "../common/epilogue.h"
+#include "../common/problems.h"
+#include "cuda_util.h"
+#include "mma_sync.cuh"
+
+namespace tileops {
+namespace cuda {
+
+template <int WARPS, int STAGES>
+struct SkinnyTcShape {
+  static constexpr int kWarps = WARPS, kThreads = 32 * WARPS, kStages = STAGES;
+  static constexpr int BN = 16 * WARPS;  // columns of C per block
+  static constexpr int BK = 64;          // k per stage: one 128-byte row of 16-bit values
+  static constexpr int kMaxRows = 16;
+  // bytes of a stage: B's BN x BK and A's (up to) 16 x BK
+  static constexpr int kStageBytes = (BN + kMaxRows) * BK * 2;
+  static constexpr int kSmemBytes = STAGES * kStageBytes;
+  static_assert(kSmemBytes >= kMaxRows * BN * 4, "the ring holds the block's fp32 partial tile at the end");
+};
+
+// Element offset of chunk c (8 values) of row r in a tile of `chunks` chunks per row, swizzled.
+__device__ __forceinline__ int swz(int r, int c, int chunks) { return (r * chunks + (c ^ (r & 7))) * 8; }
+
+template <typename T, int MP, bool KMAJOR, int WARPS, int STAGES>
+__global__ void __launch_bounds__(32 * WARPS)
+    gemm_skinny_tc_kernel(MatmulProblem<T> p, int M, int N, int K, Epilogue<T> epi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using S = SkinnyTcShape<WARPS, STAGES>;
+  constexpr int BN = S::BN, BK = S::BK, NT = MP / 8;
+  constexpr int BCH = KMAJOR ? BK / 8 : BN / 8;  // chunks per stored row of B's tile
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* const ring = reinterpret_cast<T*>(smem);  // stage s: B tile, then A tile
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = blockIdx.z, n0 = blockIdx.x * BN;
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int split = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const int ktiles = (K + BK - 1) / BK, per = (ktiles + split - 1) / split;
+  const int kt0 = rank * per, nt = max(0, min(per, ktiles - kt0));
+  const T* const Bg = p.B + int64_t(g) * p.sb[0];
+  const T* const Ag = p.A + int64_t(g) * p.sa[0];
+
+  // A thread's copies, the same chunks of every stage: chunk i of B's tile is row i / BCH, chunk
+  // i % BCH; of A's, row i / 8, chunk i % 8. Pointers are kept at the next tile to copy; `bytes`
+  // is what a chunk holds inside the problem where the tile is not past K (only the last is).
+  constexpr int BPT = BN * BK / 8 / S::kThreads, APT = (MP * BK / 8 + S::kThreads - 1) / S::kThreads;
+  static_assert(BPT * S::kThreads == BN * BK / 8, "whole chunks per thread");
+  const int64_t bstep = KMAJOR ? BK : BK * p.sb[1];  // elements from one k tile to the next
+  const T* bsrc[BPT];
+  int bbytes[BPT], bk[BPT];  // bk: the chunk's first k within a tile
+  uint32_t bdst[BPT];
+#pragma unroll
+  for (int j = 0; j < BPT; ++j) {
+    const int i = tid + j * S::kThreads, r = i / BCH, c = i % BCH;
+    const int n = KMAJOR ? n0 + r : n0 + 8 * c;
+    bk[j] = KMAJOR ? 8 * c : r;
+    const int left = KMAJOR ? (n < N ? 8 : 0) : N - n;
+    bbytes[j] = left <= 0 ? 0 : left >= 8 ? 16 : 2 * left;
+    bsrc[j] = Bg + (bbytes[j] ? int64_t(n) * p.sb[2] + int64_t(kt0 * BK + bk[j]) * p.sb[1] : 0);
+    bdst[j] = smem_u32(ring + swz(r, c, BCH));
+  }
+  const T* asrc[APT];
+  int abytes[APT], ak[APT];
+  uint32_t adst[APT];
+#pragma unroll
+  for (int j = 0; j < APT; ++j) {
+    const int i = tid + j * S::kThreads, m = i / 8, c = i % 8;
+    ak[j] = 8 * c;
+    abytes[j] = i < MP * BK / 8 && m < M ? 16 : 0;
+    asrc[j] = Ag + (abytes[j] ? int64_t(m) * p.sa[1] + kt0 * BK + ak[j] : 0);
+    adst[j] = smem_u32(ring + BN * BK + swz(m, c, BK / 8));
+  }
+  // Stage st <- the next k tile (kt): zeros past K and past the edges of B and A.
+  auto load = [&](int st, int kt) {
+    const uint32_t off = st * S::kStageBytes;
+    const int kleft = K - kt * BK;  // k of the problem left from the tile's start
+#pragma unroll
+    for (int j = 0; j < BPT; ++j) {
+      int bytes = bbytes[j];
+      if (kleft < BK) {  // the last tile: chunks past K hold fewer elements or none
+        const int kin = kleft - bk[j];
+        bytes = kin <= 0 ? 0 : KMAJOR && kin < 8 ? min(bytes, 2 * kin) : bytes;
+      }
+      cp_async16(bdst[j] + off, bytes ? bsrc[j] : Bg, bytes);
+      bsrc[j] += bbytes[j] ? bstep : 0;
+    }
+#pragma unroll
+    for (int j = 0; j < APT; ++j) {
+      if (APT * S::kThreads > MP * BK / 8 && tid + j * S::kThreads >= MP * BK / 8) break;
+      int bytes = abytes[j];
+      if (kleft < BK) {
+        const int kin = kleft - ak[j];
+        bytes = kin <= 0 ? 0 : kin < 8 ? min(bytes, 2 * kin) : bytes;
+      }
+      cp_async16(adst[j] + off, bytes ? asrc[j] : Ag, bytes);
+      asrc[j] += abytes[j] ? BK : 0;
+    }
+  };
+
+  float acc[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+
+  // ldmatrix rows: lane l addresses row l % 8 of matrix l / 8
+  const int mi = lane / 8, mr = lane % 8;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < nt) load(s, kt0 + s);  // tiles are copied in order: the pointers step by one tile
+    cp_async_commit();
+  }
+  for (int t = 0; t < nt; ++t) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // stage t landed for every thread; stage t - 1 is free to refill
+    if (t + STAGES - 1 < nt) load((t + STAGES - 1) % STAGES, kt0 + t + STAGES - 1);
+    cp_async_commit();
+    const T* const bs = ring + (t % STAGES) * (S::kStageBytes / 2);
+    const T* const as = bs + BN * BK;
+#pragma unroll
+    for (int s = 0; s < BK / 16; ++s) {
+      uint32_t af[4];  // B^T's 16 x 16 fragment: (n 0-7, k 0-7), (n 8-15, k 0-7), (n 0-7, k 8-15), (n 8-15, k 8-15)
+      if constexpr (KMAJOR) ldmatrix_x4(af, bs + swz(16 * warp + mr + 8 * (mi & 1), 2 * s + (mi >> 1), BCH));
+      else ldmatrix_x4_trans(af, bs + swz(16 * s + mr + 8 * (mi >> 1), 2 * warp + (mi & 1), BCH));
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        uint32_t bf[2];  // A's rows 8j..8j+7: k 0-7, k 8-15 (lanes 16-31 repeat 0-15's addresses)
+        ldmatrix_x2(bf, as + swz(8 * j + mr, 2 * s + (mi & 1), BK / 8));
+        mma_sync<T>(acc[j], af, bf);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the ring is free: it now holds this block's partial C tile, [m][n] in fp32
+
+  // acc[j]: C^T rows (columns of C) n = lane / 4 (+ 8 for e >= 2), C rows m = 8j + 2 (lane % 4) + e % 2
+  float* const part = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      part[(8 * j + 2 * (lane % 4) + (e & 1)) * BN + 16 * warp + lane / 4 + 8 * (e >> 1)] = acc[j][e];
+  cluster.sync();  // every rank's partial is written (cluster-wide release / acquire)
+  for (int i = rank * S::kThreads + tid; i < M * BN; i += split * S::kThreads) {
+    const int m = i / BN, n = n0 + i % BN;
+    float v = 0.f;
+    for (int q = 0; q < split; ++q) v += cluster.map_shared_rank(part, q)[i];
+    if (n < N)
+      with_act(epi.act, [&](auto act) {
+        epi.template store<decltype(act)::value>(p.c(p.row_c(g, m), n), v, p.bias_index(g, n));
+      });
+  }
+  cluster.sync();  // no block leaves while another reads its shared memory
+#elif defined(__CUDA_ARCH__)
+  __trap();  // built for sm_90 only; the host takes this family on compute capability 9.0 only
+#endif
+}
+
+}  // namespace cuda
+}  // namespace tileops

@@ -1,0 +1,122 @@
+// The skinny tensor-core family (gemm_skinny_tc.cuh): where 'auto' takes it, its configs, the K
+// split over a cluster, the launch.
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+#include <algorithm>
+#include <atomic>
+#include <iterator>
+#include <type_traits>
+#include <string>
+#include <vector>
+
+#include "autotune.h"
+#include "gemm_skinny.cuh"  // kSkinnyMaxM
+#include "gemm_skinny_tc.cuh"
+#include "launch.cuh"
+
+namespace tileops {
+namespace cuda {
+namespace {
+
+// Configs as data: warps (columns per block = 16 x warps) and ring stages, ~72 KB of ring each so
+// that three blocks fit an SM. The narrower one gives twice the blocks where N is small.
+struct SkinnyTcConfig {
+  const char* name;
+  int warps, stages;
+};
+constexpr SkinnyTcConfig kSkinnyTcConfigs[] = {{"bn128", 8, 4}, {"bn64", 4, 7}};
+template <int I>
+using ShapeOf = SkinnyTcShape<kSkinnyTcConfigs[I].warps, kSkinnyTcConfigs[I].stages>;
+
+constexpr int kMaxSplit = 8;  // the portable cluster size
+
+// Blocks along K in one cluster: doubled while the grid has fewer than two blocks per SM and
+// every rank keeps at least four k tiles (a ring's worth of copies in flight).
+int skinny_tc_split(int64_t blocks, int64_t ktiles, int64_t sms) {
+  int s = 1;
+  while (s < kMaxSplit && blocks * s < 2 * sms && ktiles >= 8 * s) s *= 2;
+  return s;
+}
+
+template <typename T, int MP, bool KMAJOR, int I>
+void launch_cfg(const GemmArgs& a) {
+  using S = ShapeOf<I>;
+  auto* kernel = gemm_skinny_tc_kernel<T, MP, KMAJOR, S::kWarps, S::kStages>;
+  static std::atomic<uint64_t> set_on{0};
+  allow_smem(kernel, S::kSmemBytes, set_on);
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t cols = (a.N + S::BN - 1) / S::BN, ktiles = (a.K + S::BK - 1) / S::BK;
+  const int split = skinny_tc_split(cols * a.batch, ktiles, sms);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(cols), unsigned(split), unsigned(a.batch));
+  cfg.blockDim = dim3(S::kThreads);
+  cfg.dynamicSmemBytes = S::kSmemBytes;
+  cfg.stream = at::cuda::getCurrentCUDAStream();
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = unsigned(split);
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, MatmulProblem<T>(a.mm), int(a.M), int(a.N), int(a.K),
+                                    epilogue_of<T>(a)));
+}
+
+// The operands as the kernel reads them: 16-byte chunks along A's rows and along B's contiguous
+// side, every chunk aligned (pointers and the other strides multiples of 8 elements).
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool mult8(int64_t v) { return v % 8 == 0; }
+
+}  // namespace
+
+bool matmul_skinny_tc(const GemmArgs& a) {
+#ifndef TILEOPS_HAVE_SM90A
+  return false;  // its kernel is built for sm_90 only
+#endif
+  if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.M == 0 || a.N == 0 || a.K == 0) return false;
+  if (a.dtype != at::kHalf && a.dtype != at::kBFloat16) return false;
+  const auto* prop = at::cuda::getCurrentDeviceProperties();
+  if (prop->major != 9 || a.batch > 65535 || a.N >= (int64_t(1) << 30) || a.K >= (int64_t(1) << 30)) return false;
+  const auto& o = a.mm;
+  const bool kmajor = o.sb[1] == 1, nmajor = o.sb[2] == 1;
+  const bool a_ok = o.sa[2] == 1 && aligned16(o.a) && (a.M == 1 || mult8(o.sa[1])) && (a.batch == 1 || mult8(o.sa[0]));
+  const bool b_ok = (kmajor || nmajor) && aligned16(o.b) && mult8(kmajor ? o.sb[2] : o.sb[1]) &&
+                    (a.batch == 1 || mult8(o.sb[0]));
+  if (!a_ok || !b_ok) return false;
+  // the heuristic: 128 columns a block where that still gives a block per SM, else 64
+  const int64_t sms = prop->multiProcessorCount;
+  const int heuristic = (a.N + 127) / 128 * a.batch >= sms ? 0 : 1;
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> v;
+    for (const auto& c : kSkinnyTcConfigs) v.emplace_back(c.name);
+    return v;
+  }();
+  autotune::run(
+      [&] {
+        return autotune::op_key({"matmul_skinny_tc", c10::toString(a.dtype),
+                                 autotune::shape_class(a.M, a.N, a.K, a.batch), kmajor ? "bk" : "bmn"});
+      },
+      kNames, heuristic, [&](int i) {
+        with_dtype(a.dtype, [&](auto tag) {
+          using T = decltype(tag);
+          if constexpr (sizeof(T) == 2) {
+            auto go = [&](auto mp, auto km) {
+              constexpr int MP = decltype(mp)::value;
+              constexpr bool KM = decltype(km)::value;
+              static_assert(std::size(kSkinnyTcConfigs) == 2, "one launch_cfg per config");
+              i == 0 ? launch_cfg<T, MP, KM, 0>(a) : launch_cfg<T, MP, KM, 1>(a);
+            };
+            using Yes = std::true_type;
+            using No = std::false_type;
+            if (a.M <= 8) kmajor ? go(std::integral_constant<int, 8>{}, Yes{}) : go(std::integral_constant<int, 8>{}, No{});
+            else kmajor ? go(std::integral_constant<int, 16>{}, Yes{}) : go(std::integral_constant<int, 16>{}, No{});
+          }
+        });
+      });
+  return true;
+}
+
+}  // namespace cuda
+}  // namespace tileops
