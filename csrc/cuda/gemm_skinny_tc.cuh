@@ -38,6 +38,14 @@ struct SkinnyTcShape {
   static_assert(kSmemBytes >= kMaxRows * BN * 4, "the ring holds the block's fp32 partial tile at the end");
 };
 
+// v, opaque to the compiler: kept in a register once computed rather than recomputed where used
+// (the copy addresses below were rebuilt from the thread index on every k tile, ~25 instructions
+// a chunk).
+__device__ __forceinline__ uint32_t pinned_u32(uint32_t v) {
+  asm volatile("mov.b32 %0, %0;" : "+r"(v));
+  return v;
+}
+
 // Element offset of chunk c (8 values) of row r in a tile of `chunks` chunks per row, swizzled.
 __device__ __forceinline__ int swz(int r, int c, int chunks) { return (r * chunks + (c ^ (r & 7))) * 8; }
 
@@ -66,6 +74,7 @@ __global__ void __launch_bounds__(32 * WARPS)
   constexpr int BPT = BN * BK / 8 / S::kThreads, APT = (MP * BK / 8 + S::kThreads - 1) / S::kThreads;
   static_assert(BPT * S::kThreads == BN * BK / 8, "whole chunks per thread");
   const int64_t bstep = KMAJOR ? BK : BK * p.sb[1];  // elements from one k tile to the next
+  const bool interior = n0 + BN <= N;  // the block's columns all inside N
   const T* bsrc[BPT];
   int bbytes[BPT], bk[BPT];  // bk: the chunk's first k within a tile
   uint32_t bdst[BPT];
@@ -77,7 +86,7 @@ __global__ void __launch_bounds__(32 * WARPS)
     const int left = KMAJOR ? (n < N ? 8 : 0) : N - n;
     bbytes[j] = left <= 0 ? 0 : left >= 8 ? 16 : 2 * left;
     bsrc[j] = Bg + (bbytes[j] ? int64_t(n) * p.sb[2] + int64_t(kt0 * BK + bk[j]) * p.sb[1] : 0);
-    bdst[j] = smem_u32(ring + swz(r, c, BCH));
+    bdst[j] = pinned_u32(smem_u32(ring + swz(r, c, BCH)));
   }
   const T* asrc[APT];
   int abytes[APT], ak[APT];
@@ -88,31 +97,45 @@ __global__ void __launch_bounds__(32 * WARPS)
     ak[j] = 8 * c;
     abytes[j] = i < MP * BK / 8 && m < M ? 16 : 0;
     asrc[j] = Ag + (abytes[j] ? int64_t(m) * p.sa[1] + kt0 * BK + ak[j] : 0);
-    adst[j] = smem_u32(ring + BN * BK + swz(m, c, BK / 8));
+    adst[j] = pinned_u32(smem_u32(ring + BN * BK + swz(m, c, BK / 8)));
   }
-  // Stage st <- the next k tile (kt): zeros past K and past the edges of B and A.
+  // Stage st <- the next k tile (kt): zeros past K and past the edges of B and A. Every tile but
+  // the last lies inside K, so its chunks hold what they hold at every tile (bbytes, abytes).
   auto load = [&](int st, int kt) {
     const uint32_t off = st * S::kStageBytes;
     const int kleft = K - kt * BK;  // k of the problem left from the tile's start
+    // bytes of a chunk of the last tile at k in it; along_k: the chunk's 8 values run along k
+    auto edge = [&](int bytes, int k, bool along_k) {
+      const int kin = kleft - k;
+      return kin <= 0 ? 0 : along_k && kin < 8 ? min(bytes, 2 * kin) : bytes;
+    };
+    if (interior && kleft >= BK) {  // most tiles: every chunk whole
 #pragma unroll
-    for (int j = 0; j < BPT; ++j) {
-      int bytes = bbytes[j];
-      if (kleft < BK) {  // the last tile: chunks past K hold fewer elements or none
-        const int kin = kleft - bk[j];
-        bytes = kin <= 0 ? 0 : KMAJOR && kin < 8 ? min(bytes, 2 * kin) : bytes;
+      for (int j = 0; j < BPT; ++j) {
+        cp_async16(bdst[j] + off, bsrc[j]);
+        bsrc[j] += bstep;
       }
-      cp_async16(bdst[j] + off, bytes ? bsrc[j] : Bg, bytes);
-      bsrc[j] += bbytes[j] ? bstep : 0;
+    } else {
+#pragma unroll
+      for (int j = 0; j < BPT; ++j) {
+        if (kleft >= BK) {
+          cp_async16(bdst[j] + off, bsrc[j], bbytes[j]);  // bbytes = 0: bsrc is B's own start
+        } else {
+          const int bytes = edge(bbytes[j], bk[j], KMAJOR);
+          cp_async16(bdst[j] + off, bytes ? bsrc[j] : Bg, bytes);
+        }
+        bsrc[j] += bbytes[j] ? bstep : 0;
+      }
     }
 #pragma unroll
     for (int j = 0; j < APT; ++j) {
       if (APT * S::kThreads > MP * BK / 8 && tid + j * S::kThreads >= MP * BK / 8) break;
-      int bytes = abytes[j];
-      if (kleft < BK) {
-        const int kin = kleft - ak[j];
-        bytes = kin <= 0 ? 0 : kin < 8 ? min(bytes, 2 * kin) : bytes;
+      if (kleft >= BK) {
+        cp_async16(adst[j] + off, asrc[j], abytes[j]);
+      } else {
+        const int bytes = edge(abytes[j], ak[j], true);
+        cp_async16(adst[j] + off, bytes ? asrc[j] : Ag, bytes);
       }
-      cp_async16(adst[j] + off, bytes ? asrc[j] : Ag, bytes);
       asrc[j] += abytes[j] ? BK : 0;
     }
   };

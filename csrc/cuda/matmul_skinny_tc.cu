@@ -30,6 +30,7 @@ template <int I>
 using ShapeOf = SkinnyTcShape<kSkinnyTcConfigs[I].warps, kSkinnyTcConfigs[I].stages>;
 
 constexpr int kMaxSplit = 8;  // the portable cluster size
+constexpr int kBK = ShapeOf<0>::BK;
 
 // Blocks along K in one cluster: doubled while the grid has fewer than two blocks per SM and
 // every rank keeps at least four k tiles (a ring's worth of copies in flight).
@@ -85,9 +86,12 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   const bool b_ok = (kmajor || nmajor) && aligned16(o.b) && mult8(kmajor ? o.sb[2] : o.sb[1]) &&
                     (a.batch == 1 || mult8(o.sb[0]));
   if (!a_ok || !b_ok) return false;
-  // the heuristic: 128 columns a block where that still gives a block per SM, else 64
-  const int64_t sms = prop->multiProcessorCount;
-  const int heuristic = (a.N + 127) / 128 * a.batch >= sms ? 0 : 1;
+  // The heuristic: 128 columns a block unless its grid, split as far as K allows, leaves more than
+  // half the SMs idle (results/h100/73f962b/j1/skinny_probe.json: bn128 took 4096 x 4096 at M = 1-16
+  // in 13-16 us against bn64's 15-17; bn64 took N = 768 and 1024 x 8192, 6-8 column blocks).
+  const int64_t sms = prop->multiProcessorCount, ktiles = (a.K + kBK - 1) / kBK;
+  const int64_t wide = (a.N + 127) / 128 * a.batch;
+  const int heuristic = wide * skinny_tc_split(wide, ktiles, sms) * 2 >= sms ? 0 : 1;
   static const std::vector<std::string> kNames = [] {
     std::vector<std::string> v;
     for (const auto& c : kSkinnyTcConfigs) v.emplace_back(c.name);

@@ -47,10 +47,13 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t* r, const void* p) {
 
 // 16 bytes from global src to shared dst without passing through registers (cp.async.cg: cached
 // in L2 only): the first `bytes` of src, zeros after (0: nothing read, src need only be a valid
-// address). Completion: cp_async_commit groups the thread's copies, cp_async_wait<n> waits until
-// at most n of its groups are still in flight.
+// address; without `bytes`, all 16). Completion: cp_async_commit groups the thread's copies,
+// cp_async_wait<n> waits until at most n of its groups are still in flight.
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
