@@ -103,6 +103,16 @@ SKINNY_SIZES = [(1, 4096, 4096), (2, 33, 130), (3, 1000, 1), (5, 257, 5003), (8,
 SKINNY_KINDS = ["float32", "tf32", "float64", "float16", "bfloat16"]
 
 
+def skinny_ref(op, x, b, bias, res):
+    """float64 reference and magnitude bound of the skinny tests: x @ b (b as K x N) for "matmul";
+    gelu(x @ b + bias + res) for "linear"."""
+    x64, b64 = x.double().cpu(), b.double().cpu()
+    if op != "linear":
+        return x64 @ b64, x64.abs() @ b64.abs()
+    bias64, res64 = bias.double().cpu(), res.double().cpu()
+    return F.gelu(x64 @ b64 + bias64 + res64), x64.abs() @ b64.abs() + bias64.abs() + res64.abs()
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("kind", SKINNY_KINDS)
 @pytest.mark.parametrize("size", SKINNY_SIZES, ids=lambda s: "x".join(map(str, s)))
@@ -121,13 +131,7 @@ def test_skinny(kind, size, op):
             fn = lambda: tileops.matmul(x, w)  # noqa: E731
         out = run_poisoned(fn, M * N, dt, "cuda")
         again = fn()
-    x64, w64 = x.double().cpu(), w.double().cpu()
-    wk = w64.t() if op == "linear" else w64
-    if op == "linear":
-        pre = x64 @ wk + bias.double().cpu() + res.double().cpu()
-        ref, mag = F.gelu(pre), x64.abs() @ wk.abs() + bias.double().cpu().abs() + res.double().cpu().abs()
-    else:
-        ref, mag = x64 @ wk, x64.abs() @ wk.abs()
+    ref, mag = skinny_ref(op, x, w.t() if op == "linear" else w, bias, res)
     # fp32 math even where TF32 is allowed: held to the fp32 bound
     check(out, ref, mag, "float32" if kind == "tf32" else kind, "skinny %s %s seed=%d" % (op, size, seed))
     assert torch.equal(out, again), "skinny result differs run to run"
@@ -218,12 +222,7 @@ def test_skinny_tc(kind, config, case):
         out, names = kernels_of(lambda: run_poisoned(fn, M * N, dt, "cuda"))
         again = fn()
     assert any("gemm_skinny_tc" in n for n in names), "%s: expected gemm_skinny_tc among %s" % (case, names)
-    x64, b64 = x.double().cpu(), b.double().cpu()
-    if op == "linear":
-        pre = x64 @ b64 + bias.double().cpu() + res.double().cpu()
-        ref, mag = F.gelu(pre), x64.abs() @ b64.abs() + bias.double().cpu().abs() + res.double().cpu().abs()
-    else:
-        ref, mag = x64 @ b64, x64.abs() @ b64.abs()
+    ref, mag = skinny_ref(op, x, b, bias, res)
     check(out, ref, mag, kind, "skinny tc %s %s seed=%d" % (config, case, seed))
     assert torch.equal(out, again), "skinny tc result differs run to run"
 
