@@ -22,7 +22,7 @@ from torch._prims_common import suggest_memory_format
 import tileops
 from conftest import DEVICE_KINDS, DEVICES
 from tileops import autotune
-from utils import ATOL, DTYPES, TOL, check, fresh_generator, randn, tf32
+from utils import ATOL, DTYPES, TOL, check, cuda_kernels, fresh_generator, randn, tf32
 
 _Pair = Union[int, Tuple[int, int]]
 
@@ -394,10 +394,7 @@ def test_conv2d_fast_path_taken_cuda(kind, case, layout, kernel):
     fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
     x = torch.randn(c.x_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=fmt)
     w = torch.randn(c.w_shape, device="cuda", dtype=DTYPES[kind])
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        tileops.conv2d(x, w, None, *c.params)
-        torch.cuda.synchronize()
-    names = [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    _, names = cuda_kernels(lambda: tileops.conv2d(x, w, None, *c.params))
     assert any(kernel in n for n in names), "%s %s: expected %s among %s" % (case, kind, kernel, names)
 
 
@@ -446,11 +443,8 @@ def test_conv2d_dgrad_phases_taken_cuda(kind, case):
     gy = torch.randn(c.out_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
     st, pd, dl, g = c.params
     pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
-    with autotune.pinned("conv_dgrad", "phases"), \
-            torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [True, False, False])
-        torch.cuda.synchronize()
-    names = [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    with autotune.pinned("conv_dgrad", "phases"):
+        _, names = cuda_kernels(lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [True, False, False]))
     assert names and not any("col2im" in n for n in names), "%s %s: %s" % (case, kind, names)
     if kind == "bfloat16" and torch.cuda.get_device_capability() == (9, 0):
         assert any("gemm_sm90" in n for n in names), "%s: expected the Hopper kernels among %s" % (case, names)

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 import tileops
 from conftest import DEVICE_KINDS, DEVICES
 from tileops.ops import ALGO_ALIASES
-from utils import DTYPES, check, fresh_generator, randn, run_poisoned, tf32
+from utils import DTYPES, check, cuda_kernels, fresh_generator, randn, run_poisoned, tf32
 
 KINDS = ["float64", "float32", "tf32", "float16", "bfloat16"]
 SIZES = [(1, 1, 1), (7, 7, 7), (127, 255, 33), (255, 127, 127), (1, 1000, 7), (1000, 1, 64), (33, 65, 1000),
@@ -202,10 +202,8 @@ def test_matmul_small_auto_family_cuda(kind, shape, family):
     gen, seed = fresh_generator()
     dt = DTYPES[kind]
     a, b = randn((M, K), dt, "cuda", gen), randn((K, N), dt, "cuda", gen)
-    with tf32(kind == "tf32"), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        out = run_poisoned(lambda: tileops.matmul(a, b), M * N, dt, "cuda")
-        torch.cuda.synchronize()
-    names = [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    with tf32(kind == "tf32"):
+        out, names = cuda_kernels(lambda: run_poisoned(lambda: tileops.matmul(a, b), M * N, dt, "cuda"))
     assert any(family in n for n in names), "%s %s: expected %s among %s" % (kind, shape, family, names)
     ref, mag = ref_mm(a, b)
     check(out, ref, mag, kind, "auto %s seed=%d" % (shape, seed))

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from utils import DTYPES, check, fresh_generator, randn, run_poisoned, tf32
+from utils import DTYPES, check, cuda_kernels, fresh_generator, randn, run_poisoned, tf32
 
 # (batch, M, N, K): few output tiles and K >= 512 so the split path runs on an H100/H200
 SPLIT_SIZES = [(1, 1, 4096, 4096), (1, 16, 4096, 4096), (1, 64, 256, 2048), (1, 130, 255, 1000),
@@ -190,14 +190,6 @@ def skinny_tc_operands(M, N, K, op, pad, dt, gen, batch=()):
     return x, rows((N,), K).t() if op == "linear" else rows(batch + (K,), N)
 
 
-def kernels_of(fn):
-    """fn()'s result and the names of the CUDA kernels it ran."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        out = fn()
-        torch.cuda.synchronize()
-    return out, [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
-
-
 def needs_hopper():
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the skinny tensor-core kernel runs on compute capability 9.0 only")
@@ -219,7 +211,7 @@ def test_skinny_tc(kind, config, case):
     else:
         fn = lambda: tileops.matmul(x, b)  # noqa: E731
     with tileops.autotune.pinned("matmul_skinny_tc", config):
-        out, names = kernels_of(lambda: run_poisoned(fn, M * N, dt, "cuda"))
+        out, names = cuda_kernels(lambda: run_poisoned(fn, M * N, dt, "cuda"))
         again = fn()
     assert any("gemm_skinny_tc" in n for n in names), "%s: expected gemm_skinny_tc among %s" % (case, names)
     ref, mag = skinny_ref(op, x, b, bias, res)
@@ -242,7 +234,7 @@ def test_skinny_tc_views(kind, view):
         b = b[0].expand(B, K, N)
     elif view == "out_of_both":
         a, b = randn((B, M, 2 * K), dt, "cuda", gen)[..., K:], randn((B, 2 * K, N), dt, "cuda", gen)[:, ::2]
-    out, names = kernels_of(lambda: run_poisoned(lambda: tileops.matmul(a, b), B * M * N, dt, "cuda"))
+    out, names = cuda_kernels(lambda: run_poisoned(lambda: tileops.matmul(a, b), B * M * N, dt, "cuda"))
     assert any("gemm_skinny_tc" in n for n in names), "%s: expected gemm_skinny_tc among %s" % (view, names)
     a64, b64 = a.double().cpu(), b.double().cpu()
     check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "skinny tc %s seed=%d" % (view, seed))

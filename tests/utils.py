@@ -46,6 +46,15 @@ def poison(device, nbytes):
     del block
 
 
+def cuda_kernels(fn):
+    """fn()'s result and the names of the CUDA kernels it ran (torch.profiler), for the tests of
+    which kernel family a problem takes."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    return out, [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
 def run_poisoned(fn, out_numel, dtype, device):
     poison(device, out_numel * torch.tensor([], dtype=dtype).element_size())
     return fn()

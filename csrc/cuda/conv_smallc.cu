@@ -10,6 +10,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "../common/epilogue.h"
@@ -219,6 +220,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
   }
 }
 
+// Devices on which each kernel's dynamic shared-memory limit is set (allow_smem).
+template <typename T, Act AC>
+std::atomic<uint64_t> smem_set_on{0};
+
 }  // namespace
 
 bool conv_fwd_smallc(const GemmArgs& a) {
@@ -263,8 +268,8 @@ bool conv_fwd_smallc(const GemmArgs& a) {
       with_act(a.act, [&](auto act) {
         constexpr Act AC = decltype(act)::value;
         auto* kernel = conv_smallc_kernel<T, AC>;
-        if (smem > 48 * 1024)
-          C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        // the limit at the most any problem takes, once per device (not a driver call per launch)
+        allow_smem(kernel, size_t(kMaxSmem), smem_set_on<T, AC>);
         kernel<<<grid, kThreads, smem, stream>>>(c, g, epilogue_of<T>(a));
       });
     }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace tileops {
@@ -78,6 +79,32 @@ void allow_smem(Kernel kernel, size_t smem, std::atomic<uint64_t>& set_on) {
     set_on.fetch_or(uint64_t(1) << dev, std::memory_order_release);
   }
 }
+
+// A launch on the current stream (cudaLaunchKernelEx) whose blocks form clusters of `cluster`
+// blocks (sm_90). For a cluster of one block the attribute is left off: every block is then a
+// cluster of its own. Not copyable: cfg.attrs points at attr.
+struct ClusterLaunch {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  ClusterLaunch(dim3 grid, dim3 block, size_t smem, dim3 cluster) {
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = at::cuda::getCurrentCUDAStream();
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cluster.x;
+    attr[0].val.clusterDim.y = cluster.y;
+    attr[0].val.clusterDim.z = cluster.z;
+    cfg.attrs = attr;
+    cfg.numAttrs = cluster.x * cluster.y * cluster.z > 1 ? 1 : 0;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+  template <typename... Params, typename... Args>
+  void operator()(void (*kernel)(Params...), Args&&... args) {
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+  }
+};
 
 }  // namespace cuda
 }  // namespace tileops

@@ -38,13 +38,38 @@ struct SkinnyTcShape {
   static_assert(kSmemBytes >= kMaxRows * BN * 4, "the ring holds the block's fp32 partial tile at the end");
 };
 
-// v, opaque to the compiler: kept in a register once computed rather than recomputed where used
-// (the copy addresses below were rebuilt from the thread index on every k tile, ~25 instructions
-// a chunk).
-__device__ __forceinline__ uint32_t pinned_u32(uint32_t v) {
-  asm volatile("mov.b32 %0, %0;" : "+r"(v));
-  return v;
-}
+// One thread's 16-byte copy of one chunk of every stage of an operand's tile: its global source
+// at the next k tile, its shared address in stage 0, the bytes it holds inside the problem while
+// the tile lies inside K (0: none, and src stays at the operand's start) and its first k in a tile.
+template <typename T, int BK>
+struct ChunkCopy {
+  const T* src;
+  uint32_t dst;
+  int bytes, k;
+  // base + at; `left`: the chunk's values inside the problem along its own direction
+  __device__ __forceinline__ void init(const T* base, int64_t at, uint32_t shared, int left, int k_in_tile) {
+    bytes = left <= 0 ? 0 : left >= 8 ? 16 : 2 * left;
+    src = base + (bytes ? at : 0);
+    dst = shared;
+    k = k_in_tile;
+  }
+  // the chunk is whole (a block's interior, a tile inside K)
+  __device__ __forceinline__ void whole(uint32_t off, int64_t step) {
+    cp_async16(dst + off, src);
+    src += step;
+  }
+  // any tile: kleft is the problem's k left from the tile's start; along_k: the chunk's values run
+  // along k (so the last tile may cut it), else it is in or out whole
+  __device__ __forceinline__ void edge(uint32_t off, int kleft, bool along_k, const T* base, int64_t step) {
+    int b = bytes;
+    if (kleft < BK) {
+      const int kin = kleft - k;
+      b = kin <= 0 ? 0 : along_k && kin < 8 ? min(b, 2 * kin) : b;
+    }
+    cp_async16(dst + off, b ? src : base, b);
+    src += bytes ? step : 0;
+  }
+};
 
 // Element offset of chunk c (8 values) of row r in a tile of `chunks` chunks per row, swizzled.
 __device__ __forceinline__ int swz(int r, int c, int chunks) { return (r * chunks + (c ^ (r & 7))) * 8; }
@@ -69,74 +94,40 @@ __global__ void __launch_bounds__(32 * WARPS)
   const T* const Ag = p.A + int64_t(g) * p.sa[0];
 
   // A thread's copies, the same chunks of every stage: chunk i of B's tile is row i / BCH, chunk
-  // i % BCH; of A's, row i / 8, chunk i % 8. Pointers are kept at the next tile to copy; `bytes`
-  // is what a chunk holds inside the problem where the tile is not past K (only the last is).
+  // i % BCH; of A's, row i / 8, chunk i % 8 (rows past MP: none).
   constexpr int BPT = BN * BK / 8 / S::kThreads, APT = (MP * BK / 8 + S::kThreads - 1) / S::kThreads;
   static_assert(BPT * S::kThreads == BN * BK / 8, "whole chunks per thread");
-  const int64_t bstep = KMAJOR ? BK : BK * p.sb[1];  // elements from one k tile to the next
+  const int64_t bstep = BK * p.sb[1];  // elements from one k tile to the next
   const bool interior = n0 + BN <= N;  // the block's columns all inside N
-  const T* bsrc[BPT];
-  int bbytes[BPT], bk[BPT];  // bk: the chunk's first k within a tile
-  uint32_t bdst[BPT];
+  ChunkCopy<T, BK> bc[BPT], ac[APT];
 #pragma unroll
   for (int j = 0; j < BPT; ++j) {
     const int i = tid + j * S::kThreads, r = i / BCH, c = i % BCH;
-    const int n = KMAJOR ? n0 + r : n0 + 8 * c;
-    bk[j] = KMAJOR ? 8 * c : r;
-    const int left = KMAJOR ? (n < N ? 8 : 0) : N - n;
-    bbytes[j] = left <= 0 ? 0 : left >= 8 ? 16 : 2 * left;
-    bsrc[j] = Bg + (bbytes[j] ? int64_t(n) * p.sb[2] + int64_t(kt0 * BK + bk[j]) * p.sb[1] : 0);
-    bdst[j] = pinned_u32(smem_u32(ring + swz(r, c, BCH)));
+    const int n = KMAJOR ? n0 + r : n0 + 8 * c, k = KMAJOR ? 8 * c : r;
+    bc[j].init(Bg, int64_t(n) * p.sb[2] + int64_t(kt0 * BK + k) * p.sb[1], smem_u32(ring + swz(r, c, BCH)),
+               KMAJOR ? (n < N ? 8 : 0) : N - n, k);
   }
-  const T* asrc[APT];
-  int abytes[APT], ak[APT];
-  uint32_t adst[APT];
 #pragma unroll
   for (int j = 0; j < APT; ++j) {
     const int i = tid + j * S::kThreads, m = i / 8, c = i % 8;
-    ak[j] = 8 * c;
-    abytes[j] = i < MP * BK / 8 && m < M ? 16 : 0;
-    asrc[j] = Ag + (abytes[j] ? int64_t(m) * p.sa[1] + kt0 * BK + ak[j] : 0);
-    adst[j] = pinned_u32(smem_u32(ring + BN * BK + swz(m, c, BK / 8)));
+    ac[j].init(Ag, int64_t(m) * p.sa[1] + kt0 * BK + 8 * c, smem_u32(ring + BN * BK + swz(m, c, BK / 8)),
+               i < MP * BK / 8 && m < M ? 8 : 0, 8 * c);
   }
-  // Stage st <- the next k tile (kt): zeros past K and past the edges of B and A. Every tile but
-  // the last lies inside K, so its chunks hold what they hold at every tile (bbytes, abytes).
+  // Stage st <- the next k tile (kt): zeros past K and past the edges of B and A.
   auto load = [&](int st, int kt) {
     const uint32_t off = st * S::kStageBytes;
     const int kleft = K - kt * BK;  // k of the problem left from the tile's start
-    // bytes of a chunk of the last tile at k in it; along_k: the chunk's 8 values run along k
-    auto edge = [&](int bytes, int k, bool along_k) {
-      const int kin = kleft - k;
-      return kin <= 0 ? 0 : along_k && kin < 8 ? min(bytes, 2 * kin) : bytes;
-    };
-    if (interior && kleft >= BK) {  // most tiles: every chunk whole
+    if (interior && kleft >= BK) {  // most tiles: every chunk of B whole
 #pragma unroll
-      for (int j = 0; j < BPT; ++j) {
-        cp_async16(bdst[j] + off, bsrc[j]);
-        bsrc[j] += bstep;
-      }
+      for (int j = 0; j < BPT; ++j) bc[j].whole(off, bstep);
     } else {
 #pragma unroll
-      for (int j = 0; j < BPT; ++j) {
-        if (kleft >= BK) {
-          cp_async16(bdst[j] + off, bsrc[j], bbytes[j]);  // bbytes = 0: bsrc is B's own start
-        } else {
-          const int bytes = edge(bbytes[j], bk[j], KMAJOR);
-          cp_async16(bdst[j] + off, bytes ? bsrc[j] : Bg, bytes);
-        }
-        bsrc[j] += bbytes[j] ? bstep : 0;
-      }
+      for (int j = 0; j < BPT; ++j) bc[j].edge(off, kleft, KMAJOR, Bg, bstep);
     }
 #pragma unroll
     for (int j = 0; j < APT; ++j) {
       if (APT * S::kThreads > MP * BK / 8 && tid + j * S::kThreads >= MP * BK / 8) break;
-      if (kleft >= BK) {
-        cp_async16(adst[j] + off, asrc[j], abytes[j]);
-      } else {
-        const int bytes = edge(abytes[j], ak[j], true);
-        cp_async16(adst[j] + off, bytes ? asrc[j] : Ag, bytes);
-      }
-      asrc[j] += abytes[j] ? BK : 0;
+      ac[j].edge(off, kleft, true, Ag, BK);
     }
   };
 

@@ -49,26 +49,10 @@ void launch_cfg(const GemmArgs& a) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t cols = (a.N + S::BN - 1) / S::BN, ktiles = (a.K + S::BK - 1) / S::BK;
   const int split = skinny_tc_split(cols * a.batch, ktiles, sms);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(cols), unsigned(split), unsigned(a.batch));
-  cfg.blockDim = dim3(S::kThreads);
-  cfg.dynamicSmemBytes = S::kSmemBytes;
-  cfg.stream = at::cuda::getCurrentCUDAStream();
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = unsigned(split);
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, MatmulProblem<T>(a.mm), int(a.M), int(a.N), int(a.K),
-                                    epilogue_of<T>(a)));
+  ClusterLaunch launch(dim3(unsigned(cols), unsigned(split), unsigned(a.batch)), dim3(S::kThreads), S::kSmemBytes,
+                       dim3(1, unsigned(split), 1));
+  launch(kernel, MatmulProblem<T>(a.mm), int(a.M), int(a.N), int(a.K), epilogue_of<T>(a));
 }
-
-// The operands as the kernel reads them: 16-byte chunks along A's rows and along B's contiguous
-// side, every chunk aligned (pointers and the other strides multiples of 8 elements).
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-bool mult8(int64_t v) { return v % 8 == 0; }
 
 }  // namespace
 
@@ -80,12 +64,11 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   if (a.dtype != at::kHalf && a.dtype != at::kBFloat16) return false;
   const auto* prop = at::cuda::getCurrentDeviceProperties();
   if (prop->major != 9 || a.batch > 65535 || a.N >= (int64_t(1) << 30) || a.K >= (int64_t(1) << 30)) return false;
-  const auto& o = a.mm;
-  const bool kmajor = o.sb[1] == 1, nmajor = o.sb[2] == 1;
-  const bool a_ok = o.sa[2] == 1 && aligned16(o.a) && (a.M == 1 || mult8(o.sa[1])) && (a.batch == 1 || mult8(o.sa[0]));
-  const bool b_ok = (kmajor || nmajor) && aligned16(o.b) && mult8(kmajor ? o.sb[2] : o.sb[1]) &&
-                    (a.batch == 1 || mult8(o.sb[0]));
-  if (!a_ok || !b_ok) return false;
+  // The kernel copies 16-byte chunks along A's rows and along B's unit-stride side, each aligned:
+  // the vectorized rung's reading of the operands (vec_layout).
+  const VecLayout l = vec_layout(a, 2);
+  if (!l.a.vec || !l.a.kc || !l.b.vec) return false;
+  const bool kmajor = l.b.kc;
   // The heuristic: 128 columns a block unless its grid, split as far as K allows, leaves more than
   // half the SMs idle (results/h100/73f962b/j1/skinny_probe.json: bn128 took 4096 x 4096 at M = 1-16
   // in 13-16 us against bn64's 15-17; bn64 took N = 768 and 1024 x 8192, 6-8 column blocks).

@@ -70,16 +70,8 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
   allow_smem(kernel, smem, set_on);
   const int64_t tiles = output_tiles(a, BN, CL * TM);  // cluster tiles
   TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the persistent Hopper kernels");
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CL;
-  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-  cfg.blockDim = dim3(sm90::THREADS);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = at::cuda::getCurrentCUDAStream();
-  cfg.attrs = attr;
-  cfg.numAttrs = CL > 1 ? 1 : 0;
+  ClusterLaunch launch(dim3(1), dim3(sm90::THREADS), smem, dim3(CL));  // the grid is set below
+  cudaLaunchConfig_t& cfg = launch.cfg;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   int resident = sms;  // clusters resident at once: one block per SM
   if constexpr (CL > 1) {  // asked once per device: a GPC's SM count need not be a multiple of CL
@@ -103,8 +95,8 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
   const CUtensorMap mc = vec && Shape::STAGED ? matrix_map(o.c, a.dtype, a.N, a.M, a.batch, o.sc[1], o.sc[0],
                                           uint32_t(sm90::ROW_BYTES / sizeof(T)), Shape::WROWS)
                              : CUtensorMap{};
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, mc, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a),
-                                    int(a.batch), ba, bb, vec, a.conv));
+  launch(kernel, ma, mb, mc, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a), int(a.batch), ba, bb, vec,
+         a.conv);
 }
 
 // A persistent config's tile as constants: f(TM, BN, COOP), each a std::integral_constant.
