@@ -1,5 +1,6 @@
 """Kernel time of each autotune candidate of a family, pinned, beside torch: a conv family on the
-ResNet layers of bench_conv.py (bf16 channels_last, against cuDNN), or matmul_sm90 on
+ResNet layers of bench_conv.py (conv_depthwise: its depthwise layers; bf16 channels_last, against
+cuDNN), or matmul_sm90 on
 bench_matmul.py's shapes and its linear+GELU rows (bf16 or --dtype, against cuBLAS). Guides the
 choice of heuristics and defaults; the ratios users see come from the benchmarks.
 
@@ -23,7 +24,7 @@ from bench_matmul import SHAPES, build  # noqa: E402
 from common import set_precision  # noqa: E402
 from tileops import autotune  # noqa: E402
 
-PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "matmul_sm90": "matmul"}
+PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "conv_depthwise": "fwd", "matmul_sm90": "matmul"}
 
 
 def time_us(fn, calls=20, reps=15):
@@ -46,7 +47,7 @@ def time_us(fn, calls=20, reps=15):
 def problem(layer, n, pss):
     _, _, C, H, K, R, st, pd, g = layer
     x = torch.randn(n, C, H, H, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
-    w = torch.randn(K, C, R, R, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    w = torch.randn(K, C // g, R, R, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
     args = (st, pd, 1, g)
     gy = torch.randn_like(F.conv2d(x, w, None, *args)).contiguous(memory_format=torch.channels_last)
     if pss == "fwd":
@@ -91,7 +92,8 @@ def main():
         problems = [(label, {"torch_us": theirs}, mine) for label, theirs, mine in matmul_problems(a.dtype, a.small)]
     else:
         problems = []
-        for layer in [lay for lay in LAYERS if lay[0] == "resnet"]:
+        group = "depthwise" if a.family == "conv_depthwise" else "resnet"
+        for layer in [lay for lay in LAYERS if lay[0] == group]:
             fn = problem(layer, a.batch, pss)
             problems.append((layer[1], {"cudnn_us": fn(F.conv2d)}, fn(tileops.conv2d)))
     for label, theirs, mine in problems:

@@ -434,6 +434,22 @@ def test_conv_dgrad_candidates_cuda(config, kind, case, layout):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("config", ["strip4", "strip1", "tile"])
+@pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("case", ["depthwise", "depthwise_p0", "depthwise_96@56", "depthwise_32@112_b1"])
+def test_conv_depthwise_candidates_cuda(config, kind, case):
+    """Each candidate of the 3x3 stride-1 depthwise forward (channels_last), pinned: strips of 4
+    and of 1 output rows and the tile kernel, on outputs that neither strips nor column tiles divide
+    (13 x 15), with bias and GELU, and the data gradient (the forward with the kernel flipped),
+    against float64."""
+    from test_conv2d import CUDA_CASES, run_backward_op, run_forward
+
+    with autotune.pinned("conv_depthwise", config):
+        run_forward(CUDA_CASES[case], case, "cuda", kind, "channels_last", act="gelu", bias=True)
+        run_backward_op(CUDA_CASES[case], case, "cuda", kind, "channels_last", mask=(True, False, False))
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("config", CONV_FWD_PERSISTENT)
 def test_conv_fwd_sm90_persistent_refuses_residual_cuda(config):
     """A pinned persistent conv candidate asked for a fused residual (which its epilogue does not

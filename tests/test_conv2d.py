@@ -385,7 +385,7 @@ def test_conv2d_forward_cuda(kind, case, layout):
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case,layout,kernel", [
     ("stem7x7_224", "channels_last", "conv_smallc_kernel"), ("c7_5x5_sw4_wide", "channels_last", "conv_smallc_kernel"),
-    ("stem7x7", "contiguous", "conv_smallc_kernel"), ("depthwise_96@56", "channels_last", "dw_fwd_tile_kernel")])
+    ("stem7x7", "contiguous", "conv_smallc_kernel"), ("depthwise_96@56", "channels_last", "dw_fwd_strip_kernel")])
 def test_conv2d_fast_path_taken_cuda(kind, case, layout, kernel):
     """The fast paths run where they should (a silent fallback would still pass the value tests):
     the forward's CUDA kernels, by name, from the profiler. An NCHW stem reaches the small-C kernel

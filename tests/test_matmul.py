@@ -277,6 +277,29 @@ def test_linear(device, kind, activation, with_bias, x_shape):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("activation", ["gelu", "silu"])
+@pytest.mark.parametrize("shape", [(512, 64), (4096, 256)], ids=str)
+def test_fast_activation_elementwise(device, dtype, activation, shape):
+    """16-bit outputs take cheaper GELU / SiLU forms (csrc/common/epilogue.h) than erff / expf.
+    Through an identity weight (so the pre-activation is x itself, exactly) every element over
+    [-12, 12] must lie within one ulp of the dtype of the float64 activation (a rounding may differ
+    only near a tie), or within 1e-6 of it (GELU below x = -6, where the fast form clamps and
+    torch's own fp32 erf form returns 0), on the CPU (exp2f) and on the GPU (MUFU ex2 / rcp;
+    4096 x 256 reaches the Hopper kernels)."""
+    gen, seed = fresh_generator()
+    rows, k = shape
+    x = (torch.rand((rows, k), generator=gen, dtype=torch.float64) * 24 - 12).to(dtype).to(device)
+    x[0, :7] = torch.tensor([0.0, -0.0, 1e-3, -1e-3, 6.0, -6.0, -11.5], dtype=dtype)
+    eye = torch.eye(k, dtype=dtype, device=device)
+    out = tileops.linear(x, eye, None, activation).double().cpu()
+    ref = ACTIVATIONS[activation](x.double().cpu())
+    bad = (out - ref).abs() > torch.finfo(dtype).eps * ref.abs() + 1e-6
+    assert not bad.any(), "%s %s seed=%d: %d elements off by more than an ulp, e.g. x=%s out=%s ref=%s" % (
+        activation, dtype, seed, int(bad.sum()), x.cpu()[bad][:4].tolist(), out[bad][:4].tolist(), ref[bad][:4].tolist())
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_tf32_flag_is_honoured(device):
     """With TF32 off, fp32 results carry full fp32 accuracy (tf32 would miss 1e-5)."""
     gen, _ = fresh_generator()

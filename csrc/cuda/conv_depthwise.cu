@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include "../common/epilogue.h"
+#include "autotune.h"
 #include "cuda_util.h"
 #include "kinds.h"
 
@@ -144,39 +145,48 @@ __global__ void dw_wgrad_finish_kernel(const Acc* __restrict__ partial, int64_t 
   }
 }
 
-// The vector epilogue of V = 16 / sizeof(T) channels from channel ch0 at dst: + residual (16
-// bytes at the output's offset; vec_ok: aligned), + bias, activation, one 16-byte store.
+// A vector of V elements of T: 8 or 16 bytes (one load or store instruction).
+template <typename T, int V>
+using VecOf = std::conditional_t<V * sizeof(T) == 16, uint4, uint2>;
+
+// The vector epilogue of V channels from channel ch0 at dst: + residual (one vector at the
+// output's offset; vec_ok: aligned), + bias, activation, one vector store.
 template <typename T, Act A, int V>
 __device__ __forceinline__ void store_vec(const Epilogue<T>& epi, T* dst, float (&acc)[V], int ch0) {
+  using Vec = VecOf<T, V>;
   if (epi.residual != nullptr) {
-    const uint4 rv = *reinterpret_cast<const uint4*>(epi.residual + (dst - epi.out_base));
+    const Vec rv = *reinterpret_cast<const Vec*>(epi.residual + (dst - epi.out_base));
     const T* re = reinterpret_cast<const T*>(&rv);
 #pragma unroll
     for (int e = 0; e < V; ++e) acc[e] += static_cast<float>(re[e]);
   }
-  uint4 out;
+  Vec out;
   T* oe = reinterpret_cast<T*>(&out);
 #pragma unroll
   for (int e = 0; e < V; ++e) {
     const float b = epi.bias != nullptr ? static_cast<float>(epi.bias[ch0 + e]) : 0.f;
     oe[e] = epi.template finish<A>(acc[e] + b);
   }
-  *reinterpret_cast<uint4*>(dst) = out;
+  *reinterpret_cast<Vec*>(dst) = out;
 }
 
-// The V values of a 16-byte vector of T as floats.
-template <typename T, int V>
-__device__ __forceinline__ void to_floats(const uint4& v, float (&f)[V]) {
+// The V values of a vector of T as floats.
+template <typename T, int V, typename Vec>
+__device__ __forceinline__ void to_floats(const Vec& v, float (&f)[V]) {
   const T* e = reinterpret_cast<const T*>(&v);
 #pragma unroll
   for (int i = 0; i < V; ++i) f[i] = static_cast<float>(e[i]);
 }
 
-// 16 bytes at p, or zeros where `in` is false. The kernels below issue all of a step's loads
+// A vector at p, or zeros where `in` is false. The kernels below issue all of a step's loads
 // through this before converting any of them, so they are in flight together.
+template <typename Vec, typename T>
+__device__ __forceinline__ Vec load_vec(const T* p, bool in) {
+  return in ? *reinterpret_cast<const Vec*>(p) : Vec{};
+}
 template <typename T>
 __device__ __forceinline__ uint4 load16(const T* p, bool in) {
-  return in ? *reinterpret_cast<const uint4*>(p) : make_uint4(0, 0, 0, 0);
+  return load_vec<uint4>(p, in);
 }
 
 // Partial grad_weight of channels_last dense x and dy, one output per channel, a kernel KS
@@ -236,6 +246,22 @@ __global__ void __launch_bounds__(256) dw_wgrad_vec_kernel(ConvOperands c, int r
   }
 }
 
+// The block's copy of the weight laid out [R, KS, C] in (dynamic) shared memory, flipped along
+// R and S where asked (the data gradient as a forward); R * KS * C elements.
+template <typename T, int KS>
+__device__ const T* stage_weight(const ConvOperands& c, bool flip) {
+  extern __shared__ __align__(16) unsigned char dw_smem[];
+  T* staged = reinterpret_cast<T*>(dw_smem);
+  const T* w = static_cast<const T*>(c.w);
+  const int C = int(c.C), R = int(c.R);
+  for (int j = threadIdx.x; j < R * KS * C; j += blockDim.x) {
+    const int ch = j % C, rs = j / C, r = rs / KS, s = rs % KS;
+    staged[j] = w[ch * c.ws[0] + (flip ? R - 1 - r : r) * c.ws[2] + (flip ? KS - 1 - s : s) * c.ws[3]];
+  }
+  __syncthreads();
+  return staged;
+}
+
 // The common case at its common sizes: channels_last, one output per channel, a kernel KS
 // columns wide at column stride SW, no column dilation. Each thread computes kTQ neighbouring
 // outputs of one row for V channels: per kernel row it loads and converts each of the
@@ -252,17 +278,7 @@ __global__ void __launch_bounds__(kTileThreads)
     dw_fwd_tile_kernel(ConvOperands c, const T* __restrict__ w_rsc, bool flip, Epilogue<T> epi) {
   constexpr int V = 16 / sizeof(T), NW = (kTQ - 1) * SW + KS;
   const int C = int(c.C), H = int(c.H), W = int(c.W), P = int(c.P), Q = int(c.Q), CV = C / V, R = int(c.R);
-  if (w_rsc == nullptr) {  // the kernel laid out [R, S, C] in shared memory, flipped where asked
-    extern __shared__ __align__(16) unsigned char dw_smem[];
-    T* staged = reinterpret_cast<T*>(dw_smem);
-    const T* w = static_cast<const T*>(c.w);
-    for (int j = threadIdx.x; j < R * KS * C; j += blockDim.x) {
-      const int ch = j % C, rs = j / C, r = rs / KS, s = rs % KS;
-      staged[j] = w[ch * c.ws[0] + (flip ? R - 1 - r : r) * c.ws[2] + (flip ? KS - 1 - s : s) * c.ws[3]];
-    }
-    __syncthreads();
-    w_rsc = staged;
-  }
+  if (w_rsc == nullptr) w_rsc = stage_weight<T, KS>(c, flip);
   const int tiles = (Q + kTQ - 1) / kTQ, i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= int(c.N) * P * tiles * CV) return;  // the caller keeps this below 2^31
   const int cv = i % CV, t = i / CV, q0 = t % tiles * kTQ, np = t / tiles, p = np % P;
@@ -301,6 +317,68 @@ __global__ void __launch_bounds__(kTileThreads)
     for (int o = 0; o < kTQ; ++o)
       if (q0 + o < Q) store_vec<T, decltype(act)::value>(epi, y + o * C, acc[o], cv * V);
   });
+}
+
+// 3x3 (KS x KS) at unit stride and dilation, channels_last, one output per channel: each thread
+// computes TP x kTQ outputs (rows p0.., columns q0..) for V = 4 channels, walking the TP + KS - 1
+// input rows they read top to bottom, each row loaded once (its loads issued while the row above
+// is summed) and added into every output row that reads it: 1.5 x (TP + 2) / TP loads of x per
+// output where dw_fwd_tile_kernel makes 4.5 (its rows are re-read for each output row), and the
+// weight read into registers once per thread. The loop is unrolled whole, so an output row's
+// accumulators live only for the KS input rows that feed it.
+template <typename T, int KS, int TP, Act A>
+__global__ void __launch_bounds__(kTileThreads) dw_fwd_strip_kernel(ConvOperands c, bool flip, Epilogue<T> epi) {
+  constexpr int V = 4, NW = kTQ + KS - 1, NR = TP + KS - 1;
+  using Vec = VecOf<T, V>;
+  const int C = int(c.C), H = int(c.H), W = int(c.W), P = int(c.P), Q = int(c.Q), CV = C / V;
+  const T* w_rsc = stage_weight<T, KS>(c, flip);
+  const int qt = (Q + kTQ - 1) / kTQ, pt = (P + TP - 1) / TP, i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= int(c.N) * pt * qt * CV) return;  // the caller keeps this below 2^31
+  const int cv = i % CV, t = i / CV, q0 = t % qt * kTQ, t2 = t / qt, p0 = t2 % pt * TP, n = t2 / pt;
+  float wf[KS][KS][V];
+#pragma unroll
+  for (int r = 0; r < KS; ++r)
+#pragma unroll
+    for (int s = 0; s < KS; ++s) to_floats<T>(*reinterpret_cast<const Vec*>(w_rsc + (r * KS + s) * C + cv * V), wf[r][s]);
+  const T* xn = static_cast<const T*>(c.x) + int64_t(n) * H * W * C + cv * V;
+  const int w0 = q0 - int(c.pw), h0 = p0 - int(c.ph);
+  auto load_row = [&](Vec(&dst)[NW], int h) {
+    const bool hin = h >= 0 && h < H;
+    const T* xr = xn + int64_t(hin ? h : 0) * W * C;
+#pragma unroll
+    for (int j = 0; j < NW; ++j) dst[j] = load_vec<Vec>(xr + (w0 + j) * C, hin && w0 + j >= 0 && w0 + j < W);
+  };
+  T* y = static_cast<T*>(c.y) + (int64_t(n) * P + p0) * Q * C + int64_t(q0) * C + cv * V;
+  float acc[TP][kTQ][V] = {};
+  Vec xv[2][NW];
+  load_row(xv[0], h0);
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {  // input row h0 + r
+    if (r + 1 < NR) load_row(xv[(r + 1) % 2], h0 + r + 1);
+#pragma unroll
+    for (int j = 0; j < NW; ++j) {
+      float xf[V];
+      to_floats<T>(xv[r % 2][j], xf);
+#pragma unroll
+      for (int o = 0; o < TP; ++o) {
+        const int kr = r - o;  // the kernel row output row o applies to input row r
+        if (kr < 0 || kr >= KS) continue;
+#pragma unroll
+        for (int oq = 0; oq < kTQ; ++oq) {
+          const int s = j - oq;  // the tap of output column oq that reads column j
+          if (s < 0 || s >= KS) continue;
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[o][oq][e] += xf[e] * wf[kr][s][e];
+        }
+      }
+    }
+    if (r >= KS - 1 && p0 + r - (KS - 1) < P) {  // output row r - (KS - 1) is complete
+      const int o = r - (KS - 1);
+#pragma unroll
+      for (int oq = 0; oq < kTQ; ++oq)
+        if (q0 + oq < Q) store_vec<T, A, V>(epi, y + (int64_t(o) * Q + oq) * C, acc[o][oq], cv * V);
+    }
+  }
 }
 
 // The tile kernel's NCHW twin (any channel multiplier): each thread computes kTQ neighbouring
@@ -379,17 +457,48 @@ __global__ void dw_fwd_vec_kernel(ConvOperands c, const T* __restrict__ w_rsc, E
   }
 }
 
-// x and y channels_last dense, 16-byte aligned, C a multiple of the vector width, K == C; the
-// residual (when given: y's strides) 16-byte aligned too.
-bool vec_ok(const GemmArgs& a, int elem) {
+// x and y channels_last dense, aligned to vectors of `bytes`, C a multiple of the vector width,
+// K == C; the residual (when given: y's strides) aligned too.
+bool vec_ok(const GemmArgs& a, int elem, int bytes = 16) {
   const auto& c = a.conv;
-  const int64_t V = 16 / elem;
+  const int64_t V = bytes / elem;
   return c.K == c.C && c.C % V == 0 && nhwc_dense(c.xs, c.C, c.H, c.W) && nhwc_dense(c.ys, c.K, c.P, c.Q) &&
-         reinterpret_cast<uintptr_t>(c.x) % 16 == 0 && reinterpret_cast<uintptr_t>(c.y) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(a.residual) % 16 == 0;
+         reinterpret_cast<uintptr_t>(c.x) % bytes == 0 && reinterpret_cast<uintptr_t>(c.y) % bytes == 0 &&
+         reinterpret_cast<uintptr_t>(a.residual) % bytes == 0;
 }
 
 bool is_depthwise(const ConvOperands& c) { return c.groups == c.C && c.Cg == 1 && c.groups > 1; }
+
+// Whether dw_fwd_strip_kernel applies: 3x3, unit strides and dilations, vectors of 4 channels,
+// the weight staged in shared memory, 32-bit indices.
+bool strip_ok(const GemmArgs& a) {
+  const auto& c = a.conv;
+  const int64_t es = c10::elementSize(a.dtype), big = int64_t(1) << 31;
+  return a.dtype != at::kDouble && c.R == 3 && c.S == 3 && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 &&
+         9 * c.C * es <= 16 * 1024 && vec_ok(a, int(es), int(4 * es)) && c.W * c.C < big &&
+         c.N * c.P * ((c.Q + kTQ - 1) / kTQ) * (c.C / 4) < big;
+}
+
+// dw_fwd_strip_kernel with strips of TP = 4 output rows (tall) or 1.
+void launch_strip(const GemmArgs& a, bool flip, bool tall) {
+  const auto& c = a.conv;
+  const int64_t es = c10::elementSize(a.dtype);
+  const int64_t threads = c.N * (tall ? (c.P + 3) / 4 : c.P) * ((c.Q + kTQ - 1) / kTQ) * (c.C / 4);
+  const unsigned blocks = unsigned((threads + kTileThreads - 1) / kTileThreads);
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  with_dtype(a.dtype, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (!std::is_same<T, double>::value) {
+      const Epilogue<T> epi = epilogue_of<T>(a);
+      with_act(a.act, [&](auto act) {
+        constexpr Act A = decltype(act)::value;
+        if (tall) dw_fwd_strip_kernel<T, 3, 4, A><<<blocks, kTileThreads, 9 * c.C * es, stream>>>(c, flip, epi);
+        else dw_fwd_strip_kernel<T, 3, 1, A><<<blocks, kTileThreads, 9 * c.C * es, stream>>>(c, flip, epi);
+      });
+    }
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
 
 // fn(ks, sw) (integral constants) where the kernel width and column stride are one the tile
 // kernels are instantiated for: 3x3, 5x5 and 7x7 at stride 1, 3x3 and 5x5 at stride 2
@@ -445,7 +554,14 @@ at::Tensor wgrad_vec_partial(const GemmArgs& a, const ConvOperands& c, int sms) 
 // gradient as a forward). The tile kernels take the flip and a kernel of up to 16 KiB from the
 // weight as it is, staged in shared memory per block: no permuted or flipped copy, which cost an
 // allocation and a launch each (host time the b32 rows are bound by). The rest read a copy.
-bool depthwise_fwd(const GemmArgs& a, bool flip) {
+// The weight laid out [R, S, C], for the vector kernels that do not stage it.
+at::Tensor weight_rsc(const GemmArgs& a) {
+  const auto& c = a.conv;
+  return at::from_blob(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, cuda_options(a.dtype)).permute({1, 2, 0}).contiguous();
+}
+
+// dw_fwd_tile_kernel (channels_last) or dw_fwd_nchw_kernel where one applies: launched, true.
+bool depthwise_fwd_tile(const GemmArgs& a, bool flip) {
   const auto& c = a.conv;
   const auto stream = at::cuda::getCurrentCUDAStream();
   const int64_t es = c10::elementSize(a.dtype), big = int64_t(1) << 31;
@@ -454,13 +570,9 @@ bool depthwise_fwd(const GemmArgs& a, bool flip) {
   const int64_t threads = vec ? c.N * c.P * tiles * (c.C / (16 / es)) : c.N * c.K * c.P * tiles;
   const bool nchw = nchw_dense(c.xs, c.C, c.H, c.W) && nchw_dense(c.ys, c.K, c.P, c.Q) && c.N * c.C * c.H * c.W < big;
   const unsigned blocks = unsigned((threads + kTileThreads - 1) / kTileThreads);
-  // the weight laid out [R, S, C], for the vector kernels that do not stage it; made on first use
-  at::Tensor w_rsc;
+  at::Tensor w_rsc;  // weight_rsc(a), made on first use
   auto rsc = [&](auto tag) {
-    if (!w_rsc.defined())
-      w_rsc = at::from_blob(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, cuda_options(a.dtype))
-                  .permute({1, 2, 0})
-                  .contiguous();
+    if (!w_rsc.defined()) w_rsc = weight_rsc(a);
     return static_cast<const decltype(tag)*>(w_rsc.const_data_ptr());
   };
   const bool staged = wbytes <= 16 * 1024;
@@ -481,10 +593,30 @@ bool depthwise_fwd(const GemmArgs& a, bool flip) {
       });
     });
   }
-  if (done) {
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (done) C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return done;
+}
+
+// The 3x3 stride-1 layers (MobileNet's): strips of 4 output rows where they leave at least two
+// blocks per SM, else strips of one (small batches); the tile kernel is the third candidate.
+bool depthwise_fwd(const GemmArgs& a, bool flip) {
+  const auto& c = a.conv;
+  if (strip_ok(a)) {
+    static const std::vector<std::string> kNames = {"strip4", "strip1", "tile"};
+    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    const bool tall = c.N * ((c.P + 3) / 4) * ((c.Q + kTQ - 1) / kTQ) * (c.C / 4) >= 2 * sms * kTileThreads;
+    autotune::run(
+        [&] {
+          return autotune::op_key({"conv_depthwise", c10::toString(a.dtype),
+                                   autotune::shape_class(c.N * c.P * c.Q, c.C, 9), flip ? "flip" : "fwd"});
+        },
+        kNames, tall ? 0 : 1, [&](int i) {
+          if (i == 2 && depthwise_fwd_tile(a, flip)) return;
+          launch_strip(a, flip, i == 2 ? tall : i == 0);
+        });
     return true;
   }
+  if (depthwise_fwd_tile(a, flip)) return true;
   if (flip) {  // the kernels below read the weight as given: flip a copy
     const at::Tensor wf = at::from_blob(c.w, {c.K, 1, c.R, c.S}, at::IntArrayRef(c.ws, 4), cuda_options(a.dtype)).flip({2, 3});
     GemmArgs f = a;
@@ -492,14 +624,17 @@ bool depthwise_fwd(const GemmArgs& a, bool flip) {
     for (int i = 0; i < 4; ++i) f.conv.ws[i] = wf.stride(i);
     return depthwise_fwd(f, false);
   }
-  if (vec) {
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const int64_t es = c10::elementSize(a.dtype);
+  if (a.dtype != at::kDouble && vec_ok(a, int(es))) {
+    const at::Tensor w_rsc = weight_rsc(a);
     with_dtype(a.dtype, [&](auto t) {
       using T = decltype(t);
       if constexpr (!std::is_same<T, double>::value) {
         const Epilogue<T> epi = epilogue_of<T>(a);
         with_act(a.act, [&](auto act) {
-          dw_fwd_vec_kernel<T, decltype(act)::value>
-              <<<blocks_for(c.N * c.P * c.Q * c.C / (16 / es)), 256, 0, stream>>>(c, rsc(t), epi);
+          dw_fwd_vec_kernel<T, decltype(act)::value><<<blocks_for(c.N * c.P * c.Q * c.C / (16 / es)), 256, 0, stream>>>(
+              c, static_cast<const T*>(w_rsc.const_data_ptr()), epi);
         });
       }
     });

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# On a GPU machine, with a _C*.so built for it already in python/tileops (carried, or from
+# scripts/gpu_run.sh): the steps a change needs rather than the whole suite, each capped in time,
+# every log under OUTDIR, packed into OUTDIR.tgz at the end (the device tool returns few files).
+#   STEPS   which steps, in order (default: all below)
+#     tests        test_splitk.py, then the tests of test_matmul, test_conv2d, test_autotune and
+#                  test_residual that KEYS selects
+#     linear       bench_matmul's ViT-B rows (matmul and linear + bias + GELU, every dtype)
+#     depthwise    bench_conv's depthwise rows
+#     cand_linear  time_candidates: the persistent configs on the linear + GELU rows
+#     cand_dw      time_candidates: the depthwise forward's candidates at batch 32 and 64
+#     skinny       scripts/probe_small_matmul.py --set skinny
+# Usage: scripts/gpu_focus.sh OUTDIR
+set -uo pipefail
+OUTDIR=${1:?usage: scripts/gpu_focus.sh OUTDIR}
+cd "$(dirname "$0")/.."
+mkdir -p "$OUTDIR"
+PY=${PYTHON:-python3}
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TILEOPS_REQUIRE_CUDA=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$OUTDIR/gpu.txt" 2>&1
+$PY -c "import tileops, json; print(json.dumps(tileops.build_info()))" > "$OUTDIR/build_info.json" || exit 1
+# the tests step: test_splitk whole, and the named tests of the others (KEYS: a pytest -k expression)
+KEYS=${KEYS:-"fast_activation or linear_epilogue or family or depthwise or fast_path or smallc or skinny or persistent"}
+rc=0
+step() {  # step NAME SECONDS CMD...: CMD's output to OUTDIR/NAME.log, its last lines here
+  local name=$1 limit=$2
+  shift 2
+  local t0=$(date +%s)
+  timeout "$limit" "$@" > "$OUTDIR/$name.log" 2>&1 || { echo "$name: exit $?"; rc=1; }
+  echo "== $name ($(( $(date +%s) - t0 )) s)"
+  tail -4 "$OUTDIR/$name.log"
+}
+for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
+  case $s in
+    tests) step t_splitk 150 $PY -m pytest -q -p no:cacheprovider tests/test_splitk.py
+      step t_keys 420 $PY -m pytest -q -p no:cacheprovider --junitxml="$OUTDIR/junit.xml" tests/test_matmul.py \
+        tests/test_conv2d.py tests/test_autotune.py tests/test_residual.py -k "$KEYS" ;;
+    linear) step linear 240 $PY benchmarks/bench_matmul.py --filter "ViT-B" --out "$OUTDIR/matmul_vit.json" ;;
+    depthwise) step depthwise 240 $PY benchmarks/bench_conv.py --filter depthwise --out "$OUTDIR/conv_dw.json" ;;
+    cand_linear) step cand_linear 240 $PY scripts/time_candidates.py --family matmul_sm90 --filter "linear|ViT" \
+      --candidates pp128-c2,coop128x256-c2,coop128x192-c2 --out "$OUTDIR/cand_linear.json" ;;
+    cand_dw) for b in 32 64; do step cand_dw_b$b 120 $PY scripts/time_candidates.py --family conv_depthwise \
+      --candidates strip4,strip1,tile --batch $b --out "$OUTDIR/cand_dw_b$b.json"; done ;;
+    skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
+    *) echo "unknown step $s"; rc=1 ;;
+  esac
+done
+tar czf "$OUTDIR.tgz" -C "$(dirname "$OUTDIR")" "$(basename "$OUTDIR")" && rm -rf "$OUTDIR"
+exit $rc
