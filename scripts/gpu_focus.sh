@@ -4,7 +4,7 @@
 # every log under OUTDIR, packed into OUTDIR.tgz at the end (the device tool returns few files).
 #   STEPS   which steps, in order (default: all below)
 #     tests        test_splitk.py, then the tests of test_matmul, test_conv2d, test_autotune and
-#                  test_residual that KEYS selects
+#                  test_residual that KEYS selects (keys: only those)
 #     linear       bench_matmul's ViT-B rows (matmul and linear + bias + GELU, every dtype)
 #     depthwise    bench_conv's depthwise rows
 #     cand_linear  time_candidates: the persistent configs on the linear + GELU rows
@@ -32,7 +32,7 @@ step() {  # step NAME SECONDS CMD...: CMD's output to OUTDIR/NAME.log, its last 
 }
 for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
   case $s in
-    tests) step t_splitk 150 $PY -m pytest -q -p no:cacheprovider tests/test_splitk.py
+    tests|keys) [ $s = tests ] && step t_splitk 150 $PY -m pytest -q -p no:cacheprovider tests/test_splitk.py
       step t_keys 420 $PY -m pytest -q -p no:cacheprovider --junitxml="$OUTDIR/junit.xml" tests/test_matmul.py \
         tests/test_conv2d.py tests/test_autotune.py tests/test_residual.py -k "$KEYS" ;;
     linear) step linear 240 $PY benchmarks/bench_matmul.py --filter "ViT-B" --out "$OUTDIR/matmul_vit.json" ;;
@@ -40,7 +40,7 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     cand_linear) step cand_linear 240 $PY scripts/time_candidates.py --family matmul_sm90 --filter "linear|ViT" \
       --candidates pp128-c2,coop128x256-c2,coop128x192-c2 --out "$OUTDIR/cand_linear.json" ;;
     cand_dw) for b in 32 64; do step cand_dw_b$b 120 $PY scripts/time_candidates.py --family conv_depthwise \
-      --candidates strip4,strip1,tile --batch $b --out "$OUTDIR/cand_dw_b$b.json"; done ;;
+      --candidates strip4,strip1,tile,strip4-resident --batch $b --out "$OUTDIR/cand_dw_b$b.json"; done ;;
     skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     *) echo "unknown step $s"; rc=1 ;;
   esac

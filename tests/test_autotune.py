@@ -434,19 +434,22 @@ def test_conv_dgrad_candidates_cuda(config, kind, case, layout):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", ["strip4", "strip1", "tile"])
+@pytest.mark.parametrize("config", ["strip4", "strip1", "tile", "strip4-resident"])
 @pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("case", ["depthwise", "depthwise_p0", "depthwise_96@56", "depthwise_32@112_b1"])
+@pytest.mark.parametrize("case", ["depthwise", "depthwise_p0", "depthwise_96@56", "depthwise_32@112_b1", "96@56_b12"])
 def test_conv_depthwise_candidates_cuda(config, kind, case):
     """Each candidate of the 3x3 stride-1 depthwise forward (channels_last), pinned: strips of 4
-    and of 1 output rows and the tile kernel, on outputs that neither strips nor column tiles divide
+    and of 1 output rows, the tile kernel, and strips of 4 on resident blocks (several items a
+    thread; 96 channels: a cycle of 24 channel vectors that 128-thread blocks do not divide), on outputs that neither strips nor column tiles divide
     (13 x 15), with bias and GELU, and the data gradient (the forward with the kernel flipped),
     against float64."""
-    from test_conv2d import CUDA_CASES, run_backward_op, run_forward
+    from test_conv2d import CUDA_CASES, Conv, run_backward_op, run_forward
 
+    # 96@56 at batch 12: more strips than resident blocks hold, so those loop over several
+    c = Conv(12, 96, 56, 56, 96, 3, 3, 1, 1, groups=96) if case == "96@56_b12" else CUDA_CASES[case]
     with autotune.pinned("conv_depthwise", config):
-        run_forward(CUDA_CASES[case], case, "cuda", kind, "channels_last", act="gelu", bias=True)
-        run_backward_op(CUDA_CASES[case], case, "cuda", kind, "channels_last", mask=(True, False, False))
+        run_forward(c, case, "cuda", kind, "channels_last", act="gelu", bias=True)
+        run_backward_op(c, case, "cuda", kind, "channels_last", mask=(True, False, False))
 
 
 @pytest.mark.cuda

@@ -6,6 +6,9 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <algorithm>
+#include <numeric>
+
 #include "../common/epilogue.h"
 #include "autotune.h"
 #include "cuda_util.h"
@@ -332,51 +335,55 @@ __global__ void __launch_bounds__(kTileThreads) dw_fwd_strip_kernel(ConvOperands
   using Vec = VecOf<T, V>;
   const int C = int(c.C), H = int(c.H), W = int(c.W), P = int(c.P), Q = int(c.Q), CV = C / V;
   const T* w_rsc = stage_weight<T, KS>(c, flip);
-  const int qt = (Q + kTQ - 1) / kTQ, pt = (P + TP - 1) / TP, i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= int(c.N) * pt * qt * CV) return;  // the caller keeps this below 2^31
-  const int cv = i % CV, t = i / CV, q0 = t % qt * kTQ, t2 = t / qt, p0 = t2 % pt * TP, n = t2 / pt;
+  const int qt = (Q + kTQ - 1) / kTQ, pt = (P + TP - 1) / TP, items = int(c.N) * pt * qt * CV;  // < 2^31
+  // Items i, i + stride, ...: one where the grid covers them all, else (a grid of resident
+  // blocks) several. The host makes the stride a multiple of CV, so cv and the weights held stay.
+  const int stride = gridDim.x * blockDim.x, cv = (blockIdx.x * blockDim.x + threadIdx.x) % CV;
   float wf[KS][KS][V];
 #pragma unroll
   for (int r = 0; r < KS; ++r)
 #pragma unroll
     for (int s = 0; s < KS; ++s) to_floats<T>(*reinterpret_cast<const Vec*>(w_rsc + (r * KS + s) * C + cv * V), wf[r][s]);
-  const T* xn = static_cast<const T*>(c.x) + int64_t(n) * H * W * C + cv * V;
-  const int w0 = q0 - int(c.pw), h0 = p0 - int(c.ph);
-  auto load_row = [&](Vec(&dst)[NW], int h) {
-    const bool hin = h >= 0 && h < H;
-    const T* xr = xn + int64_t(hin ? h : 0) * W * C;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += stride) {
+    const int t = i / CV, q0 = t % qt * kTQ, t2 = t / qt, p0 = t2 % pt * TP, n = t2 / pt;
+    const T* xn = static_cast<const T*>(c.x) + int64_t(n) * H * W * C + cv * V;
+    const int w0 = q0 - int(c.pw), h0 = p0 - int(c.ph);
+    auto load_row = [&](Vec(&dst)[NW], int h) {
+      const bool hin = h >= 0 && h < H;
+      const T* xr = xn + int64_t(hin ? h : 0) * W * C;
 #pragma unroll
-    for (int j = 0; j < NW; ++j) dst[j] = load_vec<Vec>(xr + (w0 + j) * C, hin && w0 + j >= 0 && w0 + j < W);
-  };
-  T* y = static_cast<T*>(c.y) + (int64_t(n) * P + p0) * Q * C + int64_t(q0) * C + cv * V;
-  float acc[TP][kTQ][V] = {};
-  Vec xv[2][NW];
-  load_row(xv[0], h0);
+      for (int j = 0; j < NW; ++j) dst[j] = load_vec<Vec>(xr + (w0 + j) * C, hin && w0 + j >= 0 && w0 + j < W);
+    };
+    T* y = static_cast<T*>(c.y) + (int64_t(n) * P + p0) * Q * C + int64_t(q0) * C + cv * V;
+    float acc[TP][kTQ][V] = {};
+    Vec xv[2][NW];
+    load_row(xv[0], h0);
 #pragma unroll
-  for (int r = 0; r < NR; ++r) {  // input row h0 + r
-    if (r + 1 < NR) load_row(xv[(r + 1) % 2], h0 + r + 1);
+    for (int r = 0; r < NR; ++r) {  // input row h0 + r
+      if (r + 1 < NR) load_row(xv[(r + 1) % 2], h0 + r + 1);
 #pragma unroll
-    for (int j = 0; j < NW; ++j) {
-      float xf[V];
-      to_floats<T>(xv[r % 2][j], xf);
+      for (int j = 0; j < NW; ++j) {
+        float xf[V];
+        to_floats<T>(xv[r % 2][j], xf);
 #pragma unroll
-      for (int o = 0; o < TP; ++o) {
-        const int kr = r - o;  // the kernel row output row o applies to input row r
-        if (kr < 0 || kr >= KS) continue;
+        for (int o = 0; o < TP; ++o) {
+          const int kr = r - o;  // the kernel row output row o applies to input row r
+          if (kr < 0 || kr >= KS) continue;
 #pragma unroll
-        for (int oq = 0; oq < kTQ; ++oq) {
-          const int s = j - oq;  // the tap of output column oq that reads column j
-          if (s < 0 || s >= KS) continue;
+          for (int oq = 0; oq < kTQ; ++oq) {
+            const int s = j - oq;  // the tap of output column oq that reads column j
+            if (s < 0 || s >= KS) continue;
 #pragma unroll
-          for (int e = 0; e < V; ++e) acc[o][oq][e] += xf[e] * wf[kr][s][e];
+            for (int e = 0; e < V; ++e) acc[o][oq][e] += xf[e] * wf[kr][s][e];
+          }
         }
       }
-    }
-    if (r >= KS - 1 && p0 + r - (KS - 1) < P) {  // output row r - (KS - 1) is complete
-      const int o = r - (KS - 1);
+      if (r >= KS - 1 && p0 + r - (KS - 1) < P) {  // output row r - (KS - 1) is complete
+        const int o = r - (KS - 1);
 #pragma unroll
-      for (int oq = 0; oq < kTQ; ++oq)
-        if (q0 + oq < Q) store_vec<T, A, V>(epi, y + (int64_t(o) * Q + oq) * C, acc[o][oq], cv * V);
+        for (int oq = 0; oq < kTQ; ++oq)
+          if (q0 + oq < Q) store_vec<T, A, V>(epi, y + (int64_t(o) * Q + oq) * C, acc[o][oq], cv * V);
+      }
     }
   }
 }
@@ -479,12 +486,13 @@ bool strip_ok(const GemmArgs& a) {
          c.N * c.P * ((c.Q + kTQ - 1) / kTQ) * (c.C / 4) < big;
 }
 
-// dw_fwd_strip_kernel with strips of TP = 4 output rows (tall) or 1.
-void launch_strip(const GemmArgs& a, bool flip, bool tall) {
+// dw_fwd_strip_kernel with strips of TP = 4 output rows (tall) or 1; resident: a grid of the
+// blocks that fit on the GPU at once, each walking several items (the weight staged once a block),
+// its thread count a multiple of the channel vectors so each thread keeps its channels.
+void launch_strip(const GemmArgs& a, bool flip, bool tall, bool resident) {
   const auto& c = a.conv;
-  const int64_t es = c10::elementSize(a.dtype);
-  const int64_t threads = c.N * (tall ? (c.P + 3) / 4 : c.P) * ((c.Q + kTQ - 1) / kTQ) * (c.C / 4);
-  const unsigned blocks = unsigned((threads + kTileThreads - 1) / kTileThreads);
+  const int64_t es = c10::elementSize(a.dtype), cv = c.C / 4, smem = 9 * c.C * es;
+  const int64_t items = c.N * (tall ? (c.P + 3) / 4 : c.P) * ((c.Q + kTQ - 1) / kTQ) * cv;
   const auto stream = at::cuda::getCurrentCUDAStream();
   with_dtype(a.dtype, [&](auto t) {
     using T = decltype(t);
@@ -492,8 +500,16 @@ void launch_strip(const GemmArgs& a, bool flip, bool tall) {
       const Epilogue<T> epi = epilogue_of<T>(a);
       with_act(a.act, [&](auto act) {
         constexpr Act A = decltype(act)::value;
-        if (tall) dw_fwd_strip_kernel<T, 3, 4, A><<<blocks, kTileThreads, 9 * c.C * es, stream>>>(c, flip, epi);
-        else dw_fwd_strip_kernel<T, 3, 1, A><<<blocks, kTileThreads, 9 * c.C * es, stream>>>(c, flip, epi);
+        const auto kernel = tall ? dw_fwd_strip_kernel<T, 3, 4, A> : dw_fwd_strip_kernel<T, 3, 1, A>;
+        int64_t blocks = (items + kTileThreads - 1) / kTileThreads;
+        if (resident) {
+          int per_sm = 0;
+          C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kTileThreads, size_t(smem)));
+          const int64_t unit = cv / std::gcd(cv, int64_t(kTileThreads));  // blocks whose threads span whole cv cycles
+          const int64_t fit = int64_t(std::max(per_sm, 1)) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+          blocks = std::min(blocks, std::max(unit, fit / unit * unit));
+        }
+        kernel<<<unsigned(blocks), kTileThreads, size_t(smem), stream>>>(c, flip, epi);
       });
     }
   });
@@ -598,11 +614,12 @@ bool depthwise_fwd_tile(const GemmArgs& a, bool flip) {
 }
 
 // The 3x3 stride-1 layers (MobileNet's): strips of 4 output rows where they leave at least two
-// blocks per SM, else strips of one (small batches); the tile kernel is the third candidate.
+// blocks per SM, else strips of one (small batches); the tile kernel and resident strips of 4
+// are the other candidates.
 bool depthwise_fwd(const GemmArgs& a, bool flip) {
   const auto& c = a.conv;
   if (strip_ok(a)) {
-    static const std::vector<std::string> kNames = {"strip4", "strip1", "tile"};
+    static const std::vector<std::string> kNames = {"strip4", "strip1", "tile", "strip4-resident"};
     const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     const bool tall = c.N * ((c.P + 3) / 4) * ((c.Q + kTQ - 1) / kTQ) * (c.C / 4) >= 2 * sms * kTileThreads;
     autotune::run(
@@ -612,7 +629,7 @@ bool depthwise_fwd(const GemmArgs& a, bool flip) {
         },
         kNames, tall ? 0 : 1, [&](int i) {
           if (i == 2 && depthwise_fwd_tile(a, flip)) return;
-          launch_strip(a, flip, i == 2 ? tall : i == 0);
+          launch_strip(a, flip, i == 2 ? tall : i != 1, i == 3);
         });
     return true;
   }
