@@ -13,23 +13,16 @@ TILEOPS_HD double erf_(double v) { return erf(v); }
 TILEOPS_HD float exp_(float v) { return expf(v); }
 TILEOPS_HD double exp_(double v) { return exp(v); }
 
-// 2^v and 1 / v: one MUFU each on the GPU (relative errors ~2^-22, ~2^-23), exact on the host.
-TILEOPS_HD float exp2_fast(float v) {
+// 2^v or 1 / v: one MUFU instruction on the GPU (relative errors ~2^-22, ~2^-23), exact on the host.
+enum class Mufu { Ex2, Rcp };
+template <Mufu F>
+TILEOPS_HD float mufu(float v) {
 #if defined(__CUDA_ARCH__)
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-  return r;
+  if constexpr (F == Mufu::Ex2) asm("ex2.approx.ftz.f32 %0, %0;" : "+f"(v));
+  else asm("rcp.approx.ftz.f32 %0, %0;" : "+f"(v));
+  return v;
 #else
-  return exp2f(v);
-#endif
-}
-TILEOPS_HD float rcp_fast(float v) {
-#if defined(__CUDA_ARCH__)
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-  return r;
-#else
-  return 1.f / v;
+  return F == Mufu::Ex2 ? exp2f(v) : 1.f / v;
 #endif
 }
 
@@ -49,11 +42,11 @@ TILEOPS_HD float gelu_fast(float x) {
   p = fmaf(p, t, -4.584643841e-01f);
   p = fmaf(p, t, -1.151251078e+00f);
   p = fmaf(p, t, -9.999952912e-01f);
-  const float h = exp2_fast(p);  // Phi(-|x|)
+  const float h = mufu<Mufu::Ex2>(p);  // Phi(-|x|)
   return x * (x < 0.f ? h : 1.f - h);
 }
 TILEOPS_HD float silu_fast(float x) {  // x / (1 + e^-x), e^-x as 2^(-x log2 e); x -> -inf: -0
-  return x * rcp_fast(1.f + exp2_fast(-1.4426950408889634f * x));
+  return x * mufu<Mufu::Rcp>(1.f + mufu<Mufu::Ex2>(-1.4426950408889634f * x));
 }
 
 // The activation, in the accumulator type; Fast: the 16-bit outputs' forms above.
