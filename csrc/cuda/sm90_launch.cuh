@@ -233,7 +233,10 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
                                  std::string(a_mn ? "amn+" : "") + (b_mn ? "bmn" : "bk") + (padded ? "+pad" : "") +
-                                     (a_rounded ? "+acopy" : "")});  // TF32: A copied, or rounded in registers
+                                     (a_rounded ? "+acopy" : "") +  // TF32: A copied, or rounded in registers
+                                     // GELU / SiLU epilogues: another best tile (NOTES 53: ViT-B fc1 with
+                                     // GELU prefers ping-pong, without it the cooperative 128 x 256)
+                                     (a.act == Act::Gelu || a.act == Act::Silu ? "+exp" : "")});
       },
       kSm90Names, heuristic, [&](int i) { launch_sm90_config<T>(a, l, i, a_rounded); });
 }
