@@ -2,7 +2,7 @@
 # On a GPU machine, with a _C*.so built for it already in python/tileops (carried, or from
 # scripts/gpu_run.sh): the steps a change needs rather than the whole suite, each capped in time,
 # every log under OUTDIR, packed into OUTDIR.tgz at the end (the device tool returns few files).
-#   STEPS   which steps, in order (default: all below)
+#   STEPS   which steps, in order (default: tests linear depthwise cand_linear cand_dw skinny)
 #     tests        test_splitk.py, then the tests of test_matmul, test_conv2d, test_autotune and
 #                  test_residual that KEYS selects (keys: only those)
 #     linear       bench_matmul's ViT-B rows (matmul and linear + bias + GELU, every dtype)
@@ -10,6 +10,9 @@
 #     cand_linear  time_candidates: the persistent configs on the linear + GELU rows
 #     cand_dw      time_candidates: the depthwise forward's candidates at batch 32 and 64
 #     skinny       scripts/probe_small_matmul.py --set skinny
+#     conv, models, matmul   the whole bench_conv / bench_models / bench_matmul (several minutes
+#                  each: one a call)
+# The extension is usually built on the CPU machine and carried (scripts/build_for_device.sh).
 # Usage: scripts/gpu_focus.sh OUTDIR
 set -uo pipefail
 OUTDIR=${1:?usage: scripts/gpu_focus.sh OUTDIR}
@@ -42,6 +45,7 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     cand_dw) for b in 32 64; do step cand_dw_b$b 120 $PY scripts/time_candidates.py --family conv_depthwise \
       --candidates strip4,strip1,tile,strip4-resident --batch $b --out "$OUTDIR/cand_dw_b$b.json"; done ;;
     skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
+    conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
     *) echo "unknown step $s"; rc=1 ;;
   esac
 done
