@@ -148,7 +148,9 @@ __global__ void dw_wgrad_finish_kernel(const Acc* __restrict__ partial, int64_t 
   }
 }
 
-// A vector of V elements of T: 8 or 16 bytes (one load or store instruction).
+// A vector of V elements of T (8 or 16 bytes) as the integer vector a load or store moves.
+// Pack<T, V> (cuda_util.h) is the same bytes, but the strip kernel built with it ran 3-8% more
+// instructions (conversions moved through extra registers).
 template <typename T, int V>
 using VecOf = std::conditional_t<V * sizeof(T) == 16, uint4, uint2>;
 
@@ -187,10 +189,6 @@ template <typename Vec, typename T>
 __device__ __forceinline__ Vec load_vec(const T* p, bool in) {
   return in ? *reinterpret_cast<const Vec*>(p) : Vec{};
 }
-template <typename T>
-__device__ __forceinline__ uint4 load16(const T* p, bool in) {
-  return load_vec<uint4>(p, in);
-}
 
 // Partial grad_weight of channels_last dense x and dy, one output per channel, a kernel KS
 // columns wide: a thread holds the KS taps of kernel row blockIdx.z for V channels and walks the
@@ -216,12 +214,12 @@ __global__ void __launch_bounds__(256) dw_wgrad_vec_kernel(ConvOperands c, int r
     const T* xr = x + (int64_t(n) * H + h) * W * C;
     const T* dyr = dy + int64_t(row) * Q * C;
     for (int q = g; q < Q; q += groups) {
-      const uint4 dv = load16(dyr + q * C, true);
+      const uint4 dv = load_vec<uint4>(dyr + q * C, true);
       uint4 xv[KS];
 #pragma unroll
       for (int s = 0; s < KS; ++s) {
         const int w = q * int(c.sw) - int(c.pw) + s * int(c.dw);
-        xv[s] = load16(xr + w * C, w >= 0 && w < W);
+        xv[s] = load_vec<uint4>(xr + w * C, w >= 0 && w < W);
       }
       float d[V];
       to_floats<T>(dv, d);
@@ -294,9 +292,9 @@ __global__ void __launch_bounds__(kTileThreads)
     const T* xr = xn + int64_t(h) * W * C;
     uint4 wv[KS], xv[NW];
 #pragma unroll
-    for (int s = 0; s < KS; ++s) wv[s] = load16(w_rsc + (r * KS + s) * C + cv * V, true);
+    for (int s = 0; s < KS; ++s) wv[s] = load_vec<uint4>(w_rsc + (r * KS + s) * C + cv * V, true);
 #pragma unroll
-    for (int j = 0; j < NW; ++j) xv[j] = load16(xr + (w0 + j) * C, w0 + j >= 0 && w0 + j < W);
+    for (int j = 0; j < NW; ++j) xv[j] = load_vec<uint4>(xr + (w0 + j) * C, w0 + j >= 0 && w0 + j < W);
     float wf[KS][V];
 #pragma unroll
     for (int s = 0; s < KS; ++s) to_floats<T>(wv[s], wf[s]);
@@ -476,43 +474,48 @@ bool vec_ok(const GemmArgs& a, int elem, int bytes = 16) {
 
 bool is_depthwise(const ConvOperands& c) { return c.groups == c.C && c.Cg == 1 && c.groups > 1; }
 
+// dw_fwd_strip_kernel's host side: channels a thread, the most weight bytes a block stages, its
+// candidates (strips of `rows` output rows a thread, one item a thread or walked by resident
+// blocks; rows 0: the tile kernel instead), and the thread items of strips of tp rows.
+constexpr int kStripV = 4, kStripWeightMax = 16 * 1024;
+struct StripConfig {
+  int rows;
+  bool resident;
+};
+constexpr StripConfig kStripConfigs[] = {{4, false}, {1, false}, {0, false}, {4, true}};
+const std::vector<std::string> kStripNames = {"strip4", "strip1", "tile", "strip4-resident"};
+int64_t strip_items(const ConvOperands& c, int64_t tp) {
+  return c.N * ((c.P + tp - 1) / tp) * ((c.Q + kTQ - 1) / kTQ) * (c.C / kStripV);
+}
+
 // Whether dw_fwd_strip_kernel applies: 3x3, unit strides and dilations, vectors of 4 channels,
 // the weight staged in shared memory, 32-bit indices.
 bool strip_ok(const GemmArgs& a) {
   const auto& c = a.conv;
   const int64_t es = c10::elementSize(a.dtype), big = int64_t(1) << 31;
   return a.dtype != at::kDouble && c.R == 3 && c.S == 3 && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 &&
-         9 * c.C * es <= 16 * 1024 && vec_ok(a, int(es), int(4 * es)) && c.W * c.C < big &&
-         c.N * c.P * ((c.Q + kTQ - 1) / kTQ) * (c.C / 4) < big;
+         9 * c.C * es <= kStripWeightMax && vec_ok(a, int(es), int(kStripV * es)) && c.W * c.C < big &&
+         strip_items(c, 1) < big;
 }
 
-// dw_fwd_strip_kernel with strips of TP = 4 output rows (tall) or 1; resident: a grid of the
-// blocks that fit on the GPU at once, each walking several items (the weight staged once a block),
-// its thread count a multiple of the channel vectors so each thread keeps its channels.
-void launch_strip(const GemmArgs& a, bool flip, bool tall, bool resident) {
+// dw_fwd_strip_kernel<T, 3, TP, A>; resident: a grid of the blocks that fit on the GPU at once,
+// each walking several items (the weight staged once a block), its thread count a multiple of
+// the channel vectors so each thread keeps its channels.
+template <typename T, int TP, Act A>
+void launch_strip(const GemmArgs& a, bool flip, bool resident) {
   const auto& c = a.conv;
-  const int64_t es = c10::elementSize(a.dtype), cv = c.C / 4, smem = 9 * c.C * es;
-  const int64_t items = c.N * (tall ? (c.P + 3) / 4 : c.P) * ((c.Q + kTQ - 1) / kTQ) * cv;
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  with_dtype(a.dtype, [&](auto t) {
-    using T = decltype(t);
-    if constexpr (!std::is_same<T, double>::value) {
-      const Epilogue<T> epi = epilogue_of<T>(a);
-      with_act(a.act, [&](auto act) {
-        constexpr Act A = decltype(act)::value;
-        const auto kernel = tall ? dw_fwd_strip_kernel<T, 3, 4, A> : dw_fwd_strip_kernel<T, 3, 1, A>;
-        int64_t blocks = (items + kTileThreads - 1) / kTileThreads;
-        if (resident) {
-          int per_sm = 0;
-          C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kTileThreads, size_t(smem)));
-          const int64_t unit = cv / std::gcd(cv, int64_t(kTileThreads));  // blocks whose threads span whole cv cycles
-          const int64_t fit = int64_t(std::max(per_sm, 1)) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-          blocks = std::min(blocks, std::max(unit, fit / unit * unit));
-        }
-        kernel<<<unsigned(blocks), kTileThreads, size_t(smem), stream>>>(c, flip, epi);
-      });
-    }
-  });
+  const auto kernel = dw_fwd_strip_kernel<T, 3, TP, A>;
+  const int64_t cv = c.C / kStripV;
+  int64_t blocks = (strip_items(c, TP) + kTileThreads - 1) / kTileThreads;
+  if (resident) {
+    // asked once (registers bound it: ~150 a thread, 3 blocks; the largest staged weight fits beside)
+    static const int per_sm = resident_blocks(kernel, kTileThreads, kStripWeightMax);
+    const int64_t unit = cv / std::gcd(cv, int64_t(kTileThreads));  // blocks whose threads span whole cv cycles
+    const int64_t fit = int64_t(per_sm) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    blocks = std::min(blocks, std::max(unit, fit / unit * unit));
+  }
+  kernel<<<unsigned(blocks), kTileThreads, size_t(9 * c.C) * sizeof(T), at::cuda::getCurrentCUDAStream()>>>(
+      c, flip, epilogue_of<T>(a));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -566,10 +569,6 @@ at::Tensor wgrad_vec_partial(const GemmArgs& a, const ConvOperands& c, int sms) 
   return partial;
 }
 
-// The forward of a depthwise problem; flip: read the kernel flipped along (R, S) (the data
-// gradient as a forward). The tile kernels take the flip and a kernel of up to 16 KiB from the
-// weight as it is, staged in shared memory per block: no permuted or flipped copy, which cost an
-// allocation and a launch each (host time the b32 rows are bound by). The rest read a copy.
 // The weight laid out [R, S, C], for the vector kernels that do not stage it.
 at::Tensor weight_rsc(const GemmArgs& a) {
   const auto& c = a.conv;
@@ -613,6 +612,10 @@ bool depthwise_fwd_tile(const GemmArgs& a, bool flip) {
   return done;
 }
 
+// The forward of a depthwise problem; flip: read the kernel flipped along (R, S) (the data
+// gradient as a forward). The strip and tile kernels take the flip and a kernel of up to 16 KiB
+// from the weight as it is, staged in shared memory per block: no permuted or flipped copy, which
+// cost an allocation and a launch each (host time the b32 rows are bound by). The rest read a copy.
 // The 3x3 stride-1 layers (MobileNet's): strips of 4 output rows on resident blocks where they
 // leave at least two blocks per SM, else strips of one (small batches). Measured on an H100, bf16
 // b32 / b64 32@112 and 96@56 (results/h100/c2d6059/k4/cand_dw_b*.json, us): resident strips of 4
@@ -621,17 +624,29 @@ bool depthwise_fwd_tile(const GemmArgs& a, bool flip) {
 bool depthwise_fwd(const GemmArgs& a, bool flip) {
   const auto& c = a.conv;
   if (strip_ok(a)) {
-    static const std::vector<std::string> kNames = {"strip4", "strip1", "tile", "strip4-resident"};
     const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-    const bool tall = c.N * ((c.P + 3) / 4) * ((c.Q + kTQ - 1) / kTQ) * (c.C / 4) >= 2 * sms * kTileThreads;
+    const int heuristic = strip_items(c, 4) >= 2 * sms * kTileThreads ? 3 : 1;
     autotune::run(
         [&] {
           return autotune::op_key({"conv_depthwise", c10::toString(a.dtype),
                                    autotune::shape_class(c.N * c.P * c.Q, c.C, 9), flip ? "flip" : "fwd"});
         },
-        kNames, tall ? 3 : 1, [&](int i) {
-          if (i == 2 && depthwise_fwd_tile(a, flip)) return;
-          launch_strip(a, flip, i == 2 ? tall : i != 1, i == 3);
+        kStripNames, heuristic, [&](int i) {
+          // the tile kernel where it applies (16-byte channel vectors), else strips as tall as the
+          // heuristic's, one item a thread
+          StripConfig cfg = kStripConfigs[i];
+          if (cfg.rows == 0 && depthwise_fwd_tile(a, flip)) return;
+          if (cfg.rows == 0) cfg = {kStripConfigs[heuristic].rows, false};
+          with_dtype(a.dtype, [&](auto t) {
+            using T = decltype(t);
+            if constexpr (!std::is_same<T, double>::value) {
+              with_act(a.act, [&](auto act) {
+                constexpr Act A = decltype(act)::value;
+                if (cfg.rows == 4) launch_strip<T, 4, A>(a, flip, cfg.resident);
+                else launch_strip<T, 1, A>(a, flip, cfg.resident);
+              });
+            }
+          });
         });
     return true;
   }

@@ -68,6 +68,15 @@ void with_index(int64_t extent, Fn&& fn) {
   else fn(int64_t{});
 }
 
+// Blocks of `kernel` (`threads` each, `smem` bytes of dynamic shared memory) that fit on one SM
+// at once, at least one. A runtime query: callers on hot paths keep the answer (a static).
+template <typename Kernel>
+int resident_blocks(Kernel kernel, int threads, size_t smem = 0) {
+  int n = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+  return std::max(1, n);
+}
+
 // A kernel's dynamic shared-memory limit is a per-device attribute: set once on each device (bit
 // d of the kernel's own set_on), not on every launch.
 template <typename Kernel>

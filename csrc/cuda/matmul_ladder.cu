@@ -62,14 +62,6 @@ void with_rows(int64_t M, Fn&& fn) {
   else fn(std::integral_constant<int, kSkinnyMaxM>{});
 }
 
-// Blocks of `kernel` (`threads` each) that fit on one SM at once.
-template <typename Kernel>
-int resident_blocks(Kernel kernel, int threads) {
-  int n = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0));
-  return std::max(1, n);
-}
-
 // K chunks for `blocks` blocks per chunk when `slots` blocks are resident at once: a block's time
 // is about its chunk's length (each warp streams its rows at the latency of a few loads), so the
 // cost of s chunks is waves(s) / s. The fewest chunks within 5% of the best up to `most`.
