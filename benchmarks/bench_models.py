@@ -173,9 +173,9 @@ def record(spec, mode, pass_, batch, args):
     return rec
 
 
-def profile_step(spec, args, path):
-    """Profiler table (key_averages) of one tileops training step after a warm-up step."""
-    model, opt = make(spec, "tileops", args.device, True)
+def profile_step(spec, impl, args, path):
+    """Profiler table (key_averages) of one training step of `impl` after a warm-up step."""
+    model, opt = make(spec, impl, args.device, True)
     x, y = inputs(spec, spec[2], args.device, args.img)
     step = train_step_fn(model, opt, x, y, args.device)
     step()
@@ -189,13 +189,13 @@ def profile_step(spec, args, path):
     table = None
     for key in ("self_device_time_total", "self_cuda_time_total", "self_cpu_time_total"):
         try:
-            table = prof.key_averages().table(sort_by=key, row_limit=40)
+            table = prof.key_averages().table(sort_by=key, row_limit=50, max_name_column_width=110)
             break
         except (AttributeError, KeyError, RuntimeError):
             continue
     with open(path, "a") as f:
-        f.write("=== %s: one tileops training step, batch %d, bf16 autocast, %s ===\n%s\n\n" % (
-            spec[0], spec[2], "channels_last" if spec[3] == torch.channels_last else "contiguous", table))
+        f.write("=== %s: one %s training step, batch %d, bf16 autocast, %s ===\n%s\n\n" % (
+            spec[0], impl, spec[2], "channels_last" if spec[3] == torch.channels_last else "contiguous", table))
     del model, opt
     gc.collect()
 
@@ -243,7 +243,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="eager only, 5 repetitions")
     ap.add_argument("--compile-inference", action="store_true", help="also compiled inference (reduce-overhead)")
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode of the training rows")
-    ap.add_argument("--profile", action="store_true", help="write models_profile.txt beside --out")
+    ap.add_argument("--profile", action="store_true", help="write models_profile.txt beside --out: a "
+                    "training step of each model, tileops and torch")
+    ap.add_argument("--profile-only", action="store_true", help="--profile without the timed rows")
     ap.add_argument("--models", default=None, help="comma-separated subset, e.g. vit_s16")
     ap.add_argument("--tiny", action="store_true", help="tiny models at 32x32 (smoke test; with --device cpu)")
     ap.add_argument("--device", default="cuda")
@@ -273,6 +275,8 @@ def main():
             todo.append((spec, "fused", "infer", b))
             if args.compile_inference and not args.quick:
                 todo.append((spec, "compiled", "infer", b))
+    if args.profile_only:
+        args.profile, todo = True, []
     t_start, records = time.perf_counter(), []
     for i, (spec, mode, pass_, batch) in enumerate(todo):
         progress(i, len(todo), "%s %s %s b%d" % (spec[0], mode, pass_, batch))
@@ -282,12 +286,14 @@ def main():
         prof_path = os.path.splitext(out)[0] + "_profile.txt"
         if os.path.exists(prof_path):
             os.remove(prof_path)
-        for spec in specs:
+        for spec, impl in ((s, i) for s in specs for i in ("tileops", "torch")):
             try:
-                profile_step(spec, args, prof_path)
+                profile_step(spec, impl, args, prof_path)
             except Exception:
                 traceback.print_exc()
         print("wrote", prof_path)
+    if not records:
+        return
     write_json(out, records)
     print_table(records, ["model", "mode", "pass", "batch", "tileops_ms", "torch_ms", "ratio", "tileops_peak_mb", "torch_peak_mb"])
     for r in records:

@@ -12,6 +12,9 @@
 #     skinny       scripts/probe_small_matmul.py --set skinny
 #     conv, models, matmul   the whole bench_conv / bench_models / bench_matmul (several minutes
 #                  each: one a call)
+#     host         scripts/profile_host.py --parts: a conv's host cost per call, two streams and one
+#     vit          scripts/probe_vit_gemms.py: ViT-S's linear GEMMs, VIT_CANDIDATES pinned as well
+#     exec         tests/test_execution.py whole (streams, graph capture, allocation growth)
 # The extension is usually built on the CPU machine and carried (scripts/build_for_device.sh).
 # Usage: scripts/gpu_focus.sh OUTDIR
 set -uo pipefail
@@ -44,6 +47,10 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
       --candidates pp128-c2,coop128x256-c2,coop128x192-c2 --out "$OUTDIR/cand_linear.json" ;;
     cand_dw) for b in 32 64; do step cand_dw_b$b 120 $PY scripts/time_candidates.py --family conv_depthwise \
       --candidates strip4,strip1,tile,strip4-resident --batch $b --out "$OUTDIR/cand_dw_b$b.json"; done ;;
+    host) step host_streams1 120 $PY scripts/profile_host.py --parts --out "$OUTDIR"
+      TILEOPS_STREAMS=0 step host_streams0 120 $PY scripts/profile_host.py --parts --out "$OUTDIR" ;;
+    vit) step vit 240 $PY scripts/probe_vit_gemms.py "$OUTDIR/vit_gemms.json" --candidates "${VIT_CANDIDATES:-}" ;;
+    exec) step t_exec 300 $PY -m pytest -q -p no:cacheprovider tests/test_execution.py ;;
     skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
     *) echo "unknown step $s"; rc=1 ;;

@@ -572,7 +572,7 @@ at::Tensor wgrad_vec_partial(const GemmArgs& a, const ConvOperands& c, int sms) 
 // The weight laid out [R, S, C], for the vector kernels that do not stage it.
 at::Tensor weight_rsc(const GemmArgs& a) {
   const auto& c = a.conv;
-  return at::from_blob(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, cuda_options(a.dtype)).permute({1, 2, 0}).contiguous();
+  return device_view(c.w, {c.K, c.R, c.S}, {c.ws[0], c.ws[2], c.ws[3]}, a.dtype).permute({1, 2, 0}).contiguous();
 }
 
 // dw_fwd_tile_kernel (channels_last) or dw_fwd_nchw_kernel where one applies: launched, true.
@@ -652,7 +652,7 @@ bool depthwise_fwd(const GemmArgs& a, bool flip) {
   }
   if (depthwise_fwd_tile(a, flip)) return true;
   if (flip) {  // the kernels below read the weight as given: flip a copy
-    const at::Tensor wf = at::from_blob(c.w, {c.K, 1, c.R, c.S}, at::IntArrayRef(c.ws, 4), cuda_options(a.dtype)).flip({2, 3});
+    const at::Tensor wf = device_view(c.w, {c.K, 1, c.R, c.S}, at::IntArrayRef(c.ws, 4), a.dtype).flip({2, 3});
     GemmArgs f = a;
     f.conv.w = const_cast<void*>(wf.const_data_ptr());
     for (int i = 0; i < 4; ++i) f.conv.ws[i] = wf.stride(i);
@@ -709,7 +709,7 @@ bool conv_wgrad_depthwise(const GemmArgs& a) {
   if (!is_depthwise(c0) || c0.N * c0.P * c0.Q == 0) return false;
   const auto opts = cuda_options(a.dtype);
   auto wrap = [&](void* p, at::IntArrayRef sizes, const int64_t* st) {
-    return at::from_blob(p, sizes, at::IntArrayRef(st, 4), opts).contiguous(at::MemoryFormat::ChannelsLast);
+    return device_view(p, sizes, at::IntArrayRef(st, 4), a.dtype).contiguous(at::MemoryFormat::ChannelsLast);
   };
   const at::Tensor x = wrap(c0.x, {c0.N, c0.C, c0.H, c0.W}, c0.xs), dy = wrap(c0.y, {c0.N, c0.K, c0.P, c0.Q}, c0.ys);
   ConvOperands c = c0;  // channels_last copies (no copy when already so)

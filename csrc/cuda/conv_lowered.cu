@@ -172,7 +172,7 @@ __global__ void col2im_kernel(const T* __restrict__ dcols, Geom<I> g, I n0, I im
 }
 
 at::Tensor wrap(void* p, at::IntArrayRef sizes, const int64_t* strides, const GemmArgs& a) {
-  return at::from_blob(p, sizes, at::IntArrayRef(strides, 4), cuda_options(a.dtype));
+  return device_view(p, sizes, at::IntArrayRef(strides, 4), a.dtype);
 }
 
 // The 16-byte path: channel-contiguous, 16-byte aligned base and strides, C a multiple of the

@@ -40,6 +40,14 @@ inline at::TensorOptions cuda_options(c10::ScalarType st) {
   return at::TensorOptions().dtype(st).device(at::kCUDA, at::cuda::current_device());
 }
 
+// A tensor over memory of the current device that the caller's operands own. (at::from_blob without
+// a target device asks the driver where the pointer lives, cudaPointerGetAttributes: ~1 us a call,
+// 11 calls in a conv's forward and backward.)
+inline at::Tensor device_view(const void* p, at::IntArrayRef sizes, at::IntArrayRef strides, c10::ScalarType st) {
+  const at::TensorOptions opts = cuda_options(st);
+  return at::for_blob(const_cast<void*>(p), sizes).strides(strides).options(opts).target_device(opts.device()).make_tensor();
+}
+
 // v [..., cols] copied into a new contiguous [..., pitch] tensor (pitch >= cols). zero_tail: the
 // columns past cols are zeros, for readers that take them as values; else they stay unwritten.
 // (constant_pad_nd would write the whole output twice: a fill, then the copy.)

@@ -180,14 +180,14 @@ Padded pad_operands(const GemmArgs& in, const TmaLayout& l) {
   auto row_strides = [](const at::Tensor& t) { return std::make_pair(t.size(0) == 1 ? 0 : t.stride(0), t.stride(1)); };
   Padded p{at::Tensor(), at::Tensor(), in};
   if (l.a == Major::None) {
-    p.a = padded_rows(at::from_blob(const_cast<void*>(o.a), {ba, in.M, in.K}, {o.sa[0], o.sa[1], o.sa[2]}, opts));
+    p.a = padded_rows(device_view(o.a, {ba, in.M, in.K}, {o.sa[0], o.sa[1], o.sa[2]}, in.dtype));
     p.args.mm.a = p.a.const_data_ptr();
     const auto [sb0, sr] = row_strides(p.a);
     const int64_t sa[3] = {sb0, sr, 1};
     std::copy(sa, sa + 3, p.args.mm.sa);
   }
   if (l.b == Major::None) {
-    const auto bv = at::from_blob(const_cast<void*>(o.b), {bb, in.K, in.N}, {o.sb[0], o.sb[1], o.sb[2]}, opts);
+    const auto bv = device_view(o.b, {bb, in.K, in.N}, {o.sb[0], o.sb[1], o.sb[2]}, in.dtype);
     const bool kmajor = in.dtype == at::kFloat;
     p.b = padded_rows(kmajor ? bv.transpose(1, 2) : bv);
     p.args.mm.b = p.b.const_data_ptr();

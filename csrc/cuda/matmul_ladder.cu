@@ -146,9 +146,8 @@ bool matmul_padded(const GemmArgs& a) {
     return false;
   const int64_t vec = 4, kp = (a.K + vec - 1) / vec * vec;
   const auto& o = a.mm;
-  const auto opts = cuda_options(a.dtype);
   auto padded = [&](const void* p, int64_t rows, int64_t s_row, int64_t s_k) {  // [rows, K] -> [rows, kp]
-    return copy_padded(at::from_blob(const_cast<void*>(p), {rows, a.K}, {s_row, s_k}, opts), kp, true);
+    return copy_padded(device_view(p, {rows, a.K}, {s_row, s_k}, a.dtype), kp, true);
   };
   const at::Tensor pa = padded(o.a, a.M, o.sa[1], o.sa[2]), pb = padded(o.b, a.N, o.sb[2], o.sb[1]);
   GemmArgs g = a;
