@@ -226,9 +226,16 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
       !persistent_refusal(a, a_mn) && output_tiles(a, 128) >= (sm90::kTf32<T> ? 1 : 2) * sms;
   const bool x2 = !a_mn && !(sm90::kTf32<T> && !a_rounded && persist) &&
                   (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
+  // 16-bit one-tile kernels that split K (few output tiles over a long K, as a linear's weight
+  // gradient gz^T x) take 128-wide tiles: as many blocks with half the splits, each a main loop twice
+  // as long against the same prologue and partial store (H100, ViT-S b128 weight gradients, K =
+  // 25216, bn256 -> bn128: 1152 x 384 59 -> 47 us, 384 x 384 33 -> 28, 1536 x 384 76 -> 59, 384 x
+  // 1536 58 -> 55; results/h100/2a3f1ef/n1/vit_gemms.json, NOTES 55).
+  const bool split = !sm90::kTf32<T> && splitk_factor(a, 128, sm90::bk<T>) > 1;
   static const int kX2 = sm90_index("bn64x2"), kBn256 = sm90_index("bn256"), kBn128 = sm90_index("bn128");
-  const int heuristic =
-      x2 ? kX2 : persist ? persistent_choices()[persistent_pick(a, sms)].config : a.N > 128 ? kBn256 : kBn128;
+  const int heuristic = x2        ? kX2
+                        : persist ? persistent_choices()[persistent_pick(a, sms)].config
+                                  : a.N > 128 && !split ? kBn256 : kBn128;
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
