@@ -266,7 +266,7 @@ def main():
     if args.models:
         specs = [s for s in specs if s[0] in args.models.split(",")]
     todo = []
-    for spec in specs:
+    for spec in [] if args.profile_only else specs:
         todo.append((spec, "eager", "train", spec[2]))
         if not args.quick:
             todo.append((spec, "compiled", "train", spec[2]))
@@ -275,14 +275,12 @@ def main():
             todo.append((spec, "fused", "infer", b))
             if args.compile_inference and not args.quick:
                 todo.append((spec, "compiled", "infer", b))
-    if args.profile_only:
-        args.profile, todo = True, []
     t_start, records = time.perf_counter(), []
     for i, (spec, mode, pass_, batch) in enumerate(todo):
         progress(i, len(todo), "%s %s %s b%d" % (spec[0], mode, pass_, batch))
         records.append(record(spec, mode, pass_, batch, args))
     progress(len(todo), len(todo), "done")
-    if args.profile:
+    if args.profile or args.profile_only:
         prof_path = os.path.splitext(out)[0] + "_profile.txt"
         if os.path.exists(prof_path):
             os.remove(prof_path)
@@ -292,7 +290,7 @@ def main():
             except Exception:
                 traceback.print_exc()
         print("wrote", prof_path)
-    if not records:
+    if args.profile_only:
         return
     write_json(out, records)
     print_table(records, ["model", "mode", "pass", "batch", "tileops_ms", "torch_ms", "ratio", "tileops_peak_mb", "torch_peak_mb"])

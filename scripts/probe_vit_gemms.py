@@ -19,16 +19,13 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from probe_small_matmul import kernel_table  # noqa: E402
+
 import tileops  # noqa: E402
-from common import profiled, timed  # noqa: E402
+from common import timed  # noqa: E402
 from tileops import autotune  # noqa: E402
 
 LAYERS = [("qkv", 384, 1152, "none"), ("proj", 384, 384, "none"), ("fc1", 384, 1536, "gelu"), ("fc2", 1536, 384, "none")]
-
-
-def kernels(fn, reps=5):
-    prof = profiled(fn, reps=reps)
-    return [(e.key[:90], round(e.device_time_total / reps, 2)) for e in prof.key_averages() if e.device_time_total > 0][:5]
 
 
 def layer_parts(x, w, b, gz, act):
@@ -58,7 +55,7 @@ def main():
             M, N, K = {"fwd": (tokens, fout, fin), "dgrad": (tokens, fin, fout), "wgrad": (fout, fin, tokens)}[part]
             t_mine, t_stock = timed(mine)[0], timed(stock)[0]
             rec = dict(layer=name, part=part, M=M, N=N, K=K, tileops_ms=t_mine, torch_ms=t_stock, ratio=t_stock / t_mine,
-                       tileops_kernels=kernels(mine), torch_kernels=kernels(stock))
+                       tileops_kernels=kernel_table(mine), torch_kernels=kernel_table(stock))
             rec["candidates"] = {}
             for cand in filter(None, args.candidates.split(",")):
                 try:

@@ -6,8 +6,9 @@ ops make. Guides host-side work; not a benchmark.
 
     python scripts/profile_host.py [--out DIR] [--parts]
 
---parts: only the convolutions' pieces (forward, data gradient, weight gradient, both gradients;
-tileops' registered ops against aten's), host us per call, printed and written to parts.json.
+--parts: only the convolutions' pieces (forward through tileops.conv2d / F.conv2d, data gradient,
+weight gradient, both gradients through the backward ops; time_candidates.problem), host us per
+call, printed and written to parts_streams<TILEOPS_STREAMS>.json.
 Run it with TILEOPS_STREAMS=0 too to see what the two-stream backward costs on the host.
 """
 import argparse
@@ -20,8 +21,13 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "python"), os.path.join(HERE, "..", "benchmarks")]
+from time_candidates import problem  # noqa: E402
+
 import tileops  # noqa: E402
+from bench_conv import LAYERS  # noqa: E402
+from bench_overhead import passes  # noqa: E402  (no_grad, fwd, fwd_bwd: the backward of y.sum())
 
 
 def cases():
@@ -45,24 +51,6 @@ def cases():
         lambda x, w, b: F.linear(x, w, b))
 
 
-def passes(op, inputs):
-    """no_grad: inference; fwd_bwd: forward with autograd, then backward from a fixed gradient."""
-    leaves = [t.detach().requires_grad_() for t in inputs]
-    gy = {}
-
-    def no_grad():
-        with torch.no_grad():
-            op(*inputs)
-
-    def fwd_bwd():
-        y = op(*leaves)
-        if "g" not in gy:
-            gy["g"] = torch.randn_like(y)
-        y.backward(gy["g"])
-
-    return dict(no_grad=no_grad, fwd_bwd=fwd_bwd)
-
-
 def host_us(fn, calls=50, repeats=5):
     """Host microseconds per call: the calls are queued behind a long GPU sleep, so none waits."""
     fn()
@@ -81,34 +69,19 @@ def host_us(fn, calls=50, repeats=5):
     return statistics.median(out)
 
 
-CONVS = [("3x3 64@56", 64, 64, 56, 64, 3, 1), ("1x1 256->64@56", 64, 256, 56, 64, 1, 1),
-         ("3x3/2 128@56", 64, 128, 56, 128, 3, 2), ("1x1/2 256->512@56", 64, 256, 56, 512, 1, 2),
-         ("3x3 512@7", 64, 512, 7, 512, 3, 1)]
-
-
-def conv_parts(n, c, hw, k, r, s):
-    """{part: (tileops fn, aten fn)}: the forward and the backward with each output mask."""
-    bf = dict(device="cuda", dtype=torch.bfloat16)
-    ours, theirs = torch.ops.tileops, torch.ops.aten
-    x = torch.randn(n, c, hw, hw, **bf).to(memory_format=torch.channels_last)
-    w = (torch.randn(k, c, r, r, **bf) * 0.05).to(memory_format=torch.channels_last)
-    st, p, one = (s, s), (r // 2, r // 2), (1, 1)
-    gy = torch.randn_like(F.conv2d(x, w, None, st, p))
-    fns = {"fwd": (lambda: ours.conv2d.default(x, w, None, st, p, one, 1, "none", None),
-                   lambda: theirs.convolution.default(x, w, None, st, p, one, False, (0, 0), 1))}
-    for part, m in (("dgrad", [True, False, False]), ("wgrad", [False, True, False]), ("both", [True, True, False])):
-        fns[part] = ((lambda m=m: ours._conv2d_backward.default(gy, x, w, st, p, one, 1, m)),
-                     (lambda m=m: theirs.convolution_backward.default(gy, x, w, None, st, p, one, False, (0, 0), 1, m)))
-    return fns
+# the ResNet-50 layers whose pieces --parts times (bench_conv's labels), at batch 64
+PART_LAYERS = ["3x3 64@56", "1x1 256->64 @56", "3x3/2 128@56->28", "1x1/2 256->512 @56->28", "3x3 512@7"]
 
 
 def parts(out):
     records = []
-    for name, *geometry in CONVS:
-        for part, (mine, stock) in conv_parts(*geometry).items():
-            rec = dict(case=name, part=part, tileops_us=host_us(mine), torch_us=host_us(stock))
+    for layer in (row for row in LAYERS if row[1] in PART_LAYERS):
+        for part in ("fwd", "dgrad", "wgrad", "both"):
+            make = problem(layer, 64, part)
+            rec = dict(case=layer[1], part=part, tileops_us=host_us(make(tileops.conv2d)), torch_us=host_us(make(F.conv2d)))
             records.append(rec)
-            print("%-20s %-6s host us/call: tileops %7.1f  torch %7.1f" % (name, part, rec["tileops_us"], rec["torch_us"]), flush=True)
+            print("%-24s %-6s host us/call: tileops %7.1f  torch %7.1f" % (layer[1], part, rec["tileops_us"], rec["torch_us"]),
+                  flush=True)
     tag = "streams%s" % os.environ.get("TILEOPS_STREAMS", "1")
     with open(os.path.join(out, "parts_%s.json" % tag), "w") as f:
         json.dump(dict(torch=torch.__version__, gpu=torch.cuda.get_device_name(), records=records), f, indent=1)
@@ -125,8 +98,8 @@ def main():
         return parts(args.out)
     records, tables = [], []
     for name, inputs, mine, theirs in cases():
-        ours, stock = passes(mine, inputs), passes(theirs, inputs)
-        for p in ours:
+        ours, stock = passes(inputs, mine), passes(inputs, theirs)
+        for p in ("no_grad", "fwd_bwd"):
             rec = dict(case=name, **{"pass": p}, tileops_us=host_us(ours[p]), torch_us=host_us(stock[p]))
             records.append(rec)
             print("%-30s %-8s host us/call: tileops %7.1f  torch %7.1f" % (name, p, rec["tileops_us"], rec["torch_us"]), flush=True)

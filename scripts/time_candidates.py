@@ -45,6 +45,8 @@ def time_us(fn, calls=20, reps=15):
 
 
 def problem(layer, n, pss):
+    """conv -> fn: bf16 channels_last pass `pss` of a bench_conv layer at batch n (fwd: through
+    `conv`, tileops.conv2d or F.conv2d; dgrad / wgrad / both: the backward op with that mask)."""
     _, _, C, H, K, R, st, pd, g = layer
     x = torch.randn(n, C, H, H, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
     w = torch.randn(K, C // g, R, R, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
@@ -52,7 +54,7 @@ def problem(layer, n, pss):
     gy = torch.randn_like(F.conv2d(x, w, None, *args)).contiguous(memory_format=torch.channels_last)
     if pss == "fwd":
         return lambda conv: (lambda: conv(x, w, None, *args))
-    mask = [pss == "dgrad", pss == "wgrad", False]
+    mask = [pss in ("dgrad", "both"), pss in ("wgrad", "both"), False]
 
     def bwd(conv):
         if conv is F.conv2d:
