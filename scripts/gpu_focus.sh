@@ -10,6 +10,10 @@
 #     cand_linear  time_candidates: the persistent configs on the linear + GELU rows
 #     cand_dw      time_candidates: the depthwise forward's candidates at batch 32 and 64
 #     skinny       scripts/probe_small_matmul.py --set skinny
+#     dgrad        time_candidates: the data gradients of the ResNet layers (conv_dgrad, strided ones
+#                  pinned to phases and to col2im; conv_dgrad_sm90: the one-launch phases' tiles)
+#                  at batch 1, 32 and 64
+#     wgrad        time_candidates: the weight gradients' candidates (conv_wgrad_sm90), batch 32, 64
 #     conv, models, matmul   the whole bench_conv / bench_models / bench_matmul (several minutes
 #                  each: one a call)
 #     host         scripts/profile_host.py --parts: a conv's host cost per call, two streams and one
@@ -51,6 +55,14 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
       TILEOPS_STREAMS=0 step host_streams0 120 $PY scripts/profile_host.py --parts --out "$OUTDIR" ;;
     vit) step vit 240 $PY scripts/probe_vit_gemms.py "$OUTDIR/vit_gemms.json" --candidates "${VIT_CANDIDATES:-}" ;;
     exec) step t_exec 300 $PY -m pytest -q -p no:cacheprovider tests/test_execution.py ;;
+    dgrad) for b in 1 32 64; do
+        step dgrad_b$b 90 $PY scripts/time_candidates.py --family conv_dgrad --candidates phases,col2im \
+          --batch $b --out "$OUTDIR/cand_dgrad_b$b.json"
+        step dgrad_sm90_b$b 90 $PY scripts/time_candidates.py --family conv_dgrad_sm90 --candidates bn64x2,bn128,bn128x2 \
+          --filter "/2" --batch $b --out "$OUTDIR/cand_dgrad_sm90_b$b.json"
+      done ;;
+    wgrad) for b in 32 64; do step wgrad_b$b 120 $PY scripts/time_candidates.py --family conv_wgrad_sm90 \
+      --candidates bn64,bn128,bn64-im2col,bn128-im2col --batch $b --out "$OUTDIR/cand_wgrad_b$b.json"; done ;;
     skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
     *) echo "unknown step $s"; rc=1 ;;

@@ -1,6 +1,6 @@
 """Kernel time of each autotune candidate of a family, pinned, beside torch: a conv family on the
-ResNet layers of bench_conv.py (conv_depthwise: its depthwise layers; bf16 channels_last, against
-cuDNN), or matmul_sm90 on
+ResNet layers of bench_conv.py (conv_depthwise: its depthwise layers; the conv_dgrad families
+time the data gradient alone; bf16 channels_last, against cuDNN), or matmul_sm90 on
 bench_matmul.py's shapes and its linear+GELU rows (bf16 or --dtype, against cuBLAS). Guides the
 choice of heuristics and defaults; the ratios users see come from the benchmarks.
 
@@ -24,7 +24,8 @@ from bench_matmul import SHAPES, build  # noqa: E402
 from common import set_precision  # noqa: E402
 from tileops import autotune  # noqa: E402
 
-PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "conv_depthwise": "fwd", "matmul_sm90": "matmul"}
+PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "conv_dgrad": "dgrad", "conv_dgrad_sm90": "dgrad",
+           "conv_depthwise": "fwd", "matmul_sm90": "matmul"}
 
 
 def time_us(fn, calls=20, reps=15):

@@ -15,13 +15,16 @@ import torch
 
 import tileops
 from tileops import _C, autotune
-from utils import check, fresh_generator, randn
+from utils import check, cuda_kernel_counts, fresh_generator, randn
 
 NAMES = ["a", "b", "c"]
 DEV = "test-device"
 # family conv_fwd_sm90 (conv_sm90.cu): one-tile kernels, then the persistent ones (TMA im2col loads only)
 CONV_FWD_PERSISTENT = ["pp128-c2-im2col", "coop128x256-c2-im2col", "coop128x192-c2-im2col"]
 CONV_FWD_CANDIDATES = ["bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"] + CONV_FWD_PERSISTENT
+# strided data gradients whose phases run in one Hopper launch (test_conv2d.CUDA_CASES)
+PHASES_IN_ONE = ["resnet_3x3s2_128@56", "phases1_3x3_p0", "phases1_3x5_s2x1", "phases1_7x7", "phases1_c20",
+                 "phases1_c72_k256", "phases1_dil2", "phases1_1x1_s2"]
 
 
 def choose(key, times, heuristic=0, names=NAMES, **kw):
@@ -421,7 +424,7 @@ def test_conv_fwd_sm90_candidates_cuda(config, case):
 @pytest.mark.parametrize("kind", ["float32", "bfloat16"])
 @pytest.mark.parametrize("case", ["3x3_s2_k64_odd", "3x3_s2_k64_p0", "3x3_s2_k64_p2", "3x3_s2_k64_dil2",
                                   "resnet_3x3s2_128@56", "1x1_stride2", "3x3_s2", "kernel_3x5_stride_2x1", "aniso",
-                                  "stem7x7"])
+                                  "stem7x7"] + PHASES_IN_ONE[1:])
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
 def test_conv_dgrad_candidates_cuda(config, kind, case, layout):
     """Both ways of a strided data gradient, pinned: phase convolutions (unequal phases, padding 0
@@ -431,6 +434,32 @@ def test_conv_dgrad_candidates_cuda(config, kind, case, layout):
 
     with autotune.pinned("conv_dgrad", config):
         run_backward_op(CUDA_CASES[case], case, "cuda", kind, layout, mask=(True, False, False))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", ["bn64x2", "bn128", "bn128x2"])
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", PHASES_IN_ONE)
+def test_conv_dgrad_phases_in_one_cuda(config, kind, case):
+    """A strided data gradient's phases in one Hopper launch (family conv_dgrad_sm90), each tile
+    pinned: the values against float64 (poisoned dx: every phase written, or zeroed where no tap
+    reaches it), then the kernels it ran: on sm_90, one phases kernel after one transposition of
+    the weight, no per-phase forward convs and no fill of dx (the phases no tap reaches are zeroed
+    by the same launch)."""
+    from test_conv2d import CUDA_CASES, run_backward_op
+
+    with autotune.pinned("conv_dgrad", "phases"), autotune.pinned("conv_dgrad_sm90", config):
+        _, (x, w, gy) = run_backward_op(CUDA_CASES[case], case, "cuda", kind, "channels_last",
+                                        mask=(True, False, False))
+        st, pd, dl, g = CUDA_CASES[case].params
+        pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
+        _, ran = cuda_kernel_counts(
+            lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [True, False, False]))
+    if torch.cuda.get_device_capability() == (9, 0):
+        gemms = {n: k for n, k in ran.items() if "gemm" in n}
+        assert list(gemms.values()) == [1] and "gemm_sm90_phases_kernel" in list(gemms)[0], "%s: %s" % (case, ran)
+        assert sum(k for n, k in ran.items() if "tap_transpose" in n) == 1, "%s: %s" % (case, ran)
+        assert not any("fill" in n.lower() for n in ran), "%s: %s" % (case, ran)
 
 
 @pytest.mark.cuda

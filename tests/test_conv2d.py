@@ -130,6 +130,17 @@ CUDA_CASES = {
     "3x3_s2_k64_p2": Conv(2, 64, 12, 13, 64, 3, 3, 2, 2),
     "3x3_s2_k64_dil2": Conv(2, 64, 17, 16, 64, 3, 3, 2, 2, 2),
     "resnet_3x3s2_128@56": Conv(2, 128, 56, 56, 128, 3, 3, 2, 1),
+    # ... all phases in one Hopper launch (conv_sm90.cu conv_dgrad_phases_sm90: a channels_last dx
+    # whose sides the strides divide): a phase padded below (padding 0), stride 2x1 with a 3x5
+    # kernel, 7x7/2 (phases of 16, 12, 12 and 9 taps), dx channels below a tile and past one (20,
+    # 72) under 256 dy channels, dilation 2 with stride 2 (one phase live, three zeros)
+    "phases1_3x3_p0": Conv(2, 64, 16, 14, 64, 3, 3, 2, 0),
+    "phases1_3x5_s2x1": Conv(2, 64, 18, 11, 64, 3, 5, (2, 1), (1, 2)),
+    "phases1_7x7": Conv(1, 64, 20, 22, 64, 7, 7, 2, 3),
+    "phases1_c20": Conv(2, 20, 14, 14, 64, 3, 3, 2, 1),
+    "phases1_c72_k256": Conv(2, 72, 14, 16, 256, 3, 3, 2, 1),
+    "phases1_dil2": Conv(2, 64, 16, 16, 64, 3, 3, 2, 2, 2),
+    "phases1_1x1_s2": Conv(2, 64, 14, 12, 128, 1, 1, 2),  # one phase live, three zeros
     "batch1": Conv(1, 16, 9, 9, 8, 3, 3, 1, 1),
     "batch1_56": Conv(1, 32, 56, 56, 32, 3, 3, 1, 1),
     "long_reduction": Conv(32, 16, 28, 28, 16, 3, 3, 1, 1),  # grad_weight reduces over 25088

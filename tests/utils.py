@@ -46,13 +46,19 @@ def poison(device, nbytes):
     del block
 
 
-def cuda_kernels(fn):
-    """fn()'s result and the names of the CUDA kernels it ran (torch.profiler), for the tests of
-    which kernel family a problem takes."""
+def cuda_kernel_counts(fn):
+    """fn()'s result and {name: launches} of the CUDA kernels it ran (torch.profiler)."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         out = fn()
         torch.cuda.synchronize()
-    return out, [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return out, {e.key: e.count for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA}
+
+
+def cuda_kernels(fn):
+    """fn()'s result and the names of the CUDA kernels it ran, for the tests of which kernel
+    family a problem takes."""
+    out, counts = cuda_kernel_counts(fn)
+    return out, list(counts)
 
 
 def run_poisoned(fn, out_numel, dtype, device):

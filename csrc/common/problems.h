@@ -62,6 +62,7 @@ struct MatmulProblem {
   const T* B;
   T* C;
   int64_t sa[3], sb[3], sc[3], rq, srq;
+  MatmulProblem() = default;  // (an array of them: gemm_sm90.cuh's DgradPhases)
   explicit MatmulProblem(const MatmulOperands& o)
       : A(static_cast<const T*>(o.a)), B(static_cast<const T*>(o.b)), C(static_cast<T*>(o.c)), rq(o.rq), srq(o.srq) {
     for (int i = 0; i < 3; ++i) {

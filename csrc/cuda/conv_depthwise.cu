@@ -508,8 +508,10 @@ void launch_strip(const GemmArgs& a, bool flip, bool resident) {
   const int64_t cv = c.C / kStripV;
   int64_t blocks = (strip_items(c, TP) + kTileThreads - 1) / kTileThreads;
   if (resident) {
-    // asked once (registers bound it: ~150 a thread, 3 blocks; the largest staged weight fits beside)
-    static const int per_sm = resident_blocks(kernel, kTileThreads, kStripWeightMax);
+    // asked once per device (registers bound it: ~150 a thread, 3 blocks; the largest staged
+    // weight fits beside)
+    static PerDevice kept{};
+    const int per_sm = resident_blocks_kept(kept, kernel, kTileThreads, kStripWeightMax);
     const int64_t unit = cv / std::gcd(cv, int64_t(kTileThreads));  // blocks whose threads span whole cv cycles
     const int64_t fit = int64_t(per_sm) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     blocks = std::min(blocks, std::max(unit, fit / unit * unit));

@@ -285,10 +285,15 @@ at::Tensor weight_rows(const at::Tensor& w, int64_t Kp) {
 // the reads along j and the writes along i are coalesced whichever side is contiguous. On 3x3
 // 512@7 (H200, NOTES 34) the two of a backward take 8.8 us each, where torch's strided copies of
 // the same permutations took 16.5 us each and the flip before one of them 7 us more.
+// `order` (where tap_order > 0): the output taps in another order, tap (r, s) at position
+// order[r * Bs + s], out_s apart (out_r unused).
+constexpr int kTapOrderMax = 64;
 struct TapTranspose {
   int64_t I, J, Br, Bs;
   int64_t in_i, in_j, in_r, in_s;
   int64_t out_i, out_j, out_r, out_s;
+  int tap_order = 0;
+  int16_t order[kTapOrderMax] = {};
 };
 
 template <typename E>  // E: the element's bits (a 2- or 4-byte word; nothing is computed)
@@ -297,7 +302,7 @@ __global__ void tap_transpose_kernel(const E* __restrict__ in, E* __restrict__ o
   const int64_t r = blockIdx.z / t.Bs, s = blockIdx.z % t.Bs;
   const int64_t i0 = int64_t(blockIdx.y) * 32, j0 = int64_t(blockIdx.x) * 32;
   in += r * t.in_r + s * t.in_s;
-  out += r * t.out_r + s * t.out_s;
+  out += t.tap_order > 0 ? t.order[blockIdx.z] * t.out_s : r * t.out_r + s * t.out_s;
   for (int y = threadIdx.y; y < 32; y += blockDim.y) {
     const int64_t i = i0 + y, j = j0 + threadIdx.x;
     if (i < t.I && j < t.J) tile[y][threadIdx.x] = in[i * t.in_i + j * t.in_j];
@@ -427,10 +432,15 @@ bool nchw_1x1(const GemmArgs& a) {
 // conv.json): 3x3/2 128@56 b64 196 us against 222, 1x1/2 256->512 b32 / b64 110 / 177 against
 // 114 / 184; but 3x3/2 b32 (dx 2^23.6 elements) 144 against 136, b1 83 against 39, and the
 // 3-channel stem 2.2x slower.
+// Where all phases go in one launch (phases_in_one: a channels_last dx whose sides the strides
+// divide), which costs one transposition and one launch instead of a pair per phase, it is
+// taken at every size.
 bool dgrad_by_phases(const GemmArgs& a) {
   const auto& c = a.conv;
-  return c10::elementSize(a.dtype) == 2 && c.C % 64 == 0 && c.K % 64 == 0 &&
-         c.N * c.C * c.H * c.W >= (int64_t(1) << 24) && sm90_unavailable(a) == nullptr;
+  if (c10::elementSize(a.dtype) != 2 || c.C % 64 != 0 || c.K % 64 != 0 || sm90_unavailable(a) != nullptr) return false;
+  const bool in_one = tileops::nhwc_dense(c.xs, c.C, c.H, c.W) && c.H % c.sh == 0 && c.W % c.sw == 0 &&
+                      c.R * c.S <= kTapOrderMax;
+  return in_one || c.N * c.C * c.H * c.W >= (int64_t(1) << 24);
 }
 
 // conv_vec_kernel on problem a: the weight as rows [tap][c][ldb] (one tap_transpose), then one
@@ -587,9 +597,63 @@ bool conv_fwd_lowered(const GemmArgs& a) {
 
 namespace {
 
+// A strided data gradient's phases in one Hopper launch (conv_dgrad_phases_sm90): B is one
+// weight [C][R*S taps][K] of all taps, flipped and ordered phase after phase (each phase's taps
+// as its forward conv reads them: tap j along h is w's last - j * step) by one tap_transpose;
+// each phase's output a view of dx in row groups (dx channels_last, sides the strides divide).
+// The dead phases, which no tap reaches, go along without k tiles: the launch writes their zeros
+// (no fill of dx first). False, with nothing run, where that launch cannot take the problem.
+using PhaseList = std::vector<std::pair<int64_t, int64_t>>;  // phases (ah, aw)
+bool phases_in_one(const GemmArgs& a, const at::Tensor& dy, const std::vector<DgradPhase>& along_h,
+                   const std::vector<DgradPhase>& along_w, const PhaseList& live, const PhaseList& dead) {
+  const auto& c = a.conv;
+  if (c10::elementSize(a.dtype) != 2 || c.R * c.S > kTapOrderMax || sm90_unavailable(a) != nullptr) return false;
+  const int64_t es = int64_t(c10::elementSize(a.dtype)), ld = c.R * c.S * c.K;
+  at::Tensor wt = at::empty({c.C, ld}, cuda_options(a.dtype));
+  TapTranspose t{c.K, c.C, c.R, c.S, c.ws[0], c.ws[1], c.ws[2], c.ws[3], 1, ld, 0, c.K};
+  t.tap_order = int(c.R * c.S);
+  // every tap belongs to one phase along each side (kinds.h); a phase's first position
+  auto first_tap = [&](int64_t ah, int64_t aw) {
+    int64_t pos = 0;
+    for (int64_t i = 0; i < c.sh; ++i)
+      for (int64_t j = 0; j < c.sw; ++j)
+        if (i < ah || (i == ah && j < aw)) pos += along_h[i].taps * along_w[j].taps;
+    return pos;
+  };
+  for (int64_t ah = 0; ah < c.sh; ++ah) {
+    for (int64_t aw = 0; aw < c.sw; ++aw) {
+      const DgradPhase &fh = along_h[ah], &fw = along_w[aw];
+      for (int64_t jr = 0; jr < fh.taps; ++jr)
+        for (int64_t js = 0; js < fw.taps; ++js) {
+          const int64_t r = fh.r0 + (fh.taps - 1 - jr) * fh.step, s = fw.r0 + (fw.taps - 1 - js) * fw.step;
+          t.order[r * c.S + s] = int16_t(first_tap(ah, aw) + jr * fw.taps + js);
+        }
+    }
+  }
+  std::vector<GemmArgs> phases;
+  for (const PhaseList* list : {&live, &dead}) {
+    for (const auto& [ah, aw] : *list) {
+      const char* b = static_cast<const char*>(wt.const_data_ptr()) + first_tap(ah, aw) * c.K * es;
+      GemmArgs f = dgrad_as_forward(a, along_h[ah], along_w[aw], ah, aw, dy.const_data_ptr(), dy.strides().data(),
+                                    b, c.ws);
+      auto& fc = f.conv;  // its y: the phase's view of dx, as grouped_rows takes it
+      if (fc.ys[1] != 1 || fc.ys[0] != fc.P * fc.ys[2]) return false;
+      const bool zeros = list == &dead;
+      if (zeros) fc.R = fc.S = 1;  // no k tiles (the kernel decodes a first tap with these, never loads it)
+      MatmulOperands mm{nullptr, b, fc.y, {0, 0, 0}, {0, 1, ld}, {0, fc.ys[3], 1}};
+      mm.rq = fc.Q, mm.srq = fc.ys[2];
+      GemmArgs g = lowered(f, Fused{}, 1, fc.N * fc.P * fc.Q, fc.K, zeros ? 0 : fc.R * fc.S * fc.C, mm);
+      g.conv = fc;
+      phases.push_back(g);
+    }
+  }
+  return conv_dgrad_phases_sm90(phases, wt.const_data_ptr(), ld, ld,
+                                [&] { tap_transpose(c.w, wt.data_ptr(), t, es); });
+}
+
 // The data gradient as one forward conv per phase of dx (kinds.h, dgrad_phase), on the forward's
 // fast paths (1x1 GEMM, Hopper implicit GEMM); the Hopper one-tile kernels write an even-sized
-// phase in place.
+// phase in place; strided ones on Hopper, all phases in one launch (phases_in_one).
 void dgrad_phases(const GemmArgs& a) {
   const auto& c = a.conv;
   const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
@@ -601,13 +665,19 @@ void dgrad_phases(const GemmArgs& a) {
   for (int64_t aw = 0; aw < c.sw; ++aw) along_w.push_back(dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw));
   // no tap reaches a phase (zeros): none, or all of its dy rows skipped
   auto empty = [](const DgradPhase& f, int64_t rows) { return f.taps == 0 || f.skip >= rows; };
-  auto any_empty_of = [&](const std::vector<DgradPhase>& v, int64_t rows) {
-    return std::any_of(v.begin(), v.end(), [&](const DgradPhase& f) { return empty(f, rows); });
-  };
-  const bool any_empty = any_empty_of(along_h, c.P) || any_empty_of(along_w, c.Q);
-  // where dx is dense, one fill of all of it first (a strided fill of a phase took as long)
-  const bool filled = any_empty && dx.is_non_overlapping_and_dense();
-  if (filled) dx.zero_();
+  PhaseList live, dead;  // the phases (ah, aw) with dx pixels that taps reach, and that none reaches
+  for (int64_t ah = 0; ah < c.sh; ++ah)
+    for (int64_t aw = 0; aw < c.sw; ++aw)
+      if (along_h[ah].out > 0 && along_w[aw].out > 0)
+        (empty(along_h[ah], c.P) || empty(along_w[aw], c.Q) ? dead : live).emplace_back(ah, aw);
+  if ((c.sh > 1 || c.sw > 1) && phases_in_one(a, dy, along_h, along_w, live, dead)) return;
+  // else dead phases filled: where dx is dense, all of it first (a strided fill of a phase took as
+  // long), and the live phases at once (concurrently): each 1-2 waves of short reductions
+  if (!dead.empty() && dx.is_non_overlapping_and_dense()) {
+    dx.zero_();
+  } else {
+    for (const auto& [ah, aw] : dead) dx.slice(2, ah, c.H, c.sh).slice(3, aw, c.W, c.sw).zero_();
+  }
   // A phase's kernel, (C, K, taps_h, taps_w): its taps r0, r0 + step, ..., last, flipped (tap j is
   // w's last - j * step). As read in place: w from its last tap, with negative tap strides.
   const int64_t es = int64_t(c10::elementSize(a.dtype));
@@ -629,29 +699,20 @@ void dgrad_phases(const GemmArgs& a) {
     tap_transpose(f.base, rows.data_ptr(), t, es);
     return rows.permute({0, 3, 1, 2});
   };
-  // the phases at once (concurrently): each is 1-2 waves of short reductions on its own
   std::vector<std::function<void()>> phases;
-  for (int64_t ah = 0; ah < c.sh; ++ah) {
-    for (int64_t aw = 0; aw < c.sw; ++aw) {
-      const DgradPhase &fh = along_h[ah], &fw = along_w[aw];
-      if (fh.out == 0 || fw.out == 0) continue;
-      if (empty(fh, c.P) || empty(fw, c.Q)) {
-        if (!filled) dx.slice(2, ah, c.H, c.sh).slice(3, aw, c.W, c.sw).zero_();
-        continue;
-      }
-      phases.push_back([&, ah, aw] {
-        const DgradPhase &ph = along_h[ah], &pw = along_w[aw];
-        // where conv_fwd_lowered would take the fp32 implicit kernel, it gets the taps in place: its own
-        // [tap][c][ldb] copy reads any strides, so the rows copy would be a second pass for nothing
-        const Taps f = flipped(ph, pw);
-        const GemmArgs in_place =
-            dgrad_as_forward(a, ph, pw, ah, aw, dy.const_data_ptr(), dy.strides().data(), f.base, f.ws);
-        if (!nchw_1x1_ok(in_place) && implicit_simt(in_place)) return;
-        const at::Tensor wt = phase_kernel(ph, pw);
-        conv_fwd_lowered(dgrad_as_forward(a, ph, pw, ah, aw, dy.const_data_ptr(), dy.strides().data(),
-                                          wt.const_data_ptr(), wt.strides().data()));
-      });
-    }
+  for (const auto& [ah, aw] : live) {
+    phases.push_back([&, ah = ah, aw = aw] {
+      const DgradPhase &ph = along_h[ah], &pw = along_w[aw];
+      // where conv_fwd_lowered would take the fp32 implicit kernel, it gets the taps in place: its own
+      // [tap][c][ldb] copy reads any strides, so the rows copy would be a second pass for nothing
+      const Taps f = flipped(ph, pw);
+      const GemmArgs in_place =
+          dgrad_as_forward(a, ph, pw, ah, aw, dy.const_data_ptr(), dy.strides().data(), f.base, f.ws);
+      if (!nchw_1x1_ok(in_place) && implicit_simt(in_place)) return;
+      const at::Tensor wt = phase_kernel(ph, pw);
+      conv_fwd_lowered(dgrad_as_forward(a, ph, pw, ah, aw, dy.const_data_ptr(), dy.strides().data(),
+                                        wt.const_data_ptr(), wt.strides().data()));
+    });
   }
   concurrently(phases);
 }

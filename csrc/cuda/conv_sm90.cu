@@ -4,6 +4,11 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -74,7 +79,85 @@ void launch_conv(const GemmArgs& g, bool im2col, const CUtensorMap& ma, const CU
   else launch_sm90<T, BN, STAGES, MN, GATHER, MN>(g, mb, mb, 1, 1);
 }
 
+// The phases of a data gradient (conv_dgrad_phases_sm90) in one launch of tile BN x STAGES.
+template <typename T, int BN, int STAGES>
+void launch_phases(const std::vector<GemmArgs>& ph, const std::vector<CUtensorMap>& ma, const CUtensorMap& mb,
+                   const std::vector<int>& b_k0, bool vec) {
+  auto kernel = sm90::gemm_sm90_phases_kernel<T, BN, STAGES>;
+  constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
+  static std::atomic<uint64_t> set_on{0};
+  allow_smem(kernel, smem, set_on);
+  sm90::DgradPhases<T> args;
+  int64_t row_tiles = 0;
+  for (size_t i = 0; i < ph.size(); ++i) {
+    args.at[i] = {ma[i], ph[i].conv, MatmulProblem<T>(ph[i].mm), ph[i].M, ph[i].K, b_k0[i]};
+    row_tiles = std::max(row_tiles, (ph[i].M + sm90::BM - 1) / sm90::BM);
+  }
+  const int64_t N = ph[0].N;
+  const dim3 grid(unsigned(row_tiles), unsigned((N + BN - 1) / BN), unsigned(ph.size()));
+  kernel<<<grid, sm90::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(args, mb, N, epilogue_of<T>(ph[0]), vec);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 }  // namespace
+
+bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const void* w, int64_t cols, int64_t ld,
+                            const std::function<void()>& before) {
+  const int n = int(phases.size());
+  if (n == 0 || n > sm90::kMaxPhases) return false;
+  const GemmArgs& first = phases[0];
+  std::vector<CUtensorMap> ma(n);
+  std::vector<int> b_k0(n);
+  bool vec = true;
+  const int64_t es = int64_t(c10::elementSize(first.dtype));
+  for (int i = 0; i < n; ++i) {
+    const GemmArgs& g = phases[i];
+    const int64_t k0 = (static_cast<const char*>(g.mm.b) - static_cast<const char*>(w)) / es;
+    if (g.N != first.N || g.dtype != first.dtype || g.residual != nullptr || g.bias != nullptr ||
+        g.M >= int64_t(INT_MAX) - sm90::BM || k0 < 0 || k0 + g.K > cols)
+      return false;
+    // a phase of no k tiles writes zeros: it reads neither operand
+    if (g.K > 0 && (!conv_sm90_ok(g) || sm90_layout(g).b != Major::K || g.mm.sb[2] != ld ||
+                    !im2col_map(g, sm90::BM, &ma[i])))
+      return false;
+    b_k0[i] = int(k0);
+    vec = vec && (first.dtype == at::kHalf ? vec_stores<c10::Half>(g) : vec_stores<c10::BFloat16>(g));
+  }
+  // heaviest first: the grid's blocks start in blockIdx order (gemm_sm90_phases_kernel)
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int i, int j) { return phases[i].K > phases[j].K; });
+  std::vector<GemmArgs> ph;
+  std::vector<CUtensorMap> maps;
+  std::vector<int> k0s;
+  for (int i : order) ph.push_back(phases[i]), maps.push_back(ma[i]), k0s.push_back(b_k0[i]);
+  before();
+  // The tile (family "conv_dgrad_sm90"): bn64x2 (two blocks per SM, 4-stage rings), bn128 (one,
+  // 6 stages) or bn128x2 (two, 3 stages); the phases' reductions are short (1-4 taps). bn64x2 by
+  // default: on an H200 (results/h200/<sha>/) 3x3/2 128@56 b32 / b64 39 / 71 us against bn128's
+  // 41 / 77, 1x1/2 256->512 55 / 111 against 62 / 115.
+  static const std::vector<std::string> kNames = {"bn64x2", "bn128", "bn128x2"};
+  int64_t m_all = 0, k_all = 0;
+  for (const GemmArgs& g : ph) m_all += g.M, k_all += g.K;
+  autotune::run(
+      [&] {
+        return autotune::op_key({"conv_dgrad_sm90", c10::toString(first.dtype),
+                                 autotune::shape_class(m_all, first.N, k_all, 1), "p" + std::to_string(n)});
+      },
+      kNames, 0, [&](int i) {
+        auto go = [&](auto tag) {
+          using T = decltype(tag);
+          const int bn = i == 0 ? 64 : 128;
+          const CUtensorMap mb = matrix_map(w, first.dtype, cols, first.N, 1, ld, 0, sm90::bk<T>, uint32_t(bn));
+          if (i == 0) launch_phases<T, 64, 4>(ph, maps, mb, k0s, vec);
+          else if (i == 1) launch_phases<T, 128, 6>(ph, maps, mb, k0s, vec);
+          else launch_phases<T, 128, 3>(ph, maps, mb, k0s, vec);
+        };
+        if (first.dtype == at::kBFloat16) go(c10::BFloat16{});
+        else go(c10::Half{});
+      });
+  return true;
+}
 
 bool conv_fwd_sm90(const GemmArgs& g) {
   if (!conv_sm90_ok(g) || sm90_layout(g).b != Major::K) return false;  // B = weight rows [K, R*S*C], K-major

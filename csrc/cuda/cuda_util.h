@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <utility>
@@ -77,12 +78,23 @@ void with_index(int64_t extent, Fn&& fn) {
 }
 
 // Blocks of `kernel` (`threads` each, `smem` bytes of dynamic shared memory) that fit on one SM
-// at once, at least one. A runtime query: callers on hot paths keep the answer (a static).
+// of the current device at once, at least one. A runtime query: callers on hot paths keep the
+// answer per device, in a PerDevice of their own (resident_blocks_kept).
 template <typename Kernel>
 int resident_blocks(Kernel kernel, int threads, size_t smem = 0) {
   int n = 0;
   C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
   return std::max(1, n);
+}
+// A value asked once per device (0: not yet), by device index.
+using PerDevice = std::array<std::atomic<int>, 64>;
+template <typename Kernel>
+int resident_blocks_kept(PerDevice& kept, Kernel kernel, int threads, size_t smem = 0) {
+  const int dev = at::cuda::current_device();
+  TORCH_INTERNAL_ASSERT(dev < 64, "tileops: device index ", dev, " past the per-device cache");
+  int n = kept[dev].load(std::memory_order_acquire);
+  if (n == 0) kept[dev].store(n = resident_blocks(kernel, threads, smem), std::memory_order_release);
+  return n;
 }
 
 // A kernel's dynamic shared-memory limit is a per-device attribute: set once on each device (bit

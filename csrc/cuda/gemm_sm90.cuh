@@ -322,17 +322,19 @@ __device__ __forceinline__ void conv_fwd_producer(const ConvOperands& cv, const 
 // The Im2col producers (thread 0 alone): TMA's im2col traversal walks output pixels in the
 // implicit GEMM's (n, p, q) order from a first pixel on (past the last image it reads zeros), and
 // one load fills PIXELS rows of 64 channels at one tap; B by TMA as in the plain GEMM.
-// ConvFwdIm2col: each k tile is one load of the tile's 128 pixels at tap (r, s), channels c0...
+// ConvFwdIm2col: each k tile is one load of the tile's 128 pixels at tap (r, s), channels c0...;
+// B's k tiles from column b_k0 on (a data-gradient phase's taps in a weight of all phases).
 template <typename T, int BN, int STAGES>
 __device__ __forceinline__ void conv_im2col_producer(const ConvOperands& cv, const CUtensorMap& tm_a,
                                                      const CUtensorMap& tm_b, T* As, T* Bs, uint64_t* full,
-                                                     uint64_t* empty, int m0, int n0, int kt0, int ktiles) {
+                                                     uint64_t* empty, int m0, int n0, int kt0, int ktiles,
+                                                     int b_k0) {
   constexpr int BK = bk<T>;
   const Pixel px = pixel_of(cv, uint32_t(m0), INT64_MAX);
   Tap tap(cv, int64_t(kt0) * BK);
   tma_producer<STAGES>(full, empty, ktiles, (BM + BN) * BK * sizeof(T), [&](int kt, int st) {
     tma_load_im2col_tap(As + st * BM * BK, &tm_a, &full[st], cv, px, tap);
-    tma_load_tile<BN, BK, false>(Bs + st * BN * BK, &tm_b, &full[st], n0, (kt0 + kt) * BK, 0);
+    tma_load_tile<BN, BK, false>(Bs + st * BN * BK, &tm_b, &full[st], n0, b_k0 + (kt0 + kt) * BK, 0);
     tap.next(cv, BK);
   });
 }
@@ -533,12 +535,15 @@ struct SplitK {
 // gradient) and read as MN-major tiles, as B_MN_MAJOR reads B: two 64-row atoms per stage.
 //
 // p supplies C's index map (row_c, c, bias_index); batch_a / batch_b: 1 when broadcast.
-template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G = Gather::None, bool A_MN_MAJOR = false>
-__global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
-    gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
-                     MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
-                     bool vec_store, SplitK sk, ConvOperands conv) {
+//
+// gemm_sm90_tile is one block's output tile: z stands for blockIdx.z (batch entry and split), b_k0
+// is B's first column (conv_im2col_producer); gemm_sm90_kernel and gemm_sm90_phases_kernel launch it.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G, bool A_MN_MAJOR>
+__device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
+                                               const MatmulProblem<T>& p, int64_t M, int64_t N, int64_t K,
+                                               const Epilogue<T>& epi, int batch_a, int batch_b, bool vec_store,
+                                               const SplitK& sk, const ConvOperands& conv, int z, int b_k0) {
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
   // CONV: A comes from a conv input; GATHER: by the producer warpgroup's cp.async copies
   constexpr bool CONV = G != Gather::None, GATHER = G == Gather::ConvFwd || G == Gather::ConvWgrad;
@@ -562,9 +567,9 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
   uint64_t* empty = full + STAGES;
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, g = blockIdx.z / sk.splits;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, g = z / sk.splits;
   const int ktiles_all = int((K + BK - 1) / BK);
-  const int kt0 = sk.partial ? (blockIdx.z % sk.splits) * sk.kt_per_split : 0;
+  const int kt0 = sk.partial ? (z % sk.splits) * sk.kt_per_split : 0;
   const int ktiles = sk.partial ? min(sk.kt_per_split, ktiles_all - kt0) : ktiles_all;  // >= 1 by construction
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -584,7 +589,7 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
       if constexpr (REBALANCE) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
       if (t == 0) {
         if constexpr (G == Gather::ConvFwdIm2col) {
-          conv_im2col_producer<T, BN, STAGES>(conv, tm_a, tm_b, As, Bs, full, empty, m0, n0, kt0, ktiles);
+          conv_im2col_producer<T, BN, STAGES>(conv, tm_a, tm_b, As, Bs, full, empty, m0, n0, kt0, ktiles, b_k0);
         } else if constexpr (G == Gather::ConvWgradIm2col) {
           conv_wgrad_im2col_producer<T, BN, STAGES>(conv, tm_a, tm_b, As, Bs, full, empty, M, m0, n0, kt0, ktiles);
         } else {
@@ -624,7 +629,7 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     // accumulator layout of m64nN: warp w holds rows 16w + lane/4 (+8), n8 block j holds
     // columns 8j + 2*(lane%4) (+1)
     if (sk.partial) {  // split-K: raw fp32 partials; each quad of lanes writes one 32-byte sector
-      float* out = sk.partial + int64_t(blockIdx.z) * M * N;
+      float* out = sk.partial + int64_t(z) * M * N;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int64_t m = m0 + (wg - 1) * 64 + warp * 16 + lane / 4 + half * 8;
@@ -704,6 +709,70 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
       }
     });
   }
+}
+#endif
+
+template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G = Gather::None, bool A_MN_MAJOR = false>
+__global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
+                     MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
+                     bool vec_store, SplitK sk, ConvOperands conv) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  gemm_sm90_tile<T, BN, B_MN_MAJOR, STAGES, G, A_MN_MAJOR>(tm_a, tm_b, p, M, N, K, epi, batch_a, batch_b, vec_store,
+                                                           sk, conv, int(blockIdx.z), 0);
+#else
+  __trap();  // built without sm_90a: the host never launches this
+#endif
+}
+
+// A strided data gradient's phases (kinds.h), each a forward conv of dy into a strided view of
+// dx, in one launch: blockIdx.z is the phase, blockIdx.x its row tile (the grid is as wide as the
+// tallest phase; the others' blocks past their rows return at once). Each phase's A by its own
+// im2col map (its padding and output size differ); B is one flipped weight [C, taps, K] whose
+// taps stand phase after phase, so a phase's B is its columns from b_k0 on. The phases come
+// heaviest first (most taps): blocks start in blockIdx order, so the short ones fill the tail.
+constexpr int kMaxPhases = 4;
+template <typename T>
+struct DgradPhaseArgs {
+  CUtensorMap a;        // im2col map of dy as this phase's forward reads it
+  ConvOperands conv;    // the phase's forward conv
+  MatmulProblem<T> p;   // where its output rows go (a strided view of dx)
+  int64_t M = 0, K = 0;
+  int b_k0 = 0;
+};
+template <typename T>
+struct DgradPhases {
+  DgradPhaseArgs<T> at[kMaxPhases];
+};
+// A phase of K = 0 (no tap reaches it) is zeros: the blockIdx.y == 0 block of each row tile
+// stores them, every column, without the ring (a GEMM tile's barriers, staging and syncs per
+// 16 KB of zeros measured slower than filling dx before the launch).
+template <typename T, int BN, int STAGES>
+__global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
+    gemm_sm90_phases_kernel(const __grid_constant__ DgradPhases<T> phases, const __grid_constant__ CUtensorMap tm_b,
+                            int64_t N, Epilogue<T> epi, bool vec_store) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(sizeof(T) == 2, "16-bit types: zeros are stored as bits");
+  const DgradPhaseArgs<T>& f = phases.at[blockIdx.z];
+  const int m0 = blockIdx.x * BM;
+  if (m0 >= f.M) return;  // before any barrier: the whole block leaves
+  if (f.K == 0) {
+    if (blockIdx.y > 0) return;
+    constexpr int VEC = 8;  // elements per 16-byte store
+    const int chunks = int((N + VEC - 1) / VEC), rows = int(min<int64_t>(BM, f.M - m0));
+    for (int i = threadIdx.x; i < rows * chunks; i += THREADS) {
+      const int r = i / chunks, n = (i % chunks) * VEC;
+      T* row = f.p.row_c(0, m0 + r);
+      if (vec_store && n + VEC <= N) {
+        *reinterpret_cast<uint4*>(f.p.c(row, n)) = make_uint4(0, 0, 0, 0);
+      } else {
+        for (int e = 0; e < VEC && n + e < N; ++e) *reinterpret_cast<uint16_t*>(f.p.c(row, n + e)) = 0;
+      }
+    }
+    return;
+  }
+  gemm_sm90_tile<T, BN, false, STAGES, Gather::ConvFwdIm2col, false>(f.a, tm_b, f.p, f.M, N, f.K, epi, 1, 1, vec_store,
+                                                                     SplitK{}, f.conv, 0, f.b_k0);
 #else
   __trap();  // built without sm_90a: the host never launches this
 #endif

@@ -91,7 +91,8 @@ void launch_skinny(const GemmArgs& a) {
     constexpr bool KM = decltype(km)::value;
     using S = SkinnyShape<KM, V>;
     const auto kernel = gemm_skinny_kernel<T, MT, KM, V>;
-    static const int per_sm = resident_blocks(kernel, S::kThreads);  // one GPU kind per process
+    static PerDevice kept{};
+    const int per_sm = resident_blocks_kept(kept, kernel, S::kThreads);
     const int64_t blocks = (a.N + S::BN - 1) / S::BN * a.batch;
     const int64_t most = std::max<int64_t>(1, std::min<int64_t>({64, a.K / (4 * a.M), a.K / (2 * S::ROUND)}));
     const int64_t want = skinny_splits(blocks, per_sm * sms, most);
