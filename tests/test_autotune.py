@@ -437,7 +437,7 @@ def test_conv_dgrad_candidates_cuda(config, kind, case, layout):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", ["bn64x2", "bn128", "bn128x2"])
+@pytest.mark.parametrize("config", ["bn64x2", "bn128"])
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", PHASES_IN_ONE)
 def test_conv_dgrad_phases_in_one_cuda(config, kind, case):

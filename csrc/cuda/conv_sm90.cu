@@ -132,11 +132,12 @@ bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const void* w, 
   std::vector<int> k0s;
   for (int i : order) ph.push_back(phases[i]), maps.push_back(ma[i]), k0s.push_back(b_k0[i]);
   before();
-  // The tile (family "conv_dgrad_sm90"): bn64x2 (two blocks per SM, 4-stage rings), bn128 (one,
-  // 6 stages) or bn128x2 (two, 3 stages); the phases' reductions are short (1-4 taps). bn64x2 by
-  // default: on an H200 (results/h200/<sha>/) 3x3/2 128@56 b32 / b64 39 / 71 us against bn128's
-  // 41 / 77, 1x1/2 256->512 55 / 111 against 62 / 115.
-  static const std::vector<std::string> kNames = {"bn64x2", "bn128", "bn128x2"};
+  // The tile (family "conv_dgrad_sm90"): bn64x2 (two blocks per SM, 4-stage rings) or bn128 (one,
+  // 6 stages); the phases' reductions are short (1-4 taps). bn64x2 by default: on an H200
+  // (results/h200/17e9615-phases/x1) 3x3/2 128@56 b32 / b64 39 / 71 us against bn128's 41 / 77,
+  // 1x1/2 256->512 55 / 111 against 62 / 115. (Two 128-wide blocks per SM do not compile: 80
+  // registers a thread leave too few for an m64n128 accumulator.)
+  static const std::vector<std::string> kNames = {"bn64x2", "bn128"};
   int64_t m_all = 0, k_all = 0;
   for (const GemmArgs& g : ph) m_all += g.M, k_all += g.K;
   autotune::run(
@@ -150,8 +151,7 @@ bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const void* w, 
           const int bn = i == 0 ? 64 : 128;
           const CUtensorMap mb = matrix_map(w, first.dtype, cols, first.N, 1, ld, 0, sm90::bk<T>, uint32_t(bn));
           if (i == 0) launch_phases<T, 64, 4>(ph, maps, mb, k0s, vec);
-          else if (i == 1) launch_phases<T, 128, 6>(ph, maps, mb, k0s, vec);
-          else launch_phases<T, 128, 3>(ph, maps, mb, k0s, vec);
+          else launch_phases<T, 128, 6>(ph, maps, mb, k0s, vec);
         };
         if (first.dtype == at::kBFloat16) go(c10::BFloat16{});
         else go(c10::Half{});

@@ -759,7 +759,7 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
   if (f.K == 0) {
     if (blockIdx.y > 0) return;
     constexpr int VEC = 8;  // elements per 16-byte store
-    const int chunks = int((N + VEC - 1) / VEC), rows = int(min<int64_t>(BM, f.M - m0));
+    const int chunks = int((N + VEC - 1) / VEC), rows = int(f.M - m0 < BM ? f.M - m0 : BM);
     for (int i = threadIdx.x; i < rows * chunks; i += THREADS) {
       const int r = i / chunks, n = (i % chunks) * VEC;
       T* row = f.p.row_c(0, m0 + r);
