@@ -14,6 +14,8 @@
 #                  pinned to phases and to col2im; conv_dgrad_sm90: the one-launch phases' tiles)
 #                  at batch 1, 32 and 64
 #     wgrad        time_candidates: the weight gradients' candidates (conv_wgrad_sm90), batch 32, 64
+#     kernels      scripts/profile_conv_kernels.py: each ResNet conv pass's kernels, tileops and
+#                  cuDNN, at batch 32
 #     conv, models, matmul   the whole bench_conv / bench_models / bench_matmul (several minutes
 #                  each: one a call)
 #     host         scripts/profile_host.py --parts: a conv's host cost per call, two streams and one
@@ -63,6 +65,7 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
       done ;;
     wgrad) for b in 32 64; do step wgrad_b$b 120 $PY scripts/time_candidates.py --family conv_wgrad_sm90 \
       --candidates bn64,bn128,bn64-im2col,bn128-im2col --batch $b --out "$OUTDIR/cand_wgrad_b$b.json"; done ;;
+    kernels) step kernels 240 $PY scripts/profile_conv_kernels.py --batch 32 --out "$OUTDIR/conv_kernels_b32.json" ;;
     skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
     *) echo "unknown step $s"; rc=1 ;;

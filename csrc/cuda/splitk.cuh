@@ -49,18 +49,34 @@ inline SplitPlan plan_split(int64_t tiles, int64_t K, int64_t bk, int64_t batch,
 // Each thread sums V consecutive outputs of one row (V = one 16-byte vector of partials where N
 // allows it) with index type I (with_index: 32-bit where the workspace fits): the scalar, 64-bit-indexed form
 // spent more on its divisions than on memory (7.6 us for 2 x 1568 x 512 on an H200, NOTES 34).
-template <typename T, typename Acc, Act A, int V, typename I>
+// LANES threads sum one output vector: lane l the splits l, l + LANES, ... in order, then the lanes'
+// sums combine by shuffles in a fixed order (results stay deterministic). LANES = 8 for long
+// reductions: with one thread per output (LANES = 1) each thread waited on one split's load at a
+// time, and a conv weight gradient split 64 ways has few outputs, so few threads.
+template <typename T, typename Acc, Act A, int V, int LANES, typename I>
 __global__ void splitk_reduce_kernel(const Acc* __restrict__ partial, int splits, I M, I N, I batch,
                                      MatmulProblem<T> p, Epilogue<T> epi) {
-  const I NV = N / V, total = batch * M * NV, MN = M * N;
+  static_assert(LANES == 1 || LANES == 8, "a team of lanes is 1 or 8 threads of one warp");
+  const I NV = N / V, total = batch * M * NV * LANES, MN = M * N;
+  const int lane = int(threadIdx.x % LANES);
+  // whole teams iterate together: total and the grid's stride are multiples of LANES
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * I(blockDim.x)) {
-    const I g = i / (M * NV), mv = i % (M * NV), m = mv / NV, n0 = (mv % NV) * V;
+    const I o = i / LANES, g = o / (M * NV), mv = o % (M * NV), m = mv / NV, n0 = (mv % NV) * V;
     const Acc* src = partial + g * splits * MN + m * N + n0;
-    Pack<Acc, V> sum = *reinterpret_cast<const Pack<Acc, V>*>(src);
-    for (int s = 1; s < splits; ++s) {
-      const Pack<Acc, V> q = *reinterpret_cast<const Pack<Acc, V>*>(src + s * MN);
+    Pack<Acc, V> sum{};
+#pragma unroll 4
+    for (int s = lane; s < splits; s += LANES) {
+      const Pack<Acc, V> q = *reinterpret_cast<const Pack<Acc, V>*>(src + I(s) * MN);
 #pragma unroll
       for (int e = 0; e < V; ++e) sum.v[e] += q.v[e];
+    }
+    if constexpr (LANES > 1) {
+      const unsigned team = 0xffu << (threadIdx.x % 32 & ~(LANES - 1));
+#pragma unroll
+      for (int d = 1; d < LANES; d *= 2)
+#pragma unroll
+        for (int e = 0; e < V; ++e) sum.v[e] += __shfl_xor_sync(team, sum.v[e], d);
+      if (lane != 0) continue;
     }
     const auto row = p.row_c(g, m);
 #pragma unroll
@@ -80,17 +96,23 @@ void splitk_reduce(const Acc* partial, int splits, const GemmArgs& a) {
   const Epilogue<T> epi = epilogue_of<T>(a);
   constexpr int VEC = int(16 / sizeof(Acc));  // Acc: float or double
   const bool vec = a.N % VEC == 0 && reinterpret_cast<uintptr_t>(partial) % 16 == 0;
-  const unsigned blocks = blocks_for(a.batch * a.M * a.N / (vec ? VEC : 1), 65535);
+  const int lanes = splits >= 16 ? 8 : 1;
+  const unsigned blocks = blocks_for(a.batch * a.M * a.N / (vec ? VEC : 1) * lanes, 65535);
   const auto stream = at::cuda::getCurrentCUDAStream();
   with_act(a.act, [&](auto act) {
-    with_index(a.batch * splits * a.M * a.N, [&](auto itag) {  // the largest index formed
+    // the largest index formed (times 8: the thread index of a team's lane)
+    with_index(a.batch * std::max<int64_t>(splits, 8) * a.M * a.N, [&](auto itag) {
       using I = decltype(itag);
-      auto go = [&](auto v) {
-        splitk_reduce_kernel<T, Acc, decltype(act)::value, decltype(v)::value, I>
+      auto go = [&](auto v, auto l) {
+        splitk_reduce_kernel<T, Acc, decltype(act)::value, decltype(v)::value, decltype(l)::value, I>
             <<<blocks, 256, 0, stream>>>(partial, splits, I(a.M), I(a.N), I(a.batch), p, epi);
       };
-      if (vec) go(std::integral_constant<int, VEC>{});
-      else go(std::integral_constant<int, 1>{});
+      auto with_lanes = [&](auto v) {
+        if (lanes == 8) go(v, std::integral_constant<int, 8>{});
+        else go(v, std::integral_constant<int, 1>{});
+      };
+      if (vec) with_lanes(std::integral_constant<int, VEC>{});
+      else with_lanes(std::integral_constant<int, 1>{});
     });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
