@@ -20,17 +20,12 @@ from time_candidates import problem  # noqa: E402
 
 import tileops  # noqa: E402
 from bench_conv import LAYERS  # noqa: E402
+from common import profiled  # noqa: E402
 
 
 def kernel_table(fn, calls):
     """[(kernel name, launches per call, mean us per launch)] of `calls` calls of fn, by total time."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
+    prof = profiled(fn, reps=calls, warmup=3)
     rows = [(e.key, e.count / calls, e.device_time_total / max(e.count, 1)) for e in prof.key_averages()
             if e.device_type == torch.autograd.DeviceType.CUDA and e.count > 0]
     return sorted(rows, key=lambda r: -r[1] * r[2])
