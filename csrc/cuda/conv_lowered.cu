@@ -425,6 +425,16 @@ bool nchw_1x1(const GemmArgs& a) {
   return true;
 }
 
+// What phases_in_one (below) takes: a strided data gradient in 16 bits on the Hopper kernels, at
+// most kTapOrderMax taps, dx channels_last with sides the strides divide (so every phase's
+// output rows are one stride apart in groups: implicit_sm90's rq). It also checks each phase.
+bool phases_in_one_ok(const GemmArgs& a) {
+  const auto& c = a.conv;
+  return (c.sh > 1 || c.sw > 1) && c10::elementSize(a.dtype) == 2 && c.R * c.S <= kTapOrderMax &&
+         tileops::nhwc_dense(c.xs, c.C, c.H, c.W) && c.H % c.sh == 0 && c.W % c.sw == 0 &&
+         sm90_unavailable(a) == nullptr;
+}
+
 // conv_dgrad's heuristic for strides up to 2 x 2: phases (kinds.h) are sh * sw launches of short
 // reductions (1 to 4 taps), which beat GEMM + col2im (a column buffer of R*S / (sh*sw) times dx,
 // written and read back) only on Hopper's implicit kernels (16-bit, 64-channel multiples) and a
@@ -432,15 +442,12 @@ bool nchw_1x1(const GemmArgs& a) {
 // conv.json): 3x3/2 128@56 b64 196 us against 222, 1x1/2 256->512 b32 / b64 110 / 177 against
 // 114 / 184; but 3x3/2 b32 (dx 2^23.6 elements) 144 against 136, b1 83 against 39, and the
 // 3-channel stem 2.2x slower.
-// Where all phases go in one launch (phases_in_one: a channels_last dx whose sides the strides
-// divide), which costs one transposition and one launch instead of a pair per phase, it is
-// taken at every size.
+// Where all phases go in one launch (phases_in_one_ok), which costs one transposition and one
+// launch instead of a pair per phase, it is taken at every size.
 bool dgrad_by_phases(const GemmArgs& a) {
   const auto& c = a.conv;
   if (c10::elementSize(a.dtype) != 2 || c.C % 64 != 0 || c.K % 64 != 0 || sm90_unavailable(a) != nullptr) return false;
-  const bool in_one = tileops::nhwc_dense(c.xs, c.C, c.H, c.W) && c.H % c.sh == 0 && c.W % c.sw == 0 &&
-                      c.R * c.S <= kTapOrderMax;
-  return in_one || c.N * c.C * c.H * c.W >= (int64_t(1) << 24);
+  return phases_in_one_ok(a) || c.N * c.C * c.H * c.W >= (int64_t(1) << 24);
 }
 
 // conv_vec_kernel on problem a: the weight as rows [tap][c][ldb] (one tap_transpose), then one
@@ -607,7 +614,7 @@ using PhaseList = std::vector<std::pair<int64_t, int64_t>>;  // phases (ah, aw)
 bool phases_in_one(const GemmArgs& a, const at::Tensor& dy, const std::vector<DgradPhase>& along_h,
                    const std::vector<DgradPhase>& along_w, const PhaseList& live, const PhaseList& dead) {
   const auto& c = a.conv;
-  if (c10::elementSize(a.dtype) != 2 || c.R * c.S > kTapOrderMax || sm90_unavailable(a) != nullptr) return false;
+  if (!phases_in_one_ok(a)) return false;
   const int64_t es = int64_t(c10::elementSize(a.dtype)), ld = c.R * c.S * c.K;
   at::Tensor wt = at::empty({c.C, ld}, cuda_options(a.dtype));
   TapTranspose t{c.K, c.C, c.R, c.S, c.ws[0], c.ws[1], c.ws[2], c.ws[3], 1, ld, 0, c.K};
@@ -670,7 +677,7 @@ void dgrad_phases(const GemmArgs& a) {
     for (int64_t aw = 0; aw < c.sw; ++aw)
       if (along_h[ah].out > 0 && along_w[aw].out > 0)
         (empty(along_h[ah], c.P) || empty(along_w[aw], c.Q) ? dead : live).emplace_back(ah, aw);
-  if ((c.sh > 1 || c.sw > 1) && phases_in_one(a, dy, along_h, along_w, live, dead)) return;
+  if (phases_in_one(a, dy, along_h, along_w, live, dead)) return;
   // else dead phases filled: where dx is dense, all of it first (a strided fill of a phase took as
   // long), and the live phases at once (concurrently): each 1-2 waves of short reductions
   if (!dead.empty() && dx.is_non_overlapping_and_dense()) {
