@@ -8,7 +8,8 @@ table (us per call) of 'auto' and of torch. How matmul.cu's kTcSmallWork* were c
 ab1464b/i1, 91c145e/i3, 5c3d0dd/i7 small_probe.json, run with --kernels). --set mma: 20 shapes from
 127 x 255 x 511 to 4096^3, bf16 / TF32 (3fc4f70/i2 and 5c3d0dd/i7 tc_probe.json). --set skinny:
 M <= 16 in bf16 / fp16, as matmul (N-major B) and linear (K-major weight), 'auto' with each of
-the skinny tensor-core kernel's configs pinned as well (matmul_skinny_tc.cu).
+the skinny tensor-core kernel's configs pinned as well (matmul_skinny_tc.cu). --set skinny_tf32:
+the same in fp32 with TF32 allowed, and 'auto' with TF32 off (the SIMT skinny kernel's fp32 math).
 """
 import argparse
 import json
@@ -28,6 +29,10 @@ SETS = {  # (dtypes, [(batch, M, N, K)])
     "skinny": (("bfloat16", "float16"),
                [(1, M, N, K) for M in (1, 4, 8, 16) for (N, K) in ((4096, 4096), (11008, 4096), (4096, 11008))] +
                [(1, 16, 768, 768), (1, 8, 1024, 8192), (1, 16, 32000, 4096), (8, 8, 1024, 1024)]),
+    "skinny_tf32": (("tf32",),
+                    [(1, M, 4096, 4096) for M in (1, 2, 4, 8, 12, 16)] +
+                    [(1, M, N, K) for M in (1, 8, 16) for (N, K) in ((11008, 4096), (4096, 11008))] +
+                    [(1, 16, 768, 768), (8, 8, 1024, 1024)]),
     "mma": (("bfloat16", "tf32"),
             [(1, 127, 255, 511), (1, 200, 384, 384), (1, 64, 512, 768), (1, 256, 256, 256), (1, 130, 1000, 255),
              (1, 512, 512, 512), (1, 384, 768, 768), (1, 256, 1024, 1024), (1, 1000, 1000, 1000),
@@ -65,6 +70,11 @@ def skinny_rows(dtype, b, M, N, K, kernels, budget):
         for cfg in SKINNY_TC_CONFIGS:
             with tileops.autotune.pinned("matmul_skinny_tc", cfg):
                 r[cfg + "_ms"] = timed(ours, budget_s=budget)[0]
+        if dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32:
+            torch.backends.cuda.matmul.allow_tf32 = False
+            r["fp32_ms"] = timed(ours, budget_s=budget)[0]
+            r["fp32_err"] = float((ours().double() - ref).norm() / ref.norm())
+            torch.backends.cuda.matmul.allow_tf32 = True
         r["torch_ms"] = timed(theirs, budget_s=budget)[0]
         if kernels:
             r["auto_kernels"], r["torch_kernels"] = kernel_table(ours), kernel_table(theirs)
@@ -88,7 +98,7 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
         dtype = torch.float32 if dt == "tf32" else getattr(torch, dt)
         for (b, M, N, K) in shapes:
-            if args.set == "skinny":
+            if args.set.startswith("skinny"):
                 recs += skinny_rows(dtype, b, M, N, K, args.kernels, args.budget)
                 continue
             A = torch.randn(b, M, K, device="cuda", dtype=dtype).squeeze(0)

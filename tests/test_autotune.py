@@ -462,6 +462,44 @@ def test_conv_dgrad_phases_in_one_cuda(config, kind, case):
         assert not any("fill" in n.lower() for n in ran), "%s: %s" % (case, ran)
 
 
+# Weight gradients on the Hopper implicit GEMM: (conv, whether its R*S*C x K weight is small enough
+# to be written straight into grad_weight, conv_lowered.cu's kWgradDirectMax = 2^17 elements).
+WGRAD_DIRECT = {
+    "1x1_split": ((4, 64, 14, 14, 96, 1, 1), True),          # a long reduction: split-K, the reduce writes dw
+    "3x3_split": ((8, 64, 28, 28, 128, 3, 3, 1, 1), True),   # 73728 elements
+    "3x3_one_pass": ((1, 64, 16, 16, 64, 3, 3, 1, 1), True),  # 4 k tiles: no split, the epilogue writes dw
+    "3x3_strided": ((2, 128, 15, 15, 64, 3, 3, 2, 1), True),
+    "3x3_buffered": ((2, 128, 14, 14, 128, 3, 3, 1, 1), False),  # 147456: a buffer, then tap_transpose
+}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", ["bn64", "bn128", "bn64-im2col", "bn128-im2col"])
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("w_layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("case", list(WGRAD_DIRECT))
+def test_conv_wgrad_direct_cuda(config, kind, w_layout, case):
+    """The Hopper weight gradient, each tile pinned, for weights of both layouts: grad_weight
+    against float64 on poisoned memory, then the kernels: on sm_90 a small weight is written by
+    the GEMM (or its split-K reduce) through grad_weight's strides, no transposition after it; a
+    larger one goes through a buffer and one tap_transpose."""
+    from test_conv2d import Conv, run_backward_op
+
+    shape, direct = WGRAD_DIRECT[case]
+    c = Conv(*shape)
+    with autotune.pinned("conv_wgrad_sm90", config):
+        _, (x, w, gy) = run_backward_op(c, case, "cuda", kind, "channels_last", mask=(False, True, False),
+                                        w_layout=w_layout)
+        st, pd, dl, g = c.params
+        pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
+        _, ran = cuda_kernel_counts(
+            lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [False, True, False]))
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert any("gemm_sm90" in n for n in ran), "%s: %s" % (case, ran)
+        transposes = sum(k for n, k in ran.items() if "tap_transpose" in n)
+        assert transposes == (0 if direct else 1), "%s: %s" % (case, ran)
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("config", ["strip4", "strip1", "tile", "strip4-resident"])
 @pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])

@@ -1,6 +1,6 @@
 """Split-K (skinny M, long K) on Hopper (fp16/bf16) and on the SIMT rungs (fp32 with TF32 off,
 fp64; M > 16), the skinny kernel (fp32 and fp64, M <= 16, K chunks summed the same way) and the
-skinny tensor-core kernel (fp16/bf16, M <= 16, Hopper: K split over a cluster): the partial tiles
+skinny tensor-core kernel (fp16/bf16 and TF32, M <= 16, Hopper: K split over a cluster): the partial tiles
 and their fixed-order reduction, with bias, activations, residuals, odd N and K, strided operands,
 batches and run-to-run bitwise determinism."""
 import pytest
@@ -98,8 +98,8 @@ def test_splitk_simt_matmul_strided(kind, view):
 # (16-byte vectors: N or K not a multiple of 8 leaves a partial vector at the edge)
 SKINNY_SIZES = [(1, 4096, 4096), (2, 33, 130), (3, 1000, 1), (5, 257, 5003), (8, 4096, 4096), (9, 64, 0),
                 (16, 4096, 4096), (16, 7, 20000), (4, 300, 77)]
-# fp16/bf16: the skinny tensor-core kernel on Hopper where the operands are 16-byte readable, else
-# Hopper split-K (here: the sizes with N or K not a multiple of 8)
+# fp16/bf16 and TF32: the skinny tensor-core kernel on Hopper where the operands are 16-byte
+# readable, else Hopper split-K (fp16/bf16) or the skinny kernel (fp32)
 SKINNY_KINDS = ["float32", "tf32", "float64", "float16", "bfloat16"]
 
 
@@ -132,8 +132,7 @@ def test_skinny(kind, size, op):
         out = run_poisoned(fn, M * N, dt, "cuda")
         again = fn()
     ref, mag = skinny_ref(op, x, w.t() if op == "linear" else w, bias, res)
-    # fp32 math even where TF32 is allowed: held to the fp32 bound
-    check(out, ref, mag, "float32" if kind == "tf32" else kind, "skinny %s %s seed=%d" % (op, size, seed))
+    check(out, ref, mag, kind, "skinny %s %s seed=%d" % (op, size, seed))
     assert torch.equal(out, again), "skinny result differs run to run"
 
 
@@ -196,7 +195,7 @@ def needs_hopper():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("kind", ["float16", "bfloat16", "tf32"])
 @pytest.mark.parametrize("config", ["bn128", "bn64"])
 @pytest.mark.parametrize("case", SKINNY_TC_CASES, ids=lambda c: "%dx%dx%d-%s-pad%d" % c)
 def test_skinny_tc(kind, config, case):
@@ -210,7 +209,7 @@ def test_skinny_tc(kind, config, case):
         fn = lambda: tileops.linear(x, b.t(), bias, "gelu", res)  # noqa: E731
     else:
         fn = lambda: tileops.matmul(x, b)  # noqa: E731
-    with tileops.autotune.pinned("matmul_skinny_tc", config):
+    with tileops.autotune.pinned("matmul_skinny_tc", config), tf32(kind == "tf32"):
         out, names = cuda_kernels(lambda: run_poisoned(fn, M * N, dt, "cuda"))
         again = fn()
     assert any("gemm_skinny_tc" in n for n in names), "%s: expected gemm_skinny_tc among %s" % (case, names)
@@ -220,7 +219,7 @@ def test_skinny_tc(kind, config, case):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("kind", ["float16", "bfloat16", "tf32"])
 @pytest.mark.parametrize("view", ["batched", "broadcast_b", "out_of_both"])
 def test_skinny_tc_views(kind, view):
     """Batches (grid z), a broadcast B (batch stride 0), and operands read out of wider tensors
@@ -234,7 +233,8 @@ def test_skinny_tc_views(kind, view):
         b = b[0].expand(B, K, N)
     elif view == "out_of_both":
         a, b = randn((B, M, 2 * K), dt, "cuda", gen)[..., K:], randn((B, 2 * K, N), dt, "cuda", gen)[:, ::2]
-    out, names = cuda_kernels(lambda: run_poisoned(lambda: tileops.matmul(a, b), B * M * N, dt, "cuda"))
+    with tf32(kind == "tf32"):
+        out, names = cuda_kernels(lambda: run_poisoned(lambda: tileops.matmul(a, b), B * M * N, dt, "cuda"))
     assert any("gemm_skinny_tc" in n for n in names), "%s: expected gemm_skinny_tc among %s" % (view, names)
     a64, b64 = a.double().cpu(), b.double().cpu()
     check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "skinny tc %s seed=%d" % (view, seed))

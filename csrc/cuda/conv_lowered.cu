@@ -369,13 +369,26 @@ bool implicit_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr,
 // residual there (the epilogue would read it by its offset from C).
 bool grouped_rows(const at::Tensor& y) { return y.stride(1) == 1 && y.stride(0) == y.size(2) * y.stride(2); }
 
+// Weights of at most this many elements take the weight gradient's output straight into dw (its
+// rows, (r, s, c), through a grouped-row map; its columns, k, dw's k stride apart): the stores
+// scatter 2-byte values, which is cheaper than the tap_transpose launch only while dw is small.
+constexpr int64_t kWgradDirectMax = int64_t(1) << 17;
+
 // Hopper implicit weight gradient (no column buffer): dW^T [R*S*C, K] = cols(x)^T . dY with the
-// columns gathered inside the kernel, dY's rows read in place (channels_last), into a small
-// [R*S*C, K] buffer that one tap_transpose writes into dw's (K, C, R, S) in whatever layout dw has.
+// columns gathered inside the kernel, dY's rows read in place (channels_last). Into dw itself where
+// it is small and its taps are one stride apart (KCRS and channels_last both: row (t, c) at t *
+// dw's s stride + c * its c stride, rq = C), else into a [R*S*C, K] buffer that one tap_transpose
+// writes into dw's (K, C, R, S) in whatever layout dw has.
 bool implicit_wgrad_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& dy, const at::Tensor& dw) {
   const auto& c = a.conv;
   if (x.element_size() != 2 || !nhwc_dense(x) || !nhwc_dense(dy)) return false;
   const int64_t npq = c.N * c.P * c.Q, rsc = c.R * c.S * c.C;
+  if (rsc * c.K <= kWgradDirectMax && dw.stride(2) == c.S * dw.stride(3)) {
+    MatmulOperands mm{nullptr, dy.const_data_ptr(), dw.data_ptr(), {0, 0, 0}, {0, c.K, 1},
+                      {0, dw.stride(1), dw.stride(0)}};
+    mm.rq = c.C, mm.srq = dw.stride(3);
+    return conv_wgrad_sm90(gathering(lowered(a, Fused{}, 1, rsc, c.K, npq, mm), a, x));
+  }
   at::Tensor dwt = at::empty({rsc, c.K}, cuda_options(a.dtype));
   const MatmulOperands mm{nullptr, dy.const_data_ptr(), dwt.data_ptr(), {0, 0, 0}, {0, c.K, 1}, {0, c.K, 1}};
   if (!conv_wgrad_sm90(gathering(lowered(a, Fused{}, 1, rsc, c.K, npq, mm), a, x))) return false;

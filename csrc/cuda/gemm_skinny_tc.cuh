@@ -1,16 +1,19 @@
-// Skinny tensor-core family (M <= 16, fp16 / bf16, Hopper; matmul_skinny_tc): C = A B with at most
-// 16 rows is a matrix-vector product bound by reading B once. Swapped roles: the MMA's 16-row side
+// Skinny tensor-core family (M <= 16, fp16 / bf16, and fp32 as TF32; Hopper; matmul_skinny_tc):
+// C = A B with at most 16 rows is a matrix-vector product bound by reading B once. Swapped roles: the MMA's 16-row side
 // runs along N (C^T = B^T A^T), so B is the MMA's A operand and A's few rows fill its 8-wide
 // side (one or two n8 tiles); no tile is mostly empty.
 //
 // A block owns BN = 16 * WARPS columns (one m16 tile per warp) and streams B through a ring of
-// STAGES shared-memory stages of BK = 64 k, filled by 16-byte cp.async (the Hopper split-K and the
+// STAGES shared-memory stages of BK k (128 bytes: 64 16-bit values, 32 fp32), filled by 16-byte cp.async (the Hopper split-K and the
 // SIMT skinny kernel held their loads in registers, which bounded the bytes in flight; NOTES 36,
 // 51). Tiles are stored in 128-byte-chunk rows, chunk c of row r at c ^ (r % 8), so that the 8 row
 // addresses of each ldmatrix fall in 8 different bank groups:
 //   K-major B (a linear weight, N x K): rows n, chunks of k; ldmatrix gives B^T's fragments.
-//   N-major B (row-major K x N): rows k, chunks of n; ldmatrix.trans gives them.
+//   N-major B (row-major K x N): rows k, chunks of n; ldmatrix.trans gives them (TF32: 32-bit
+//   values, which ldmatrix.trans cannot transpose, are read one word a lane).
 //   A (M x K, k contiguous): rows m (zeros past M), chunks of k; ldmatrix gives the n8 fragments.
+// TF32 rounds each fragment word to the nearest TF32 (round_tf32) before its MMA, as the other
+// TF32 kernels round their operands.
 // K is split over a cluster of up to 8 blocks along grid y; their fp32 partials meet through
 // distributed shared memory and rank r sums its share of the tile in rank order (deterministic)
 // and stores it through the epilogue: one launch, no workspace, no reduce kernel.
@@ -26,14 +29,15 @@
 namespace tileops {
 namespace cuda {
 
-template <int WARPS, int STAGES>
+template <int WARPS, int STAGES, int ES = 2>  // ES: bytes of an element
 struct SkinnyTcShape {
   static constexpr int kWarps = WARPS, kThreads = 32 * WARPS, kStages = STAGES;
   static constexpr int BN = 16 * WARPS;  // columns of C per block
-  static constexpr int BK = 64;          // k per stage: one 128-byte row of 16-bit values
+  static constexpr int BK = 128 / ES;    // k per stage: one 128-byte row
+  static constexpr int V = 16 / ES;      // values per 16-byte chunk
   static constexpr int kMaxRows = 16;
   // bytes of a stage: B's BN x BK and A's (up to) 16 x BK
-  static constexpr int kStageBytes = (BN + kMaxRows) * BK * 2;
+  static constexpr int kStageBytes = (BN + kMaxRows) * BK * ES;
   static constexpr int kSmemBytes = STAGES * kStageBytes;
   static_assert(kSmemBytes >= kMaxRows * BN * 4, "the ring holds the block's fp32 partial tile at the end");
 };
@@ -43,12 +47,13 @@ struct SkinnyTcShape {
 // the tile lies inside K (0: none, and src stays at the operand's start) and its first k in a tile.
 template <typename T, int BK>
 struct ChunkCopy {
+  static constexpr int V = 16 / int(sizeof(T));  // values per chunk
   const T* src;
   uint32_t dst;
   int bytes, k;
   // base + at; `left`: the chunk's values inside the problem along its own direction
   __device__ __forceinline__ void init(const T* base, int64_t at, uint32_t shared, int left, int k_in_tile) {
-    bytes = left <= 0 ? 0 : left >= 8 ? 16 : 2 * left;
+    bytes = left <= 0 ? 0 : left >= V ? 16 : int(sizeof(T)) * left;
     src = base + (bytes ? at : 0);
     dst = shared;
     k = k_in_tile;
@@ -64,23 +69,27 @@ struct ChunkCopy {
     int b = bytes;
     if (kleft < BK) {
       const int kin = kleft - k;
-      b = kin <= 0 ? 0 : along_k && kin < 8 ? min(b, 2 * kin) : b;
+      b = kin <= 0 ? 0 : along_k && kin < V ? min(b, int(sizeof(T)) * kin) : b;
     }
     cp_async16(dst + off, b ? src : base, b);
     src += bytes ? step : 0;
   }
 };
 
-// Element offset of chunk c (8 values) of row r in a tile of `chunks` chunks per row, swizzled.
-__device__ __forceinline__ int swz(int r, int c, int chunks) { return (r * chunks + (c ^ (r & 7))) * 8; }
+// Element offset of chunk c (V values) of row r in a tile of `chunks` chunks per row, swizzled.
+template <int V>
+__device__ __forceinline__ int swz(int r, int c, int chunks) {
+  return (r * chunks + (c ^ (r & 7))) * V;
+}
 
 template <typename T, int MP, bool KMAJOR, int WARPS, int STAGES>
 __global__ void __launch_bounds__(32 * WARPS)
     gemm_skinny_tc_kernel(MatmulProblem<T> p, int M, int N, int K, Epilogue<T> epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using S = SkinnyTcShape<WARPS, STAGES>;
-  constexpr int BN = S::BN, BK = S::BK, NT = MP / 8;
-  constexpr int BCH = KMAJOR ? BK / 8 : BN / 8;  // chunks per stored row of B's tile
+  using S = SkinnyTcShape<WARPS, STAGES, int(sizeof(T))>;
+  constexpr int BN = S::BN, BK = S::BK, V = S::V, NT = MP / 8;
+  constexpr bool kTf32 = sizeof(T) == 4;
+  constexpr int BCH = KMAJOR ? BK / V : BN / V;  // chunks per stored row of B's tile
   extern __shared__ __align__(128) unsigned char smem[];
   T* const ring = reinterpret_cast<T*>(smem);  // stage s: B tile, then A tile
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -94,24 +103,25 @@ __global__ void __launch_bounds__(32 * WARPS)
   const T* const Ag = p.A + int64_t(g) * p.sa[0];
 
   // A thread's copies, the same chunks of every stage: chunk i of B's tile is row i / BCH, chunk
-  // i % BCH; of A's, row i / 8, chunk i % 8 (rows past MP: none).
-  constexpr int BPT = BN * BK / 8 / S::kThreads, APT = (MP * BK / 8 + S::kThreads - 1) / S::kThreads;
-  static_assert(BPT * S::kThreads == BN * BK / 8, "whole chunks per thread");
+  // i % BCH; of A's, row i / 8, chunk i % 8 (8 chunks a row; rows past MP: none).
+  constexpr int ACH = MP * 8;  // chunks of A's tile
+  constexpr int BPT = BN * BK / V / S::kThreads, APT = (ACH + S::kThreads - 1) / S::kThreads;
+  static_assert(BPT * S::kThreads == BN * BK / V && BK / V == 8, "whole chunks per thread, 8 a 128-byte row");
   const int64_t bstep = BK * p.sb[1];  // elements from one k tile to the next
   const bool interior = n0 + BN <= N;  // the block's columns all inside N
   ChunkCopy<T, BK> bc[BPT], ac[APT];
 #pragma unroll
   for (int j = 0; j < BPT; ++j) {
     const int i = tid + j * S::kThreads, r = i / BCH, c = i % BCH;
-    const int n = KMAJOR ? n0 + r : n0 + 8 * c, k = KMAJOR ? 8 * c : r;
-    bc[j].init(Bg, int64_t(n) * p.sb[2] + int64_t(kt0 * BK + k) * p.sb[1], smem_u32(ring + swz(r, c, BCH)),
-               KMAJOR ? (n < N ? 8 : 0) : N - n, k);
+    const int n = KMAJOR ? n0 + r : n0 + V * c, k = KMAJOR ? V * c : r;
+    bc[j].init(Bg, int64_t(n) * p.sb[2] + int64_t(kt0 * BK + k) * p.sb[1], smem_u32(ring + swz<V>(r, c, BCH)),
+               KMAJOR ? (n < N ? V : 0) : N - n, k);
   }
 #pragma unroll
   for (int j = 0; j < APT; ++j) {
     const int i = tid + j * S::kThreads, m = i / 8, c = i % 8;
-    ac[j].init(Ag, int64_t(m) * p.sa[1] + kt0 * BK + 8 * c, smem_u32(ring + BN * BK + swz(m, c, BK / 8)),
-               i < MP * BK / 8 && m < M ? 8 : 0, 8 * c);
+    ac[j].init(Ag, int64_t(m) * p.sa[1] + kt0 * BK + V * c, smem_u32(ring + BN * BK + swz<V>(m, c, 8)),
+               i < ACH && m < M ? V : 0, V * c);
   }
   // Stage st <- the next k tile (kt): zeros past K and past the edges of B and A.
   auto load = [&](int st, int kt) {
@@ -126,7 +136,7 @@ __global__ void __launch_bounds__(32 * WARPS)
     }
 #pragma unroll
     for (int j = 0; j < APT; ++j) {
-      if (APT * S::kThreads > MP * BK / 8 && tid + j * S::kThreads >= MP * BK / 8) break;
+      if (APT * S::kThreads > ACH && tid + j * S::kThreads >= ACH) break;
       ac[j].edge(off, kleft, true, Ag, BK);
     }
   };
@@ -149,17 +159,34 @@ __global__ void __launch_bounds__(32 * WARPS)
     __syncthreads();  // stage t landed for every thread; stage t - 1 is free to refill
     if (t + STAGES - 1 < nt) load((t + STAGES - 1) % STAGES, kt0 + t + STAGES - 1);
     cp_async_commit();
-    const T* const bs = ring + (t % STAGES) * (S::kStageBytes / 2);
+    const T* const bs = ring + (t % STAGES) * (S::kStageBytes / int(sizeof(T)));
     const T* const as = bs + BN * BK;
+    constexpr int KS = 32 / int(sizeof(T));  // k of one MMA: two chunks
 #pragma unroll
-    for (int s = 0; s < BK / 16; ++s) {
-      uint32_t af[4];  // B^T's 16 x 16 fragment: (n 0-7, k 0-7), (n 8-15, k 0-7), (n 0-7, k 8-15), (n 8-15, k 8-15)
-      if constexpr (KMAJOR) ldmatrix_x4(af, bs + swz(16 * warp + mr + 8 * (mi & 1), 2 * s + (mi >> 1), BCH));
-      else ldmatrix_x4_trans(af, bs + swz(16 * s + mr + 8 * (mi >> 1), 2 * warp + (mi & 1), BCH));
+    for (int s = 0; s < BK / KS; ++s) {
+      // B^T's 16 x KS fragment: (n 0-7, first half of k), (n 8-15, first half), (n 0-7, second
+      // half), (n 8-15, second half)
+      uint32_t af[4];
+      if constexpr (KMAJOR) {
+        ldmatrix_x4(af, bs + swz<V>(16 * warp + mr + 8 * (mi & 1), 2 * s + (mi >> 1), BCH));
+      } else if constexpr (!kTf32) {
+        ldmatrix_x4_trans(af, bs + swz<V>(KS * s + mr + 8 * (mi >> 1), 2 * warp + (mi & 1), BCH));
+      } else {  // lane l: n = l / 4 (+ 8), k = l % 4 (+ 4)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int k = KS * s + lane % 4 + 4 * (e >> 1), n = 16 * warp + lane / 4 + 8 * (e & 1);
+          af[e] = __float_as_uint(static_cast<float>(bs[swz<V>(k, n / V, BCH) + n % V]));
+        }
+      }
+      if constexpr (kTf32) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) af[e] = round_tf32(__uint_as_float(af[e]));
+      }
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
-        uint32_t bf[2];  // A's rows 8j..8j+7: k 0-7, k 8-15 (lanes 16-31 repeat 0-15's addresses)
-        ldmatrix_x2(bf, as + swz(8 * j + mr, 2 * s + (mi & 1), BK / 8));
+        uint32_t bf[2];  // A's rows 8j..8j+7, either half of the k (lanes 16-31 repeat 0-15's addresses)
+        ldmatrix_x2(bf, as + swz<V>(8 * j + mr, 2 * s + (mi & 1), 8));
+        if constexpr (kTf32) bf[0] = round_tf32(__uint_as_float(bf[0])), bf[1] = round_tf32(__uint_as_float(bf[1]));
         mma_sync<T>(acc[j], af, bf);
       }
     }

@@ -160,11 +160,12 @@ void launch_problem(const GemmArgs& a, const Operands& ops) {
 // Matmul on every rung but 'wgmma' (matmul_ladder.cu, its own translation unit so that the
 // ladder's kernels compile beside the Hopper ones).
 void launch_matmul(const GemmArgs& a);
-// The skinny family (gemm_skinny.cuh) where 'auto' takes it: fp32 (TF32 allowed or not: fp32
-// math loses nothing) and fp64 with M <= 16. False: it does not apply.
+// The skinny family (gemm_skinny.cuh) where 'auto' takes it: fp32 and fp64 with M <= 16 (fp32 with
+// TF32 allowed only where the skinny tensor-core family does not take it). False: it does not apply.
 bool matmul_skinny(const GemmArgs& a);
 // The skinny tensor-core family (gemm_skinny_tc.cuh, matmul_skinny_tc.cu) where 'auto' takes it:
-// fp16 / bf16 with M <= 16 on compute capability 9.0, operands 16-byte readable. False: it does not.
+// fp16 / bf16, and fp32 with TF32 allowed, with M <= 16 on compute capability 9.0, operands 16-byte
+// readable. False: it does not. Asked before matmul_skinny.
 bool matmul_skinny_tc(const GemmArgs& a);
 
 }  // namespace cuda

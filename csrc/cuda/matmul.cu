@@ -298,7 +298,7 @@ constexpr double kTcSmallWork16 = double(int64_t(1) << 25), kTcSmallWorkTf32 = d
 void gemm_cuda_matmul(const GemmArgs& a) {
   TORCH_INTERNAL_ASSERT(a.mm.rq == 0, "tileops: grouped output rows reach only the Hopper implicit conv kernels");
   // M <= 16: bound by reading B, where a 64- or 128-row tile would be mostly empty
-  if (matmul_skinny(a) || matmul_skinny_tc(a)) return;
+  if (matmul_skinny_tc(a) || matmul_skinny(a)) return;
   const bool want = a.algo == Algo::Wgmma || (a.algo == Algo::Auto && tensor_core_dtype(a));
   const char* why = want ? sm90_unavailable(a) : "not requested";
   if (want && why == nullptr) {

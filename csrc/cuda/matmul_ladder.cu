@@ -119,8 +119,9 @@ void launch_skinny(const GemmArgs& a) {
 
 }  // namespace
 
-// fp32 and fp64 (TF32 allowed or not: fp32 math loses nothing). For fp16/bf16 this kernel lost
-// to Hopper split-K (NOTES 36: a lane's loads in flight are bounded by its registers).
+// fp32 and fp64; fp32 with TF32 allowed reaches it where the skinny tensor-core family refuses
+// (launch.cuh). For fp16/bf16 this kernel lost to Hopper split-K (NOTES 36: a lane's loads in
+// flight are bounded by its registers).
 bool matmul_skinny(const GemmArgs& a) {
   if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.batch > 65535) return false;
   if (a.dtype == at::kFloat) launch_skinny<float>(a);

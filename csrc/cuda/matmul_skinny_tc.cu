@@ -26,11 +26,10 @@ struct SkinnyTcConfig {
   int warps, stages;
 };
 constexpr SkinnyTcConfig kSkinnyTcConfigs[] = {{"bn128", 8, 4}, {"bn64", 4, 7}};
-template <int I>
-using ShapeOf = SkinnyTcShape<kSkinnyTcConfigs[I].warps, kSkinnyTcConfigs[I].stages>;
+template <int I, typename T>
+using ShapeOf = SkinnyTcShape<kSkinnyTcConfigs[I].warps, kSkinnyTcConfigs[I].stages, int(sizeof(T))>;
 
 constexpr int kMaxSplit = 8;  // the portable cluster size
-constexpr int kBK = ShapeOf<0>::BK;
 
 // Blocks along K in one cluster: doubled while the grid has fewer than two blocks per SM and
 // every rank keeps at least four k tiles (a ring's worth of copies in flight).
@@ -42,7 +41,7 @@ int skinny_tc_split(int64_t blocks, int64_t ktiles, int64_t sms) {
 
 template <typename T, int MP, bool KMAJOR, int I>
 void launch_cfg(const GemmArgs& a) {
-  using S = ShapeOf<I>;
+  using S = ShapeOf<I, T>;
   auto* kernel = gemm_skinny_tc_kernel<T, MP, KMAJOR, S::kWarps, S::kStages>;
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, S::kSmemBytes, set_on);
@@ -61,18 +60,24 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   return false;  // its kernel is built for sm_90 only
 #endif
   if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.M == 0 || a.N == 0 || a.K == 0) return false;
-  if (a.dtype != at::kHalf && a.dtype != at::kBFloat16) return false;
+  // fp32 where TF32 is allowed, at every M: on an H200 (results/h200/<sha>/s1/skinny_tf32.json)
+  // 1 x 4096 x 4096 took 24.7 us against the SIMT skinny kernel's 24.8 (fp32 math), 16 rows 27
+  // against 48.5, and with a K-major B (a linear's weight) 24-62 us against 32-176.
+  const bool tf32 = a.dtype == at::kFloat && a.allow_tf32;
+  if (a.dtype != at::kHalf && a.dtype != at::kBFloat16 && !tf32) return false;
   const auto* prop = at::cuda::getCurrentDeviceProperties();
   if (prop->major != 9 || a.batch > 65535 || a.N >= (int64_t(1) << 30) || a.K >= (int64_t(1) << 30)) return false;
   // The kernel copies 16-byte chunks along A's rows and along B's unit-stride side, each aligned:
   // the vectorized rung's reading of the operands (vec_layout).
-  const VecLayout l = vec_layout(a, 2);
+  const int64_t es = int64_t(c10::elementSize(a.dtype));
+  const VecLayout l = vec_layout(a, int(es));
   if (!l.a.vec || !l.a.kc || !l.b.vec) return false;
   const bool kmajor = l.b.kc;
   // The heuristic: 128 columns a block unless its grid, split as far as K allows, leaves more than
   // half the SMs idle (results/h100/73f962b/j1/skinny_probe.json: bn128 took 4096 x 4096 at M = 1-16
   // in 13-16 us against bn64's 15-17; bn64 took N = 768 and 1024 x 8192, 6-8 column blocks).
-  const int64_t sms = prop->multiProcessorCount, ktiles = (a.K + kBK - 1) / kBK;
+  const int64_t bk = 128 / es;  // k of a stage: SkinnyTcShape::BK
+  const int64_t sms = prop->multiProcessorCount, ktiles = (a.K + bk - 1) / bk;
   const int64_t wide = (a.N + 127) / 128 * a.batch;
   const int heuristic = wide * skinny_tc_split(wide, ktiles, sms) * 2 >= sms ? 0 : 1;
   static const std::vector<std::string> kNames = [] {
@@ -88,7 +93,7 @@ bool matmul_skinny_tc(const GemmArgs& a) {
       kNames, heuristic, [&](int i) {
         with_dtype(a.dtype, [&](auto tag) {
           using T = decltype(tag);
-          if constexpr (sizeof(T) == 2) {
+          if constexpr (!std::is_same<T, double>::value) {
             auto go = [&](auto mp, auto km) {
               constexpr int MP = decltype(mp)::value;
               constexpr bool KM = decltype(km)::value;

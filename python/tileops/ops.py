@@ -58,8 +58,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, algo: str = "auto") -> torch.Tensor
     float16/bfloat16 and TF32 on Hopper (mma for small problems that wgmma would first have to
     copy: TF32 up to 2^27 multiply-adds, unaligned float16/bfloat16 up to 2^25), mma for them
     elsewhere, vectorized for float32 with TF32 off (register when fewer 128x128 tiles than
-    SMs), register for float64; for M <= 16 a skinny kernel bound by reading b once (float32/float64 on CUDA cores;
-    float16/bfloat16 on Hopper on tensor cores, where b's rows are 16-byte aligned). It is the
+    SMs), register for float64; for M <= 16 a skinny kernel bound by reading b once (on Hopper
+    float16/bfloat16 and float32 with TF32 allowed on tensor cores, where the rows are 16-byte
+    aligned; float32/float64 on CUDA cores otherwise). It is the
     only choice on the CPU. A rung that cannot run a problem raises an
     error saying why."""
     return torch.ops.tileops.matmul.default(a, b, algo)
