@@ -281,10 +281,12 @@ at::Tensor weight_rows(const at::Tensor& w, int64_t Kp) {
 
 // A weight-sized transposition, per kernel tap: out[tap][j][i] = in[tap][i][j] for each I x J
 // matrix of an Br x Bs grid of taps, every index through element strides (a flip is a negative
-// tap stride from the last tap's base). Both sides go through a 32 x 32 shared-memory tile, so
-// the reads along j and the writes along i are coalesced whichever side is contiguous. On 3x3
-// 512@7 (H200, NOTES 34) the two of a backward take 8.8 us each, where torch's strided copies of
-// the same permutations took 16.5 us each and the flip before one of them 7 us more.
+// tap stride from the last tap's base). Both sides go through a 64 x 64 shared-memory tile, so
+// the reads along j and the writes along i are coalesced whichever side is contiguous (a warp's
+// row of 2-byte values is a whole 128-byte line), and each thread has 16 loads in flight: with
+// 32 x 32 tiles and 4 loads a thread, one after another, 3x3 512@7's two transpositions of a
+// backward took 9.1 us each (H200, results/h200/35d3d7a/u1/kernels.log), where torch's strided
+// copies of the same permutations took 16.5 us each (H100, NOTES 34).
 // `order` (where tap_order > 0): the output taps in another order, tap (r, s) at position
 // order[r * Bs + s], out_s apart (out_r unused).
 constexpr int kTapOrderMax = 64;
@@ -295,29 +297,51 @@ struct TapTranspose {
   int tap_order = 0;
   int16_t order[kTapOrderMax] = {};
 };
+constexpr int kTapTile = 64, kTapRows = 8;  // tile side; rows of 32 threads a block
 
 template <typename E>  // E: the element's bits (a 2- or 4-byte word; nothing is computed)
-__global__ void tap_transpose_kernel(const E* __restrict__ in, E* __restrict__ out, TapTranspose t) {
-  __shared__ E tile[32][33];
+__global__ void __launch_bounds__(32 * kTapRows)
+    tap_transpose_kernel(const E* __restrict__ in, E* __restrict__ out, TapTranspose t) {
+  constexpr int T = kTapTile;
+  __shared__ E tile[T][T + 4 / sizeof(E)];  // rows an odd number of 4-byte words apart: no bank conflicts
   const int64_t r = blockIdx.z / t.Bs, s = blockIdx.z % t.Bs;
-  const int64_t i0 = int64_t(blockIdx.y) * 32, j0 = int64_t(blockIdx.x) * 32;
+  const int64_t i0 = int64_t(blockIdx.y) * T, j0 = int64_t(blockIdx.x) * T;
   in += r * t.in_r + s * t.in_s;
   out += t.tap_order > 0 ? t.order[blockIdx.z] * t.out_s : r * t.out_r + s * t.out_s;
-  for (int y = threadIdx.y; y < 32; y += blockDim.y) {
-    const int64_t i = i0 + y, j = j0 + threadIdx.x;
-    if (i < t.I && j < t.J) tile[y][threadIdx.x] = in[i * t.in_i + j * t.in_j];
-  }
+  constexpr int RY = T / kTapRows, RX = T / 32;  // a thread's rows and columns of the tile
+  const int y0 = threadIdx.y, x0 = threadIdx.x;
+  // Every load into registers first (predicated, none waiting on another), then into the tile: a
+  // loop that stored each load to shared memory before the next one waited out every load's
+  // latency in turn (4 a thread with 32 x 32 tiles: the 9.1 us above).
+  E v[RY][RX];
+#pragma unroll
+  for (int a = 0; a < RY; ++a)
+#pragma unroll
+    for (int b = 0; b < RX; ++b) {
+      const int64_t i = i0 + y0 + a * kTapRows, j = j0 + x0 + b * 32;
+      v[a][b] = i < t.I && j < t.J ? in[i * t.in_i + j * t.in_j] : E(0);
+    }
+#pragma unroll
+  for (int a = 0; a < RY; ++a)
+#pragma unroll
+    for (int b = 0; b < RX; ++b) tile[y0 + a * kTapRows][x0 + b * 32] = v[a][b];
   __syncthreads();
-  for (int y = threadIdx.y; y < 32; y += blockDim.y) {
-    const int64_t j = j0 + y, i = i0 + threadIdx.x;
-    if (i < t.I && j < t.J) out[j * t.out_j + i * t.out_i] = tile[threadIdx.x][y];
-  }
+#pragma unroll
+  for (int a = 0; a < RY; ++a)
+#pragma unroll
+    for (int b = 0; b < RX; ++b) {
+      const int y = y0 + a * kTapRows, x = x0 + b * 32;
+      const int64_t j = j0 + y, i = i0 + x;
+      if (i < t.I && j < t.J) out[j * t.out_j + i * t.out_i] = tile[x][y];
+    }
 }
 
 void tap_transpose(const void* in, void* out, const TapTranspose& t, int64_t element_size) {
   if (t.I == 0 || t.J == 0 || t.Br * t.Bs == 0) return;
-  TORCH_INTERNAL_ASSERT(t.Br * t.Bs <= 65535 && (t.I + 31) / 32 <= 65535, "tileops: tap_transpose grid");
-  const dim3 grid(unsigned((t.J + 31) / 32), unsigned((t.I + 31) / 32), unsigned(t.Br * t.Bs)), block(32, 8);
+  constexpr int T = kTapTile;
+  TORCH_INTERNAL_ASSERT(t.Br * t.Bs <= 65535 && (t.I + T - 1) / T <= 65535, "tileops: tap_transpose grid");
+  const dim3 grid(unsigned((t.J + T - 1) / T), unsigned((t.I + T - 1) / T), unsigned(t.Br * t.Bs)),
+      block(32, kTapRows);
   const auto stream = at::cuda::getCurrentCUDAStream();
   auto go = [&](auto tag) {
     using E = decltype(tag);
