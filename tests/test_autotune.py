@@ -501,6 +501,25 @@ def test_conv_wgrad_direct_cuda(config, kind, w_layout, case):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("w_layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("shape", [(2, 64, 14, 14, 256, 1, 1), (1, 256, 9, 11, 64, 1, 1), (3, 24, 5, 7, 40, 1, 1)],
+                         ids=["64to256", "256to64_odd", "24to40"])
+def test_conv_dgrad_1x1_one_gemm_cuda(kind, w_layout, shape):
+    """A 1x1 stride-1 data gradient in 16 bits: dx against float64 on poisoned memory, then the
+    kernels: one GEMM reading the weight in place, no transposition of it."""
+    from test_conv2d import Conv, run_backward_op
+
+    c = Conv(*shape)
+    _, (x, w, gy) = run_backward_op(c, "1x1", "cuda", kind, "channels_last", mask=(True, False, False),
+                                    w_layout=w_layout)
+    _, ran = cuda_kernel_counts(
+        lambda: torch.ops.tileops._conv2d_backward(gy, x, w, [1, 1], [0, 0], [1, 1], 1, [True, False, False]))
+    gemms = [n for n in ran if "gemm" in n]
+    assert len(gemms) == 1 and not any("tap_transpose" in n for n in ran), "%s: %s" % (shape, ran)
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("config", ["strip4", "strip1", "tile", "strip4-resident"])
 @pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("case", ["depthwise", "depthwise_p0", "depthwise_96@56", "depthwise_32@112_b1", "96@56_b12"])

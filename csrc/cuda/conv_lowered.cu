@@ -695,6 +695,25 @@ bool phases_in_one(const GemmArgs& a, const at::Tensor& dy, const std::vector<Dg
                                 [&] { tap_transpose(c.w, wt.data_ptr(), t, es); });
 }
 
+// A 16-bit 1x1 stride-1 unpadded data gradient is one GEMM: dX rows [N*H*W, C] = dY rows [N*P*Q,
+// K] . w as a row-major [K][C] matrix, w read in place (Hopper's TMA takes a B contiguous along N;
+// the phase path would first write its flipped transposition, 2.1 us at 1x1 64->256@56 b1 on an
+// H200, results/h200/fcbbf4b/x1/kernels_b1.log). dx and dy channels_last-dense, w's channels
+// contiguous (1x1 weights, KCRS or channels_last). False: not taken.
+bool dgrad_1x1(const GemmArgs& a) {
+  const auto& c = a.conv;
+  const bool shape = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && c.P == c.H &&
+                     c.Q == c.W;
+  if (!shape || c10::elementSize(a.dtype) != 2 || c.ws[1] != 1) return false;
+  const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
+  const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
+  if (!nhwc_dense(dx) || !nhwc_dense(dy)) return false;
+  const at::Tensor w = device_view(c.w, {c.K, c.C}, {c.ws[0], 1}, a.dtype);
+  gemm(a, dy.permute({0, 2, 3, 1}).reshape({c.N * c.P * c.Q, c.K}), w, false,
+       dx.permute({0, 2, 3, 1}).reshape({c.N * c.H * c.W, c.C}));
+  return true;
+}
+
 // The data gradient as one forward conv per phase of dx (kinds.h, dgrad_phase), on the forward's
 // fast paths (1x1 GEMM, Hopper implicit GEMM); the Hopper one-tile kernels write an even-sized
 // phase in place; strided ones on Hopper, all phases in one launch (phases_in_one).
@@ -802,7 +821,7 @@ bool conv_dgrad_lowered(const GemmArgs& a) {
   if (!lowerable(a)) return false;
   const auto& c = a.conv;
   if (c.sh == 1 && c.sw == 1) {
-    dgrad_phases(a);
+    if (!dgrad_1x1(a)) dgrad_phases(a);
   } else if (c.sh * c.sw > 4) {
     dgrad_col2im(a);
   } else {
