@@ -396,6 +396,9 @@ bool grouped_rows(const at::Tensor& y) { return y.stride(1) == 1 && y.stride(0) 
 // Weights of at most this many elements take the weight gradient's output straight into dw (its
 // rows, (r, s, c), through a grouped-row map; its columns, k, dw's k stride apart): the stores
 // scatter 2-byte values, which is cheaper than the tap_transpose launch only while dw is small.
+// H200, b32 (results/h200/fcbbf4b/x1-direct22 with every ResNet weight direct): 1x1 256->64 25.6
+// -> 23.4 us; 3x3 128@28 (147456 elements) 22.2 -> 23.0 (its reduce 3.3 -> 6.3 us against a 2.3
+// us transposition), 256@14 23.9 -> 29.3, 512@7 31.7 -> 48.6.
 constexpr int64_t kWgradDirectMax = int64_t(1) << 17;
 
 // Hopper implicit weight gradient (no column buffer): dW^T [R*S*C, K] = cols(x)^T . dY with the
@@ -698,7 +701,7 @@ bool phases_in_one(const GemmArgs& a, const at::Tensor& dy, const std::vector<Dg
 // A 16-bit 1x1 stride-1 unpadded data gradient is one GEMM: dX rows [N*H*W, C] = dY rows [N*P*Q,
 // K] . w as a row-major [K][C] matrix, w read in place (Hopper's TMA takes a B contiguous along N;
 // the phase path would first write its flipped transposition, 2.1 us at 1x1 64->256@56 b1 on an
-// H200, results/h200/fcbbf4b/x1/kernels_b1.log). dx and dy channels_last-dense, w's channels
+// H200, results/h200/fcbbf4b/x1-direct22/kernels_b1.log). dx and dy channels_last-dense, w's channels
 // contiguous (1x1 weights, KCRS or channels_last). False: not taken.
 bool dgrad_1x1(const GemmArgs& a) {
   const auto& c = a.conv;
