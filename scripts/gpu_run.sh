@@ -6,7 +6,8 @@
 #   <name>.json (+ .png) and bench_<name>.log (ops, matmul, conv, models, overhead)
 # Environment: SKIP_BUILD, SKIP_BENCH, BENCHES, BENCH_QUICK, BENCH_TIMEOUT, DEADLINE, SANITIZE,
 # PYTEST_TIMEOUT, TAR_OUT (each explained where it is used below)
-# Usage: scripts/gpu_run.sh OUTDIR [pytest args...]
+# Usage: scripts/gpu_run.sh OUTDIR [pytest args...]  (they follow `tests`: -k, --ignore=FILE and the
+# like narrow the suite; naming a file there does not: the whole suite still runs)
 set -uo pipefail
 OUTDIR=${1:?usage: scripts/gpu_run.sh OUTDIR [pytest args]}
 shift
