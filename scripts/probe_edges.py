@@ -12,8 +12,9 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+from probe_small_matmul import kernel_table  # noqa: E402
+
 import tileops  # noqa: E402
-from common import profiled  # noqa: E402
 from tileops import autotune  # noqa: E402
 
 SHAPES = [(1024, 1024, 1024), (1000, 1024, 1024), (1024, 1000, 1024), (1024, 1024, 1000), (1000, 1000, 1000),
@@ -21,8 +22,8 @@ SHAPES = [(1024, 1024, 1024), (1000, 1024, 1024), (1024, 1000, 1024), (1024, 102
 
 
 def kernel_us(fn, reps=10):
-    prof = profiled(fn, reps=reps)
-    ks = [(e.key[:60], e.device_time_total / reps) for e in prof.key_averages() if e.device_time_total > 0]
+    """(us of all the call's kernels, the kernel table) from probe_small_matmul's profile."""
+    ks = kernel_table(fn, reps=reps)
     return sum(t for _, t in ks), ks
 
 

@@ -410,20 +410,29 @@ bool implicit_wgrad_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tenso
   const auto& c = a.conv;
   if (x.element_size() != 2 || !nhwc_dense(x) || !nhwc_dense(dy)) return false;
   const int64_t npq = c.N * c.P * c.Q, rsc = c.R * c.S * c.C;
-  if (rsc * c.K <= kWgradDirectMax && dw.stride(2) == c.S * dw.stride(3)) {
-    MatmulOperands mm{nullptr, dy.const_data_ptr(), dw.data_ptr(), {0, 0, 0}, {0, c.K, 1},
-                      {0, dw.stride(1), dw.stride(0)}};
-    mm.rq = c.C, mm.srq = dw.stride(3);
-    return conv_wgrad_sm90(gathering(lowered(a, Fused{}, 1, rsc, c.K, npq, mm), a, x));
+  const bool direct = rsc * c.K <= kWgradDirectMax && dw.stride(2) == c.S * dw.stride(3);
+  at::Tensor dwt;
+  MatmulOperands mm{nullptr, dy.const_data_ptr(), nullptr, {0, 0, 0}, {0, c.K, 1}, {0, c.K, 1}};
+  if (direct) {
+    mm.c = dw.data_ptr();
+    mm.sc[1] = dw.stride(1), mm.sc[2] = dw.stride(0), mm.rq = c.C, mm.srq = dw.stride(3);
+  } else {
+    dwt = at::empty({rsc, c.K}, cuda_options(a.dtype));
+    mm.c = dwt.data_ptr();
   }
-  at::Tensor dwt = at::empty({rsc, c.K}, cuda_options(a.dtype));
-  const MatmulOperands mm{nullptr, dy.const_data_ptr(), dwt.data_ptr(), {0, 0, 0}, {0, c.K, 1}, {0, c.K, 1}};
   if (!conv_wgrad_sm90(gathering(lowered(a, Fused{}, 1, rsc, c.K, npq, mm), a, x))) return false;
+  if (direct) return true;
   // dW^T [(r, s, c), k] -> dw (k, c, r, s): a transposition per tap
   const TapTranspose t{c.C, c.K, c.R, c.S, c.K, 1, c.S * c.C * c.K, c.C * c.K,
                        dw.stride(1), dw.stride(0), dw.stride(2), dw.stride(3)};
   tap_transpose(dwt.const_data_ptr(), dw.data_ptr(), t, dw.element_size());
   return true;
+}
+
+// A 1x1 conv that is a GEMM over pixels: stride 1, no padding, output sides those of the input (a
+// data gradient's phase may have P != H).
+bool plain_1x1(const ConvOperands& c) {
+  return c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && c.P == c.H && c.Q == c.W;
 }
 
 // What gemm_conv_vec.cuh's implicit kernels take: fp32 with TF32 off, groups == 1, an input x (of
@@ -452,8 +461,7 @@ bool simt_gathers(const GemmArgs& a, const int64_t* xs) {
 bool nchw_1x1_ok(const GemmArgs& a) {
   const auto& c = a.conv;
   if (c.K <= VecF32N64::BN && simt_gathers(a, c.xs)) return false;
-  const bool shape = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && c.P == c.H &&
-                     c.Q == c.W && a.bias == nullptr;  // (a data gradient's phase may have P != H)
+  const bool shape = plain_1x1(c) && a.bias == nullptr;
   const bool rows = c.xs[3] == 1 && c.xs[2] == c.W && c.ys[3] == 1 && c.ys[2] == c.Q && c.xs[1] != 1;
   return shape && rows && c.N <= 65535;
 }
@@ -622,8 +630,7 @@ bool conv_fwd_lowered(const GemmArgs& a) {
   // which suits the SIMT families' row loads
   if (!wr.defined()) wr = weight_rows(w, g.Kp);
   if (!kmajor) wr = wr.t().contiguous();
-  const bool direct = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && c.P == c.H &&
-                      c.Q == c.W && g.Kp == c.C && nhwc_dense(x);
+  const bool direct = plain_1x1(c) && g.Kp == c.C && nhwc_dense(x);
   if (direct) {
     gemm(a, x.permute({0, 2, 3, 1}).reshape({c.N * c.H * c.W, c.C}), wr, kmajor, out, epi);
   } else if (kmajor && implicit_sm90(a, x, wr, out.data_ptr(), out.stride(0), epi)) {
@@ -705,12 +712,11 @@ bool phases_in_one(const GemmArgs& a, const at::Tensor& dy, const std::vector<Dg
 // contiguous (1x1 weights, KCRS or channels_last). False: not taken.
 bool dgrad_1x1(const GemmArgs& a) {
   const auto& c = a.conv;
-  const bool shape = c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0 && c.P == c.H &&
-                     c.Q == c.W;
-  if (!shape || c10::elementSize(a.dtype) != 2 || c.ws[1] != 1) return false;
+  if (!plain_1x1(c) || c10::elementSize(a.dtype) != 2 || c.ws[1] != 1 || !tileops::nhwc_dense(c.xs, c.C, c.H, c.W) ||
+      !tileops::nhwc_dense(c.ys, c.K, c.P, c.Q))
+    return false;  // refused before any tensor is made
   const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
   const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
-  if (!nhwc_dense(dx) || !nhwc_dense(dy)) return false;
   const at::Tensor w = device_view(c.w, {c.K, c.C}, {c.ws[0], 1}, a.dtype);
   gemm(a, dy.permute({0, 2, 3, 1}).reshape({c.N * c.P * c.Q, c.K}), w, false,
        dx.permute({0, 2, 3, 1}).reshape({c.N * c.H * c.W, c.C}));

@@ -29,11 +29,13 @@
 namespace tileops {
 namespace cuda {
 
+constexpr int kSkinnyTcRowBytes = 128;  // a stage's k: one 128-byte row of each operand's tile
+
 template <int WARPS, int STAGES, int ES = 2>  // ES: bytes of an element
 struct SkinnyTcShape {
   static constexpr int kWarps = WARPS, kThreads = 32 * WARPS, kStages = STAGES;
   static constexpr int BN = 16 * WARPS;  // columns of C per block
-  static constexpr int BK = 128 / ES;    // k per stage: one 128-byte row
+  static constexpr int BK = kSkinnyTcRowBytes / ES;  // k per stage
   static constexpr int V = 16 / ES;      // values per 16-byte chunk
   static constexpr int kMaxRows = 16;
   // bytes of a stage: B's BN x BK and A's (up to) 16 x BK

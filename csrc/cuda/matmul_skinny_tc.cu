@@ -60,7 +60,7 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   return false;  // its kernel is built for sm_90 only
 #endif
   if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.M == 0 || a.N == 0 || a.K == 0) return false;
-  // fp32 where TF32 is allowed, at every M: on an H200 (results/h200/<sha>/s1/skinny_tf32.json)
+  // fp32 where TF32 is allowed, at every M: on an H200 (results/h200/35d3d7a/s1/skinny_tf32.json)
   // 1 x 4096 x 4096 took 24.7 us against the SIMT skinny kernel's 24.8 (fp32 math), 16 rows 27
   // against 48.5, and with a K-major B (a linear's weight) 24-62 us against 32-176.
   const bool tf32 = a.dtype == at::kFloat && a.allow_tf32;
@@ -76,7 +76,7 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   // The heuristic: 128 columns a block unless its grid, split as far as K allows, leaves more than
   // half the SMs idle (results/h100/73f962b/j1/skinny_probe.json: bn128 took 4096 x 4096 at M = 1-16
   // in 13-16 us against bn64's 15-17; bn64 took N = 768 and 1024 x 8192, 6-8 column blocks).
-  const int64_t bk = 128 / es;  // k of a stage: SkinnyTcShape::BK
+  const int64_t bk = kSkinnyTcRowBytes / es;  // k of a stage (SkinnyTcShape::BK)
   const int64_t sms = prop->multiProcessorCount, ktiles = (a.K + bk - 1) / bk;
   const int64_t wide = (a.N + 127) / 128 * a.batch;
   const int heuristic = wide * skinny_tc_split(wide, ktiles, sms) * 2 >= sms ? 0 : 1;
