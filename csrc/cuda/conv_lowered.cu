@@ -685,9 +685,11 @@ bool phases_in_one(const GemmArgs& a, const at::Tensor& dy, const std::vector<Dg
     }
   }
   std::vector<GemmArgs> phases;
+  std::vector<int64_t> b_k0;  // each phase's first column of wt
+  const void* b = wt.const_data_ptr();
   for (const PhaseList* list : {&live, &dead}) {
     for (const auto& [ah, aw] : *list) {
-      const char* b = static_cast<const char*>(wt.const_data_ptr()) + first_tap(ah, aw) * c.K * es;
+      b_k0.push_back(first_tap(ah, aw) * c.K);
       GemmArgs f = dgrad_as_forward(a, along_h[ah], along_w[aw], ah, aw, dy.const_data_ptr(), dy.strides().data(),
                                     b, c.ws);
       auto& fc = f.conv;  // its y: the phase's view of dx, as grouped_rows takes it
@@ -701,8 +703,7 @@ bool phases_in_one(const GemmArgs& a, const at::Tensor& dy, const std::vector<Dg
       phases.push_back(g);
     }
   }
-  return conv_dgrad_phases_sm90(phases, wt.const_data_ptr(), ld, ld,
-                                [&] { tap_transpose(c.w, wt.data_ptr(), t, es); });
+  return conv_dgrad_phases_sm90(phases, b_k0, b, ld, ld, [&] { tap_transpose(c.w, wt.data_ptr(), t, es); });
 }
 
 // A 16-bit 1x1 stride-1 unpadded data gradient is one GEMM: dX rows [N*H*W, C] = dY rows [N*P*Q,

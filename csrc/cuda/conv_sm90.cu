@@ -54,20 +54,25 @@ bool im2col_map(const GemmArgs& g, int pixels, CUtensorMap* m) {
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// One of a conv family's candidates, autotuned like matmul's under its own family name.
+// One of a conv family's candidates, autotuned like matmul's under its own family name, keyed by
+// the dtype, the GEMM's (M, N, K) class and `detail`; launch(i, T{}) with T the 16-bit type.
+template <typename Launch>
+void run_candidates(at::ScalarType dtype, const char* family, int64_t M, int64_t N, int64_t K,
+                    const std::string& detail, const std::vector<std::string>& names, int heuristic,
+                    Launch&& launch) {
+  autotune::run(
+      [&] { return autotune::op_key({family, c10::toString(dtype), autotune::shape_class(M, N, K, 1), detail}); },
+      names, heuristic, [&](int i) {
+        if (dtype == at::kBFloat16) launch(i, c10::BFloat16{});
+        else launch(i, c10::Half{});
+      });
+}
+// ... for one conv GEMM g, keyed by its kernel size
 template <typename Launch>
 void run_conv_candidates(const GemmArgs& g, const char* family, const std::vector<std::string>& names, int heuristic,
                          Launch&& launch) {
-  const auto& c = g.conv;
-  autotune::run(
-      [&] {
-        return autotune::op_key({family, c10::toString(g.dtype), autotune::shape_class(g.M, g.N, g.K, 1),
-                                 "r" + std::to_string(c.R) + "s" + std::to_string(c.S)});
-      },
-      names, heuristic, [&](int i) {
-        if (g.dtype == at::kBFloat16) launch(i, c10::BFloat16{});
-        else launch(i, c10::Half{});
-      });
+  run_candidates(g.dtype, family, g.M, g.N, g.K, "r" + std::to_string(g.conv.R) + "s" + std::to_string(g.conv.S),
+                 names, heuristic, std::forward<Launch>(launch));
 }
 
 // One conv candidate's launch: tile BN x STAGES, A by TMA im2col loads (IM2COL, map ma) where an
@@ -79,58 +84,54 @@ void launch_conv(const GemmArgs& g, bool im2col, const CUtensorMap& ma, const CU
   else launch_sm90<T, BN, STAGES, MN, GATHER, MN>(g, mb, mb, 1, 1);
 }
 
-// The phases of a data gradient (conv_dgrad_phases_sm90) in one launch of tile BN x STAGES.
+// The phases of a data gradient (conv_dgrad_phases_sm90) in one launch of tile BN x STAGES, in
+// the launch's order (`order`: indices into the phases and their maps and first columns).
 template <typename T, int BN, int STAGES>
-void launch_phases(const std::vector<GemmArgs>& ph, const std::vector<CUtensorMap>& ma, const CUtensorMap& mb,
-                   const std::vector<int>& b_k0, bool vec) {
+void launch_phases(const std::vector<GemmArgs>& ph, const std::vector<int>& order, const std::vector<CUtensorMap>& ma,
+                   const CUtensorMap& mb, const std::vector<int>& b_k0) {
   auto kernel = sm90::gemm_sm90_phases_kernel<T, BN, STAGES>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, smem, set_on);
   sm90::DgradPhases<T> args;
   int64_t row_tiles = 0;
-  for (size_t i = 0; i < ph.size(); ++i) {
-    args.at[i] = {ma[i], ph[i].conv, MatmulProblem<T>(ph[i].mm), ph[i].M, ph[i].K, b_k0[i]};
-    row_tiles = std::max(row_tiles, (ph[i].M + sm90::BM - 1) / sm90::BM);
+  bool vec = true;
+  for (size_t z = 0; z < order.size(); ++z) {
+    const GemmArgs& g = ph[order[z]];
+    args.at[z] = {ma[order[z]], g.conv, MatmulProblem<T>(g.mm), g.M, g.K, b_k0[order[z]]};
+    row_tiles = std::max(row_tiles, (g.M + sm90::BM - 1) / sm90::BM);
+    vec = vec && vec_stores<T>(g);
   }
   const int64_t N = ph[0].N;
-  const dim3 grid(unsigned(row_tiles), unsigned((N + BN - 1) / BN), unsigned(ph.size()));
+  const dim3 grid(unsigned(row_tiles), unsigned((N + BN - 1) / BN), unsigned(order.size()));
   kernel<<<grid, sm90::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(args, mb, N, epilogue_of<T>(ph[0]), vec);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const void* w, int64_t cols, int64_t ld,
-                            const std::function<void()>& before) {
+bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vector<int64_t>& b_k0, const void* w,
+                            int64_t cols, int64_t ld, const std::function<void()>& before) {
   const int n = int(phases.size());
-  if (n == 0 || n > sm90::kMaxPhases) return false;
+  if (n == 0 || n > sm90::kMaxPhases || int(b_k0.size()) != n) return false;
   const GemmArgs& first = phases[0];
   std::vector<CUtensorMap> ma(n);
-  std::vector<int> b_k0(n);
-  bool vec = true;
-  const int64_t es = int64_t(c10::elementSize(first.dtype));
+  std::vector<int> k0(n);
   for (int i = 0; i < n; ++i) {
     const GemmArgs& g = phases[i];
-    const int64_t k0 = (static_cast<const char*>(g.mm.b) - static_cast<const char*>(w)) / es;
     if (g.N != first.N || g.dtype != first.dtype || g.residual != nullptr || g.bias != nullptr ||
-        g.M >= int64_t(INT_MAX) - sm90::BM || k0 < 0 || k0 + g.K > cols)
+        g.M >= int64_t(INT_MAX) - sm90::BM || g.mm.b != w || b_k0[i] < 0 || b_k0[i] + g.K > cols)
       return false;
     // a phase of no k tiles writes zeros: it reads neither operand
     if (g.K > 0 && (!conv_sm90_ok(g) || sm90_layout(g).b != Major::K || g.mm.sb[2] != ld ||
                     !im2col_map(g, sm90::BM, &ma[i])))
       return false;
-    b_k0[i] = int(k0);
-    vec = vec && (first.dtype == at::kHalf ? vec_stores<c10::Half>(g) : vec_stores<c10::BFloat16>(g));
+    k0[i] = int(b_k0[i]);
   }
   // heaviest first: the grid's blocks start in blockIdx order (gemm_sm90_phases_kernel)
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int i, int j) { return phases[i].K > phases[j].K; });
-  std::vector<GemmArgs> ph;
-  std::vector<CUtensorMap> maps;
-  std::vector<int> k0s;
-  for (int i : order) ph.push_back(phases[i]), maps.push_back(ma[i]), k0s.push_back(b_k0[i]);
   before();
   // The tile (family "conv_dgrad_sm90"): bn64x2 (two blocks per SM, 4-stage rings) or bn128 (one,
   // 6 stages); the phases' reductions are short (1-4 taps). bn64x2 by default: on an H200
@@ -139,23 +140,15 @@ bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const void* w, 
   // registers a thread leave too few for an m64n128 accumulator.)
   static const std::vector<std::string> kNames = {"bn64x2", "bn128"};
   int64_t m_all = 0, k_all = 0;
-  for (const GemmArgs& g : ph) m_all += g.M, k_all += g.K;
-  autotune::run(
-      [&] {
-        return autotune::op_key({"conv_dgrad_sm90", c10::toString(first.dtype),
-                                 autotune::shape_class(m_all, first.N, k_all, 1), "p" + std::to_string(n)});
-      },
-      kNames, 0, [&](int i) {
-        auto go = [&](auto tag) {
-          using T = decltype(tag);
-          const int bn = i == 0 ? 64 : 128;
-          const CUtensorMap mb = matrix_map(w, first.dtype, cols, first.N, 1, ld, 0, sm90::bk<T>, uint32_t(bn));
-          if (i == 0) launch_phases<T, 64, 4>(ph, maps, mb, k0s, vec);
-          else launch_phases<T, 128, 6>(ph, maps, mb, k0s, vec);
-        };
-        if (first.dtype == at::kBFloat16) go(c10::BFloat16{});
-        else go(c10::Half{});
-      });
+  for (const GemmArgs& g : phases) m_all += g.M, k_all += g.K;
+  run_candidates(first.dtype, "conv_dgrad_sm90", m_all, first.N, k_all, "p" + std::to_string(n), kNames, 0,
+                 [&](int i, auto tag) {
+                   using T = decltype(tag);
+                   const int bn = i == 0 ? 64 : 128;
+                   const CUtensorMap mb = matrix_map(w, first.dtype, cols, first.N, 1, ld, 0, sm90::bk<T>, uint32_t(bn));
+                   if (i == 0) launch_phases<T, 64, 4>(phases, order, ma, mb, k0);
+                   else launch_phases<T, 128, 6>(phases, order, ma, mb, k0);
+                 });
   return true;
 }
 

@@ -88,13 +88,18 @@ int resident_blocks(Kernel kernel, int threads, size_t smem = 0) {
 }
 // A value asked once per device (0: not yet), by device index.
 using PerDevice = std::array<std::atomic<int>, 64>;
-template <typename Kernel>
-int resident_blocks_kept(PerDevice& kept, Kernel kernel, int threads, size_t smem = 0) {
+// The current device's value in `kept`, from ask() (a positive int) the first time.
+template <typename Ask>
+int kept_per_device(PerDevice& kept, Ask&& ask) {
   const int dev = at::cuda::current_device();
   TORCH_INTERNAL_ASSERT(dev < 64, "tileops: device index ", dev, " past the per-device cache");
   int n = kept[dev].load(std::memory_order_acquire);
-  if (n == 0) kept[dev].store(n = resident_blocks(kernel, threads, smem), std::memory_order_release);
+  if (n == 0) kept[dev].store(n = ask(), std::memory_order_release);
   return n;
+}
+template <typename Kernel>
+int resident_blocks_kept(PerDevice& kept, Kernel kernel, int threads, size_t smem = 0) {
+  return kept_per_device(kept, [&] { return resident_blocks(kernel, threads, smem); });
 }
 
 // A kernel's dynamic shared-memory limit is a per-device attribute: set once on each device (bit

@@ -75,16 +75,14 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   int resident = sms;  // clusters resident at once: one block per SM
   if constexpr (CL > 1) {  // asked once per device: a GPC's SM count need not be a multiple of CL
-    static std::array<std::atomic<int>, 64> asked{};
-    std::atomic<int>& r = asked[at::cuda::current_device()];
-    if (r.load(std::memory_order_acquire) == 0) {
+    static PerDevice asked{};
+    resident = kept_per_device(asked, [&] {
       cfg.gridDim = dim3(unsigned(CL * sms));
       int n = 0;
       C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
       TORCH_CHECK(n > 0, "tileops: no cluster of ", CL, " blocks of the persistent Hopper kernel fits on this GPU");
-      r.store(n, std::memory_order_release);
-    }
-    resident = r.load(std::memory_order_acquire);
+      return n;
+    });
   }
   cfg.gridDim = dim3(unsigned(CL * std::min<int64_t>(tiles, resident)));
   // 16-bit C by TMA stores where its rows and base are 16-byte aligned (vec_stores): boxes of 128
@@ -232,10 +230,18 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   // 25216, bn256 -> bn128: 1152 x 384 59 -> 47 us, 384 x 384 33 -> 28, 1536 x 384 76 -> 59, 384 x
   // 1536 58 -> 55; results/h100/2a3f1ef/n1/vit_gemms.json, NOTES 55).
   const bool split = !sm90::kTf32<T> && splitk_factor(a, 128, sm90::bk<T>) > 1;
-  static const int kX2 = sm90_index("bn64x2"), kBn256 = sm90_index("bn256"), kBn128 = sm90_index("bn128");
-  const int heuristic = x2        ? kX2
-                        : persist ? persistent_choices()[persistent_pick(a, sms)].config
-                                  : a.N > 128 && !split ? kBn256 : kBn128;
+  // 16-bit, at most one 64-wide tile per SM over a short K (<= 16 k tiles): bn64, one block per SM
+  // with an 8-stage ring, where bn64x2's second block per SM never comes and its ring is 4 deep
+  // (H200, results/h200/89bc2e6/m1/edges.json, kernel us: 1024^3 6.06 against 6.92, 1000 x 1024 x
+  // 1024 6.52 against 7.25, K = 1000 equal; over K = 4096 bn64x2 won, 26.1 against 28.0).
+  const bool one_wave64 = x2 && !sm90::kTf32<T> && output_tiles(a, 64) <= sms &&
+                          (a.K + sm90::bk<T> - 1) / sm90::bk<T> <= 16;
+  static const int kX2 = sm90_index("bn64x2"), kBn64 = sm90_index("bn64"), kBn256 = sm90_index("bn256"),
+                   kBn128 = sm90_index("bn128");
+  const int heuristic = one_wave64 ? kBn64
+                        : x2       ? kX2
+                        : persist  ? persistent_choices()[persistent_pick(a, sms)].config
+                                   : a.N > 128 && !split ? kBn256 : kBn128;
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
