@@ -1,8 +1,12 @@
-"""Which dimension makes a medium 16-bit matmul slow: kernel times (torch profiler, summed over
-the call's kernels) of near-1024 shapes whose M, N or K is 1000 instead, each matmul_sm90 config
-pinned, beside cuBLAS. Guides the small-square heuristic (bench_matmul's 1000^3 and 1024^2 rows).
+"""Kernel times (torch profiler, summed over the call's kernels) of one autotune family's configs,
+each pinned, beside cuBLAS and tileops' own choice, on a set of shapes.
 
-    python scripts/probe_edges.py OUT.json [--configs bn64x2,bn128,...]
+--set edges (default; family matmul_sm90, bf16): near-1024 shapes whose M, N or K is 1000 instead,
+which dimension makes a medium 16-bit matmul slow (bench_matmul's 1000^3 and 1024^2 rows).
+--set simt (family matmul_simt, fp32 with TF32 off): the SIMT tile / split-K choice on small and
+medium problems (bench_matmul's fp32 127x255x511 and 1000^3 rows).
+
+    python scripts/probe_edges.py OUT.json [--set simt] [--configs c1,c2,...] [--dtype float16]
 """
 import argparse
 import json
@@ -17,8 +21,16 @@ from probe_small_matmul import kernel_table  # noqa: E402
 import tileops  # noqa: E402
 from tileops import autotune  # noqa: E402
 
-SHAPES = [(1024, 1024, 1024), (1000, 1024, 1024), (1024, 1000, 1024), (1024, 1024, 1000), (1000, 1000, 1000),
+EDGES = [(1024, 1024, 1024), (1000, 1024, 1024), (1024, 1000, 1024), (1024, 1024, 1000), (1000, 1000, 1000),
           (1024, 1000, 1000), (1000, 1024, 1000), (1000, 1000, 1024), (2048, 2048, 1000), (1000, 1000, 4096)]
+# (M, N, K) or (batch, M, N, K)
+SIMT = [(127, 255, 511), (1000, 1000, 1000), (1024, 1024, 1024), (512, 512, 512), (768, 768, 768),
+        (1280, 1280, 2048), (2048, 2048, 2048), (256, 256, 4096), (1000, 64, 1000), (4095, 4097, 4093),
+        (64, 512, 64, 512), (32, 196, 256, 1024)]
+SETS = {
+    "edges": ("matmul_sm90", "bfloat16", EDGES, "bn64x2,bn64,bn128,bn64-nosplit,bn128-nosplit,pp128"),
+    "simt": ("matmul_simt", "float32", SIMT, "vec128,vec128x64,vec64,reg64,vec128-nosplit,vec128x64-nosplit,vec64-nosplit,reg64-nosplit"),
+}
 
 
 def kernel_us(fn, reps=10):
@@ -30,22 +42,28 @@ def kernel_us(fn, reps=10):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
-    ap.add_argument("--configs", default="bn64x2,bn64,bn128,bn64-nosplit,bn128-nosplit,pp128")
-    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--set", default="edges", choices=sorted(SETS))
+    ap.add_argument("--configs", default=None, help="default: the set's")
+    ap.add_argument("--dtype", default=None, help="default: the set's")
     a = ap.parse_args()
-    dt = getattr(torch, a.dtype)
+    family, dtype, shapes, configs = SETS[a.set]
+    dtype = a.dtype or dtype
+    dt = getattr(torch, dtype)
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 here, for cuBLAS and tileops
     rows = []
-    for M, N, K in SHAPES:
+    for shape in shapes:
+        batch, (M, N, K) = (1, shape) if len(shape) == 3 else (shape[0], shape[1:])
+        lead = (batch,) if batch > 1 else ()
         for bkind in ("KxN", "NxK"):
-            A = torch.randn(M, K, device="cuda", dtype=dt)
-            B = torch.randn(K, N, device="cuda", dtype=dt) if bkind == "KxN" else torch.randn(N, K, device="cuda",
-                                                                                                dtype=dt).t()
-            row = {"M": M, "N": N, "K": K, "b": bkind}
+            A = torch.randn(lead + (M, K), device="cuda", dtype=dt)
+            B = (torch.randn(lead + (K, N), device="cuda", dtype=dt) if bkind == "KxN" else
+                 torch.randn(lead + (N, K), device="cuda", dtype=dt).transpose(-1, -2))
+            row = {"batch": batch, "M": M, "N": N, "K": K, "b": bkind}
             row["cublas_us"], row["cublas_k"] = kernel_us(lambda A=A, B=B: A @ B)
             row["auto_us"], row["auto_k"] = kernel_us(lambda A=A, B=B: tileops.matmul(A, B))
-            for c in a.configs.split(","):
+            for c in (a.configs or configs).split(","):
                 try:
-                    with autotune.pinned("matmul_sm90", c):
+                    with autotune.pinned(family, c):
                         row[c + "_us"], _ = kernel_us(lambda A=A, B=B: tileops.matmul(A, B))
                 except RuntimeError as e:
                     row[c + "_us"] = None
@@ -54,7 +72,7 @@ def main():
             print("  ".join("%s=%s" % (k, ("%.2f" % v) if isinstance(v, float) else v) for k, v in row.items()
                             if not k.endswith(("_k", "_err"))), flush=True)
     with open(a.out, "w") as f:
-        json.dump({"gpu": torch.cuda.get_device_name(), "dtype": a.dtype, "rows": rows}, f, indent=1)
+        json.dump({"gpu": torch.cuda.get_device_name(), "family": family, "dtype": dtype, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,58 @@ def test_splitk_simt_matmul_strided(kind, view):
     check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "SIMT split-K matmul %s seed=%d" % (view, seed))
 
 
+# The fp32 SIMT configs (autotune family "matmul_simt", matmul_ladder.cu's kSimtConfigs, in its
+# order), each pinned: 'vectorized' 128 x 128, 128 x 64 and 64 x 64 and 'register' 64 x 64, each split where
+# its tiles leave SMs idle or never; on tails, odd K (element loads), a batch, strided operands and
+# a linear with bias, activation and residual.
+SIMT_CONFIGS = ["vec128", "vec128x64", "vec64", "reg64", "vec128-nosplit", "vec128x64-nosplit", "vec64-nosplit",
+                "reg64-nosplit"]
+SIMT_CONFIG_CASES = [(1, 127, 255, 511), (1, 1000, 1000, 1000), (1, 130, 300, 777), (3, 70, 130, 200),
+                     (1, 33, 64, 4100)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", SIMT_CONFIGS)
+@pytest.mark.parametrize("size", SIMT_CONFIG_CASES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("view", ["contiguous", "b_transposed", "sliced"])
+def test_matmul_simt_configs_cuda(config, size, view):
+    from tileops import autotune
+
+    B, M, N, K = size
+    gen, seed = fresh_generator()
+    lead = (B,) if B > 1 else ()
+    dt = torch.float32
+    if view == "contiguous":
+        a, b = randn(lead + (M, K), dt, "cuda", gen), randn(lead + (K, N), dt, "cuda", gen)
+    elif view == "b_transposed":
+        a, b = randn(lead + (M, K), dt, "cuda", gen), randn(lead + (N, K), dt, "cuda", gen).transpose(-1, -2)
+    else:
+        a, b = randn(lead + (M, K + 5), dt, "cuda", gen)[..., 5:], randn(lead + (K, 2 * N), dt, "cuda", gen)[..., ::2]
+    with autotune.pinned("matmul_simt", config), tf32(False):
+        out = run_poisoned(lambda: tileops.matmul(a, b), B * M * N, dt, "cuda")
+        again = tileops.matmul(a, b)
+    a64, b64 = a.double().cpu(), b.double().cpu()
+    check(out, a64 @ b64, a64.abs() @ b64.abs(), "float32", "SIMT %s %s %s seed=%d" % (config, size, view, seed))
+    assert torch.equal(out, again), "SIMT %s differs run to run" % config
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", SIMT_CONFIGS)
+def test_linear_simt_configs_cuda(config):
+    from tileops import autotune
+
+    gen, seed = fresh_generator()
+    M, N, K = 300, 200, 1500
+    dt = torch.float32
+    x, w, bias = randn((M, K), dt, "cuda", gen), randn((N, K), dt, "cuda", gen), randn((N,), dt, "cuda", gen)
+    res = randn((M, N), dt, "cuda", gen)
+    with autotune.pinned("matmul_simt", config), tf32(False):
+        out = run_poisoned(lambda: tileops.linear(x, w, bias, "gelu", res), M * N, dt, "cuda")
+    x64, w64, b64, r64 = x.double().cpu(), w.double().cpu(), bias.double().cpu(), res.double().cpu()
+    mag = x64.abs() @ w64.abs().t() + b64.abs() + r64.abs()
+    check(out, F.gelu(x64 @ w64.t() + b64 + r64), mag, "float32", "SIMT linear %s seed=%d" % (config, seed))
+
+
 # The skinny kernel (M <= 16): every row count it rounds up to (1, 2, 4, 8, 16) and the rows
 # between; K = 0, K under one 128-deep stage, odd K, K split into many chunks
 # (16-byte vectors: N or K not a multiple of 8 leaves a partial vector at the edge)

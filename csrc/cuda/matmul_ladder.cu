@@ -1,5 +1,9 @@
 // Matmul on the generic rungs (naive ... vectorized, mma): every kernel instantiated for
 // MatmulProblem lives in this translation unit, which compiles beside the Hopper ones.
+#include <string>
+#include <vector>
+
+#include "autotune.h"
 #include "gemm_skinny.cuh"
 #include "launch.cuh"
 #include "splitk.cuh"
@@ -7,20 +11,15 @@
 namespace tileops::cuda {
 namespace {
 
-// Split-K for the SIMT rungs 'auto' picks for fp32 (TF32 off) and fp64, where the output tiles
+// Split-K for the SIMT rungs 'auto' runs for fp32 (TF32 off) and fp64, where the output tiles
 // would leave most SMs idle and K is long (conv weight gradients, K = N*P*Q; skinny M): K is cut
 // into chunks that run as a batch (chunk j's operands start at k = j*kc) writing the partial
 // products to a workspace [splits, M, N], which splitk_reduce sums in a fixed order before the
-// epilogue. fp32 takes 'vectorized' here even for few tiles where its 16-byte loads apply (split-K
-// fills the SMs it left idle), else 'register', whose 64 x 64 tiles are 4x as many.
-// A pinned rung runs as it is (the ladder measures the kernels themselves). False: not split.
-bool simt_splitk(const GemmArgs& a) {
-  if (a.algo != Algo::Auto || a.batch != 1 || tensor_core_dtype(a) ||
-      (a.dtype != at::kFloat && a.dtype != at::kDouble))
-    return false;
-  const bool vec = a.dtype == at::kFloat && vec_layout(a, 4).fast;
-  const int64_t bm = vec ? VecF32::BM : Simt::BM, bn = vec ? VecF32::BN : Simt::BN;
-  const int64_t tiles = ((a.M + bm - 1) / bm) * ((a.N + bn - 1) / bn);
+// epilogue. `tiles`: the output tiles of the kernel that runs; launch(g) runs it on chunk args g.
+// False: not split (nothing launched).
+template <class Launch>
+bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch) {
+  if (a.batch != 1) return false;
   const int64_t want = splitk_count(tiles, a.K);
   if (want < 2) return false;
   const int64_t kc = a.K / want / 16 * 16;  // a multiple of the k tile keeps the 16-byte loads
@@ -30,7 +29,6 @@ bool simt_splitk(const GemmArgs& a) {
   auto chunk = [&](int64_t first, int64_t count, int64_t k) {  // `count` chunks of k, from chunk `first`
     GemmArgs g = a;
     g.fused() = Fused{};
-    g.algo = vec ? Algo::Vectorized : Algo::Register;
     g.batch = count;
     g.K = k;
     g.mm.a = static_cast<const char*>(a.mm.a) + first * kc * a.mm.sa[2] * es;
@@ -40,7 +38,7 @@ bool simt_splitk(const GemmArgs& a) {
     g.mm.sa[0] = sa0;
     g.mm.sb[0] = sb0;
     std::copy(sc, sc + 3, g.mm.sc);
-    launch_problem<MatmulProblem>(g, g.mm);
+    launch(g);
   };
   chunk(0, full, kc);
   if (rem > 0) chunk(full, 1, rem);
@@ -50,6 +48,83 @@ bool simt_splitk(const GemmArgs& a) {
       splitk_reduce<T, T>(static_cast<const T*>(work.const_data_ptr()), int(splits), a);
   });
   return true;
+}
+
+// 'vectorized' 64 x 64 (4 warps of 32 x 32, 8 x 4 outputs a thread, 4 blocks per SM): 4x the
+// tiles of 128 x 128, for medium problems whose large tiles leave SMs idle.
+using VecF32Small = VecConfig<64, 64, 16, 2, 2, 8, 4, 4>;
+
+// The SIMT configs 'auto' chooses from for an fp32 matmul (TF32 off), as data: the kernel and
+// its block tile, and whether K may be split (simt_splitk, on that tile's count). Autotune
+// family "matmul_simt"; the heuristic is simt_heuristic. 'vectorized' 128 x 128 runs 128 x 64
+// where N <= 64 (launch_vectorized).
+enum class SimtTile { Vec128, Vec128x64, Vec64, Reg64 };
+struct SimtChoice {
+  const char* name;
+  SimtTile tile;
+  int bm, bn;
+  bool split;
+};
+constexpr SimtChoice kSimtConfigs[] = {
+    {"vec128", SimtTile::Vec128, VecF32::BM, VecF32::BN, true},
+    {"vec128x64", SimtTile::Vec128x64, VecF32N64::BM, VecF32N64::BN, true},
+    {"vec64", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true},
+    {"reg64", SimtTile::Reg64, Simt::BM, Simt::BN, true},
+    {"vec128-nosplit", SimtTile::Vec128, VecF32::BM, VecF32::BN, false},
+    {"vec128x64-nosplit", SimtTile::Vec128x64, VecF32N64::BM, VecF32N64::BN, false},
+    {"vec64-nosplit", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, false},
+    {"reg64-nosplit", SimtTile::Reg64, Simt::BM, Simt::BN, false},
+};
+constexpr int kSimtVec128 = 0, kSimtReg64 = 3;
+
+// One config on problem a (its chunks, where it splits).
+void launch_simt(const GemmArgs& a, const SimtChoice& c) {
+  auto launch = [&](const GemmArgs& g) {
+    const MatmulProblem<float> p(g.mm);
+    switch (c.tile) {
+      case SimtTile::Vec128: return launch_vectorized<float>(p, g);
+      case SimtTile::Vec128x64: return launch_vectorized<float, VecF32N64>(p, g);
+      case SimtTile::Vec64: return launch_vectorized<float, VecF32Small>(p, g);
+      case SimtTile::Reg64: return launch_gemm<Simt, float>(p, g);
+    }
+  };
+  const int64_t tiles = ((a.M + c.bm - 1) / c.bm) * ((a.N + c.bn - 1) / c.bn);
+  if (!c.split || !simt_splitk(a, tiles, launch)) launch(a);
+}
+
+// Where K splits (batch 1, few tiles, K long): 'vectorized' where its 16-byte loads apply (split-K
+// fills the SMs its large tiles leave idle), else 'register'; otherwise auto_algo's rung.
+int simt_heuristic(const GemmArgs& a) {
+  auto tiles = [&](int64_t bm, int64_t bn) { return ((a.M + bm - 1) / bm) * ((a.N + bn - 1) / bn); };
+  const bool fast = vec_layout(a, 4).fast;
+  if (a.batch == 1 && splitk_count(fast ? tiles(VecF32::BM, VecF32::BN) : tiles(Simt::BM, Simt::BN), a.K) > 1)
+    return fast ? kSimtVec128 : kSimtReg64;
+  return auto_algo(a) == Algo::Vectorized ? kSimtVec128 : kSimtReg64;
+}
+
+// fp32 and fp64 'auto' on the SIMT rungs (Kind::Matmul, no tensor cores): fp32 through the
+// "matmul_simt" autotune site, fp64 on 'register', split where its tiles leave SMs idle.
+void run_simt(const GemmArgs& a) {
+  if (a.dtype != at::kFloat) {
+    auto launch = [](const GemmArgs& g) {
+      GemmArgs h = g;
+      h.algo = Algo::Register;
+      launch_problem<MatmulProblem>(h, h.mm);
+    };
+    if (!simt_splitk(a, ((a.M + Simt::BM - 1) / Simt::BM) * ((a.N + Simt::BN - 1) / Simt::BN), launch)) launch(a);
+    return;
+  }
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> v;
+    for (const auto& c : kSimtConfigs) v.emplace_back(c.name);
+    return v;
+  }();
+  autotune::run(
+      [&] {
+        return autotune::op_key({"matmul_simt", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
+                                 vec_layout(a, 4).fast ? "vec" : "elem"});
+      },
+      kNames, simt_heuristic(a), [&](int i) { launch_simt(a, kSimtConfigs[i]); });
 }
 
 // Calls fn(std::integral_constant<int, MT>{}) for the skinny kernel's row count MT >= M.
@@ -160,14 +235,15 @@ bool matmul_padded(const GemmArgs& a) {
   std::copy(sa, sa + 3, g.mm.sa);
   std::copy(sb, sb + 3, g.mm.sb);
   TORCH_INTERNAL_ASSERT(vec_layout(g, 4).fast, "tileops: padded fp32 operands not 16-byte readable");
-  if (!simt_splitk(g)) launch_problem<MatmulProblem>(g, g.mm);
+  run_simt(g);
   return true;
 }
 
 }  // namespace
 
 void launch_matmul(const GemmArgs& a) {
-  if (matmul_padded(a)) return;
-  if (!simt_splitk(a)) launch_problem<MatmulProblem>(a, a.mm);
+  if (a.algo != Algo::Auto || tensor_core_dtype(a) || (a.dtype != at::kFloat && a.dtype != at::kDouble))
+    return launch_problem<MatmulProblem>(a, a.mm);  // a pinned rung runs as it is: the ladder times kernels
+  if (!matmul_padded(a)) run_simt(a);
 }
 }  // namespace tileops::cuda
