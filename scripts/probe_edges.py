@@ -5,6 +5,7 @@ each pinned, beside cuBLAS and tileops' own choice, on a set of shapes.
 which dimension makes a medium 16-bit matmul slow (bench_matmul's 1000^3 and 1024^2 rows).
 --set simt (family matmul_simt, fp32 with TF32 off): the SIMT tile / split-K choice on small and
 medium problems (bench_matmul's fp32 127x255x511 and 1000^3 rows).
+--set tf32 (family matmul_sm90, fp32 as TF32): the Hopper configs on bench_matmul's TF32 rows.
 
     python scripts/probe_edges.py OUT.json [--set simt] [--configs c1,c2,...] [--dtype float16]
 """
@@ -27,8 +28,11 @@ EDGES = [(1024, 1024, 1024), (1000, 1024, 1024), (1024, 1000, 1024), (1024, 1024
 SIMT = [(127, 255, 511), (1000, 1000, 1000), (1024, 1024, 1024), (512, 512, 512), (768, 768, 768),
         (1280, 1280, 2048), (2048, 2048, 2048), (256, 256, 4096), (1000, 64, 1000), (4095, 4097, 4093),
         (64, 512, 64, 512), (32, 196, 256, 1024)]
+TF32 = [(1024, 1024, 1024), (1000, 1000, 1000), (2048, 2048, 2048), (4096, 4096, 4096), (127, 255, 511),
+        (64, 512, 64, 512), (64, 512, 512, 64), (25216, 768, 3072)]
 SETS = {
     "edges": ("matmul_sm90", "bfloat16", EDGES, "bn64x2,bn64,bn128,bn64-nosplit,bn128-nosplit,pp128"),
+    "tf32": ("matmul_sm90", "tf32", TF32, "bn64x2,bn64,bn128,bn256,pp128,pp128-c2,coop128x256-c2,coop128x192-c2"),
     "simt": ("matmul_simt", "float32", SIMT, "vec128,vec128x64,vec64,reg64,vec128-nosplit,vec128x64-nosplit,vec64-nosplit,reg64-nosplit"),
 }
 
@@ -48,8 +52,8 @@ def main():
     a = ap.parse_args()
     family, dtype, shapes, configs = SETS[a.set]
     dtype = a.dtype or dtype
-    dt = getattr(torch, dtype)
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 here, for cuBLAS and tileops
+    dt = torch.float32 if dtype == "tf32" else getattr(torch, dtype)
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"  # fp32 means fp32, for cuBLAS and tileops
     rows = []
     for shape in shapes:
         batch, (M, N, K) = (1, shape) if len(shape) == 3 else (shape[0], shape[1:])

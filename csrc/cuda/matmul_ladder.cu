@@ -17,13 +17,27 @@ namespace {
 // products to a workspace [splits, M, N], which splitk_reduce sums in a fixed order before the
 // epilogue. `tiles`: the output tiles of the kernel that runs; launch(g) runs it on chunk args g.
 // False: not split (nothing launched).
+// How simt_splitk cuts K for `tiles` output tiles: `full` chunks of kc (a multiple of the k tile,
+// which keeps the 16-byte loads), then a remainder chunk of rem, which takes a launch of its own.
+// splits() == 1: not split.
+struct SimtChunks {
+  int64_t kc = 0, full = 1, rem = 0;
+  int64_t splits() const { return full + (rem > 0); }
+};
+SimtChunks simt_chunks(const GemmArgs& a, int64_t tiles) {
+  SimtChunks c;
+  const int64_t want = a.batch == 1 ? splitk_count(tiles, a.K) : 1;
+  if (want < 2) return c;
+  c.kc = a.K / want / 16 * 16;
+  c.full = a.K / c.kc, c.rem = a.K % c.kc;
+  return c;
+}
+
 template <class Launch>
 bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch) {
-  if (a.batch != 1) return false;
-  const int64_t want = splitk_count(tiles, a.K);
-  if (want < 2) return false;
-  const int64_t kc = a.K / want / 16 * 16;  // a multiple of the k tile keeps the 16-byte loads
-  const int64_t full = a.K / kc, rem = a.K % kc, splits = full + (rem > 0);
+  const SimtChunks ch = simt_chunks(a, tiles);
+  const int64_t splits = ch.splits(), kc = ch.kc, full = ch.full, rem = ch.rem;
+  if (splits < 2) return false;
   at::Tensor work = at::empty({splits, a.M, a.N}, cuda_options(a.dtype));
   const int64_t es = int64_t(c10::elementSize(a.dtype));
   auto chunk = [&](int64_t first, int64_t count, int64_t k) {  // `count` chunks of k, from chunk `first`
@@ -75,7 +89,7 @@ constexpr SimtChoice kSimtConfigs[] = {
     {"vec64-nosplit", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, false},
     {"reg64-nosplit", SimtTile::Reg64, Simt::BM, Simt::BN, false},
 };
-constexpr int kSimtVec128 = 0, kSimtReg64 = 3;
+constexpr int kSimtVec128 = 0, kSimtVec128x64 = 1, kSimtVec64 = 2;
 
 // One config on problem a (its chunks, where it splits).
 void launch_simt(const GemmArgs& a, const SimtChoice& c) {
@@ -92,14 +106,27 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
   if (!c.split || !simt_splitk(a, tiles, launch)) launch(a);
 }
 
-// Where K splits (batch 1, few tiles, K long): 'vectorized' where its 16-byte loads apply (split-K
-// fills the SMs its large tiles leave idle), else 'register'; otherwise auto_algo's rung.
+// The largest 'vectorized' tile whose blocks (tiles x K chunks) number at least 3/4 of the SMs in
+// one launch (a remainder chunk's second launch runs after the first: fp32 1000^3 on 128 x 128
+// tiles in 4 chunks of 240 and one of 40 took 74.6 us against 63.2 unsplit on 128 x 64); else the
+// smallest, whose blocks are the most. On an H200 (results/h200/f6d89d1/a1/simt.json, kernel us, KxN;
+// old heuristic, chosen): 127 x 255 x 511 16.1 -> 14.8 (vec64), 512^3 18.6 -> 12.6 (vec128x64),
+// 1000^3 74.8 -> 63.2 (vec128x64), 1000 x 64 x 1000 22.4 -> 16.8 (vec64); 768^3, 1024^3,
+// 1280 x 1280 x 2048 and up unchanged (vec128). The 16-byte loads need not apply: 127 x 255 x 511
+// (K odd, element loads) took 14.8 on vec64 against 16.1 on 'register'.
 int simt_heuristic(const GemmArgs& a) {
-  auto tiles = [&](int64_t bm, int64_t bn) { return ((a.M + bm - 1) / bm) * ((a.N + bn - 1) / bn); };
-  const bool fast = vec_layout(a, 4).fast;
-  if (a.batch == 1 && splitk_count(fast ? tiles(VecF32::BM, VecF32::BN) : tiles(Simt::BM, Simt::BN), a.K) > 1)
-    return fast ? kSimtVec128 : kSimtReg64;
-  return auto_algo(a) == Algo::Vectorized ? kSimtVec128 : kSimtReg64;
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  int most = kSimtVec128;
+  int64_t most_blocks = 0;
+  for (int i : {kSimtVec128, kSimtVec128x64, kSimtVec64}) {
+    const SimtChoice& c = kSimtConfigs[i];
+    const int64_t tiles = ((a.M + c.bm - 1) / c.bm) * ((a.N + c.bn - 1) / c.bn) * a.batch;
+    const SimtChunks ch = simt_chunks(a, tiles);
+    const int64_t blocks = tiles * ch.splits();
+    if (4 * blocks >= 3 * sms && ch.rem == 0) return i;
+    if (blocks > most_blocks) most = i, most_blocks = blocks;
+  }
+  return most;
 }
 
 // fp32 and fp64 'auto' on the SIMT rungs (Kind::Matmul, no tensor cores): fp32 through the

@@ -231,14 +231,23 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   // 1536 58 -> 55; results/h100/2a3f1ef/n1/vit_gemms.json, NOTES 55).
   const bool split = !sm90::kTf32<T> && splitk_factor(a, 128, sm90::bk<T>) > 1;
   // 16-bit, at most one 64-wide tile per SM over a short K (<= 16 k tiles): bn64, one block per SM
-  // with an 8-stage ring, where bn64x2's second block per SM never comes and its ring is 4 deep
-  // (H200, results/h200/89bc2e6/m1/edges.json, kernel us: 1024^3 6.06 against 6.92, 1000 x 1024 x
-  // 1024 6.52 against 7.25, K = 1000 equal; over K = 4096 bn64x2 won, 26.1 against 28.0).
+  // with an 8-stage ring, where bn64x2's second block per SM never comes and its ring is 4 deep;
+  // but where an operand's rows are not 128-byte aligned (TMA boxes straddle lines), ping-pong
+  // pp128, whose 128 x 128 tiles load less per output. Over a longer K, where 128-wide tiles split
+  // K: bn128. (H200, results/h200/f6d89d1/a1/edges.json, kernel us, bn64 / bn64x2 / pp128 / bn128:
+  // 1024^3 6.0 / 6.8 / 8.2 / 10.9, 1000 x 1024 x 1024 6.4 / 7.2 / 8.2; 1000^3 11.8 / 11.8 / 10.3,
+  // B K-major 11.3 / 11.3 / 9.7; 1024 x 1024 x 1000 9.0 / 8.9 / 8.3; 1000 x 1000 x 4096 bn128 23.4
+  // against bn64x2's 26.4, B K-major 18.6 against 22.5.)
+  const int64_t es = int64_t(c10::elementSize(a.dtype));
+  const int64_t pitch_a = a_mn ? a.mm.sa[2] : a.mm.sa[1], pitch_b = b_mn ? a.mm.sb[1] : a.mm.sb[2];
+  const bool ragged_rows = (pitch_a * es) % 128 != 0 || (pitch_b * es) % 128 != 0;
   const bool one_wave64 = x2 && !sm90::kTf32<T> && output_tiles(a, 64) <= sms &&
                           (a.K + sm90::bk<T> - 1) / sm90::bk<T> <= 16;
+  const bool long_x2 = x2 && !one_wave64 && a.N > 64 && split;
   static const int kX2 = sm90_index("bn64x2"), kBn64 = sm90_index("bn64"), kBn256 = sm90_index("bn256"),
-                   kBn128 = sm90_index("bn128");
-  const int heuristic = one_wave64 ? kBn64
+                   kBn128 = sm90_index("bn128"), kPp128 = sm90_index("pp128");
+  const int heuristic = one_wave64 ? (ragged_rows && !persistent_refusal(a, a_mn) ? kPp128 : kBn64)
+                        : long_x2  ? kBn128
                         : x2       ? kX2
                         : persist  ? persistent_choices()[persistent_pick(a, sms)].config
                                    : a.N > 128 && !split ? kBn256 : kBn128;
