@@ -608,21 +608,52 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
     const T* a_half = As + (wg - 1) * 64 * BK;
-    for (int kt = 0; kt < ktiles; ++kt) {
-      const int s = kt % STAGES;
-      mbar_wait(&full[s], (kt / STAGES) & 1);
-      if constexpr (GATHER) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // see conv_producer
-      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    if constexpr (kTf32<T>) {
+      // TF32: A's fragments rounded in registers (load_a_tf32), so the host need not copy a rounded
+      // A first; in two register sets, as the persistent kernels hold them: k tile kt + 1's are
+      // loaded into one while the wgmmas of kt read the other, once the group that read it retired.
+      uint32_t af[2][BK / KSTEP][4];
+      auto acquire = [&](auto u, int kt) {
+        const int s = kt % STAGES;
+        mbar_wait(&full[s], (kt / STAGES) & 1);
 #pragma unroll
-      for (int kk = 0; kk < BK / KSTEP; ++kk) {
-        // MN-major A: each consumer's 64 rows are one atom
-        const uint64_t da = operand_desc<A_MN_MAJOR, KSTEP>(a_half + s * BM * BK, kk);
-        const uint64_t db = operand_desc<B_MN_MAJOR, KSTEP>(Bs + s * BN * BK, kk);
-        wgmma<BN, A_MN_MAJOR ? 1 : 0, B_MN_MAJOR ? 1 : 0>(d, da, db, static_cast<F*>(nullptr));
+        for (int kk = 0; kk < BK / KSTEP; ++kk)
+          load_a_tf32(af[decltype(u)::value][kk], a_half + s * BM * BK, kk, t / 32, t % 32);
+      };
+      auto step = [&](auto u, int kt) {
+        constexpr int U = decltype(u)::value;
+        const int s = kt % STAGES;
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int kk = 0; kk < BK / KSTEP; ++kk)
+          wgmma_rs<BN>(d, af[U][kk], operand_desc<false, KSTEP>(Bs + s * BN * BK, kk));
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // kt - 1's group retired
+        if (kt > 0 && t == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+        if (kt + 1 < ktiles) acquire(std::integral_constant<int, 1 - U>{}, kt + 1);
+      };
+      acquire(std::integral_constant<int, 0>{}, 0);
+      for (int kt = 0; kt < ktiles; kt += 2) {  // in pairs: each k tile's register set is a constant
+        step(std::integral_constant<int, 0>{}, kt);
+        if (kt + 1 < ktiles) step(std::integral_constant<int, 1>{}, kt + 1);
       }
-      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
-      if (kt > 0 && t == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+    } else {
+      for (int kt = 0; kt < ktiles; ++kt) {
+        const int s = kt % STAGES;
+        mbar_wait(&full[s], (kt / STAGES) & 1);
+        if constexpr (GATHER) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // see conv_producer
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int kk = 0; kk < BK / KSTEP; ++kk) {
+          // MN-major A: each consumer's 64 rows are one atom
+          const uint64_t da = operand_desc<A_MN_MAJOR, KSTEP>(a_half + s * BM * BK, kk);
+          const uint64_t db = operand_desc<B_MN_MAJOR, KSTEP>(Bs + s * BN * BK, kk);
+          wgmma<BN, A_MN_MAJOR ? 1 : 0, B_MN_MAJOR ? 1 : 0>(d, da, db, static_cast<F*>(nullptr));
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group retired
+        if (kt > 0 && t == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+      }
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     const int warp = t / 32, lane = t % 32;

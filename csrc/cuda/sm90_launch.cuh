@@ -157,17 +157,11 @@ CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const in
 }
 
 // Config i of kSm90Configs on a's operands, laid out as l. a_rounded (TF32): A's words are already
-// rounded (a copy); the one-tile kernel reads rounded words only, so an A read in place is copied
-// (rounded) first, per call; the persistent kernels round it in registers (A_RS).
+// rounded (a copy, where TMA could not read A in place); else every kernel rounds A's fragments in
+// registers (the one-tile kernel always, the persistent ones with A_RS).
 template <typename T>
 void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rounded) {
   const Sm90Config cfg = kSm90Configs[i];
-  if constexpr (sm90::kTf32<T>) {
-    if (cfg.persist == Persist::No && !a_rounded) {
-      const Padded p = pad_operands(a, TmaLayout{Major::None, l.b});  // A only
-      return launch_sm90_config<T>(p.args, sm90_layout(p.args), i, true);
-    }
-  }
   const auto& o = a.mm;
   const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
   // B's strides as (batch, row = n, k), the order operand_map reads
@@ -214,39 +208,40 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   // problems are slower with it: ViT-B 0.36-0.67x); the persistent kernels in clusters of two
   // where there are at least two 128 x 128 tiles per SM, TF32 one (persistent_pick; TF32 2048^2
   // on an H100: bn256 79 us, coop128x256-c2 66, results/h100/ddb1659/a/cand_tf32.log); else 256
-  // wide for wide outputs, 128 below. TF32 with A read in place and N <= 64 takes the persistent
-  // kernels too where they fill the SMs: they round A in registers where bn64x2 copies it first
-  // (H100, batched AV 64 x 512 x 64 x 512: 95 -> 53 us, results/h100/8643bf4/c2/matmul.json; below
-  // one tile per SM they lost: 1024^2 23 -> 30 us, 1000^3 26 -> 34).
+  // wide for wide outputs, 128 below. (TF32 with N <= 64 took the persistent kernels where they
+  // filled the SMs while bn64x2 copied A to round it, H100 batched AV 95 -> 53 us of which 56 were
+  // the copies, results/h100/8643bf4/c2; the one-tile kernels now round A in registers too.)
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
   const bool persist =
       !persistent_refusal(a, a_mn) && output_tiles(a, 128) >= (sm90::kTf32<T> ? 1 : 2) * sms;
-  const bool x2 = !a_mn && !(sm90::kTf32<T> && !a_rounded && persist) &&
-                  (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));  // A MN: no bn64
+  const bool x2 = !a_mn &&  // A MN: no bn64
+                  (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));
   // 16-bit one-tile kernels that split K (few output tiles over a long K, as a linear's weight
   // gradient gz^T x) take 128-wide tiles: as many blocks with half the splits, each a main loop twice
   // as long against the same prologue and partial store (H100, ViT-S b128 weight gradients, K =
   // 25216, bn256 -> bn128: 1152 x 384 59 -> 47 us, 384 x 384 33 -> 28, 1536 x 384 76 -> 59, 384 x
   // 1536 58 -> 55; results/h100/2a3f1ef/n1/vit_gemms.json, NOTES 55).
   const bool split = !sm90::kTf32<T> && splitk_factor(a, 128, sm90::bk<T>) > 1;
-  // 16-bit, at most one 64-wide tile per SM over a short K (<= 16 k tiles): bn64, one block per SM
-  // with an 8-stage ring, where bn64x2's second block per SM never comes and its ring is 4 deep;
-  // but where an operand's rows are not 128-byte aligned (TMA boxes straddle lines), ping-pong
-  // pp128, whose 128 x 128 tiles load less per output. Over a longer K, where 128-wide tiles split
-  // K: bn128. (H200, results/h200/f6d89d1/a1/edges.json, kernel us, bn64 / bn64x2 / pp128 / bn128:
+  // At most one 64-wide tile per SM over a short K (<= 1024): bn64, one block per SM with an
+  // 8-stage ring, where bn64x2's second block per SM never comes and its ring is 4 deep; but, 16-bit,
+  // where an operand's rows are not 128-byte aligned (TMA boxes straddle lines), ping-pong pp128,
+  // whose 128 x 128 tiles load less per output (TF32's pp128 lost: 1000^3 28.6 us against bn64's
+  // 19.6, results/h200/532ea7e/b1/tf32.json; TF32 1024^2 bn64 15.7 against bn64x2 17.6). Over a
+  // longer K, where 128-wide tiles split K: bn128. (H200, results/h200/f6d89d1/a1/edges.json,
+  // kernel us, bn64 / bn64x2 / pp128 / bn128:
   // 1024^3 6.0 / 6.8 / 8.2 / 10.9, 1000 x 1024 x 1024 6.4 / 7.2 / 8.2; 1000^3 11.8 / 11.8 / 10.3,
   // B K-major 11.3 / 11.3 / 9.7; 1024 x 1024 x 1000 9.0 / 8.9 / 8.3; 1000 x 1000 x 4096 bn128 23.4
   // against bn64x2's 26.4, B K-major 18.6 against 22.5.)
   const int64_t es = int64_t(c10::elementSize(a.dtype));
   const int64_t pitch_a = a_mn ? a.mm.sa[2] : a.mm.sa[1], pitch_b = b_mn ? a.mm.sb[1] : a.mm.sb[2];
   const bool ragged_rows = (pitch_a * es) % 128 != 0 || (pitch_b * es) % 128 != 0;
-  const bool one_wave64 = x2 && !sm90::kTf32<T> && output_tiles(a, 64) <= sms &&
-                          (a.K + sm90::bk<T> - 1) / sm90::bk<T> <= 16;
+  const bool one_wave64 = x2 && output_tiles(a, 64) <= sms && a.K <= 1024;
   const bool long_x2 = x2 && !one_wave64 && a.N > 64 && split;
   static const int kX2 = sm90_index("bn64x2"), kBn64 = sm90_index("bn64"), kBn256 = sm90_index("bn256"),
                    kBn128 = sm90_index("bn128"), kPp128 = sm90_index("pp128");
-  const int heuristic = one_wave64 ? (ragged_rows && !persistent_refusal(a, a_mn) ? kPp128 : kBn64)
+  const bool pp_rows = ragged_rows && !sm90::kTf32<T> && !persistent_refusal(a, a_mn);
+  const int heuristic = one_wave64 ? (pp_rows ? kPp128 : kBn64)
                         : long_x2  ? kBn128
                         : x2       ? kX2
                         : persist  ? persistent_choices()[persistent_pick(a, sms)].config
