@@ -106,8 +106,11 @@ SIMT_CONFIG_CASES = [(1, 127, 255, 511), (1, 1000, 1000, 1000), (1, 130, 300, 77
 @pytest.mark.cuda
 @pytest.mark.parametrize("config", SIMT_CONFIGS)
 @pytest.mark.parametrize("size", SIMT_CONFIG_CASES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("view", ["contiguous", "b_transposed", "sliced"])
+@pytest.mark.parametrize("view", ["contiguous", "b_transposed", "sliced", "padded_k"])
 def test_matmul_simt_configs_cuda(config, size, view):
+    """padded_k: A's rows padded to a multiple of 4 elements, so 16-byte loads apply to each
+    K chunk but the remainder chunk's K ends inside a vector (130 x 300 x 777): it must run on its
+    own, not as the vectorized launch's last chunk."""
     from tileops import autotune
 
     B, M, N, K = size
@@ -118,8 +121,10 @@ def test_matmul_simt_configs_cuda(config, size, view):
         a, b = randn(lead + (M, K), dt, "cuda", gen), randn(lead + (K, N), dt, "cuda", gen)
     elif view == "b_transposed":
         a, b = randn(lead + (M, K), dt, "cuda", gen), randn(lead + (N, K), dt, "cuda", gen).transpose(-1, -2)
-    else:
+    elif view == "sliced":
         a, b = randn(lead + (M, K + 5), dt, "cuda", gen)[..., 5:], randn(lead + (K, 2 * N), dt, "cuda", gen)[..., ::2]
+    else:
+        a, b = randn(lead + (M, (K + 3) // 4 * 4), dt, "cuda", gen)[..., :K], randn(lead + (K, N), dt, "cuda", gen)
     with autotune.pinned("matmul_simt", config), tf32(False):
         out = run_poisoned(lambda: tileops.matmul(a, b), B * M * N, dt, "cuda")
         again = tileops.matmul(a, b)

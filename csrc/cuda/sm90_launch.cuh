@@ -226,13 +226,14 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   // At most one 64-wide tile per SM over a short K (<= 1024): bn64, one block per SM with an
   // 8-stage ring, where bn64x2's second block per SM never comes and its ring is 4 deep; but, 16-bit,
   // where an operand's rows are not 128-byte aligned (TMA boxes straddle lines), ping-pong pp128,
-  // whose 128 x 128 tiles load less per output (TF32's pp128 lost: 1000^3 28.6 us against bn64's
-  // 19.6, results/h200/532ea7e/b1/tf32.json; TF32 1024^2 bn64 15.7 against bn64x2 17.6). Over a
-  // longer K, where 128-wide tiles split K: bn128. (H200, results/h200/f6d89d1/a1/edges.json,
-  // kernel us, bn64 / bn64x2 / pp128 / bn128:
+  // whose 128 x 128 tiles load less per output. Over a longer K, where 128-wide tiles split K:
+  // bn128. H200, kernel us (results/h200/f6d89d1/a1/edges.json), bn64 / bn64x2 / pp128 / bn128:
   // 1024^3 6.0 / 6.8 / 8.2 / 10.9, 1000 x 1024 x 1024 6.4 / 7.2 / 8.2; 1000^3 11.8 / 11.8 / 10.3,
   // B K-major 11.3 / 11.3 / 9.7; 1024 x 1024 x 1000 9.0 / 8.9 / 8.3; 1000 x 1000 x 4096 bn128 23.4
-  // against bn64x2's 26.4, B K-major 18.6 against 22.5.)
+  // against bn64x2's 26.4, B K-major 18.6 against 22.5.
+  // TF32 takes bn64 wherever bn64x2 would run: two blocks' registers leave no room for its A
+  // fragments; nor pp128 (results/h200/0a790ad/c1/tf32.json, bn64 / bn64x2 / pp128: 1024^2 15.0 /
+  // 20.9 / 24.5, 1000^3 16.6 / 22.3 / 28.7, batched AV 64 x 512 x 64 x 512 31.7 / 35.2 / 35.6).
   const int64_t es = int64_t(c10::elementSize(a.dtype));
   const int64_t pitch_a = a_mn ? a.mm.sa[2] : a.mm.sa[1], pitch_b = b_mn ? a.mm.sb[1] : a.mm.sb[2];
   const bool ragged_rows = (pitch_a * es) % 128 != 0 || (pitch_b * es) % 128 != 0;
@@ -243,7 +244,7 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   const bool pp_rows = ragged_rows && !sm90::kTf32<T> && !persistent_refusal(a, a_mn);
   const int heuristic = one_wave64 ? (pp_rows ? kPp128 : kBn64)
                         : long_x2  ? kBn128
-                        : x2       ? kX2
+                        : x2       ? (sm90::kTf32<T> ? kBn64 : kX2)
                         : persist  ? persistent_choices()[persistent_pick(a, sms)].config
                                    : a.N > 128 && !split ? kBn256 : kBn128;
   autotune::run(
