@@ -426,10 +426,12 @@ __device__ __forceinline__ void vec_epilogue(const Acc (&acc)[Cfg::TM][Cfg::TN],
 // RAGGED: K % BK != 0 with lay.fast, whose last k tile takes predicated loads; a kernel of its
 // own, so that the steady-state loop of the others stays free of the branch (in one kernel it
 // cost ~10% at fp32 4096^2). launch_vectorized picks it whenever lay.fast and K % BK != 0.
+// k_last > 0: the last batch entry's K is k_last (< K), split-K's remainder chunk in the same
+// launch as the others (RAGGED where k_last % BK != 0).
 template <typename T, class P, class Cfg, bool RAGGED = false>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
-    gemm_vec_kernel(P p, int64_t /*batch: gridDim.z*/, int64_t M, int64_t N, int64_t K, Epilogue<T> epi,
-                    VecLayout lay) {
+    gemm_vec_kernel(P p, int64_t /*batch: gridDim.z*/, int64_t M, int64_t N, int64_t K_all, Epilogue<T> epi,
+                    VecLayout lay, int64_t k_last) {
   using Acc = acc_t<T>;
   using Smem = VecSmem<Cfg, Acc>;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, LDA = Smem::LDA, LDB = Smem::LDB;
@@ -438,6 +440,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   const int tid = threadIdx.x;
   const VecPlace<Cfg> at(tid);
   const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
+  const int64_t K = k_last > 0 && blockIdx.z == gridDim.z - 1 ? k_last : K_all;
   const int64_t ktiles = (K + BK - 1) / BK;
 
   // One batch entry per block (launch_vectorized splits batches past the grid's z limit):

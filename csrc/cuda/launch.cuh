@@ -61,11 +61,12 @@ void launch_gemm(const P& p, const GemmArgs& a, Extra... extra) {
 }
 
 // The vectorized kernel takes one batch entry per grid z: batches past the z limit go in
-// chunks, each with its operands' pointers moved to its first entry.
+// chunks, each with its operands' pointers moved to its first entry. k_last > 0: the last batch
+// entry's K (gemm_vec_kernel).
 template <typename T, class Cfg = VecFor<T>>
-void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a) {
+void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a, int64_t k_last = 0) {
   if constexpr (std::is_same<Cfg, VecF32>::value) {
-    if (a.N <= VecF32N64::BN) return launch_vectorized<T, VecF32N64>(p, a);
+    if (a.N <= VecF32N64::BN) return launch_vectorized<T, VecF32N64>(p, a, k_last);
   }
   const VecLayout lay = vec_layout(a, int(sizeof(T)));
   constexpr int64_t kMaxZ = 65535;
@@ -76,10 +77,12 @@ void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a) {
     q.A += g0 * p.sa[0];
     q.B += g0 * p.sb[0];
     q.C += g0 * p.sc[0];
-    const bool ragged = lay.fast && a.K % Cfg::BK != 0;  // a ragged last k tile: the RAGGED kernel
+    const int64_t last = g0 + chunk.batch == a.batch ? k_last : 0;
+    // a ragged last k tile: the RAGGED kernel
+    const bool ragged = lay.fast && (a.K % Cfg::BK != 0 || last % Cfg::BK != 0);
     launch_gemm_with<Cfg, T>(ragged ? gemm_vec_kernel<T, MatmulProblem<T>, Cfg, true>
                                     : gemm_vec_kernel<T, MatmulProblem<T>, Cfg, false>,
-                             q, chunk, lay);
+                             q, chunk, lay, last);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "autotune.h"
+#include "config_names.h"
 #include "gemm_skinny.cuh"
 #include "launch.cuh"
 #include "splitk.cuh"
@@ -11,15 +12,8 @@
 namespace tileops::cuda {
 namespace {
 
-// Split-K for the SIMT rungs 'auto' runs for fp32 (TF32 off) and fp64, where the output tiles
-// would leave most SMs idle and K is long (conv weight gradients, K = N*P*Q; skinny M): K is cut
-// into chunks that run as a batch (chunk j's operands start at k = j*kc) writing the partial
-// products to a workspace [splits, M, N], which splitk_reduce sums in a fixed order before the
-// epilogue. `tiles`: the output tiles of the kernel that runs; launch(g) runs it on chunk args g.
-// False: not split (nothing launched).
 // How simt_splitk cuts K for `tiles` output tiles: `full` chunks of kc (a multiple of the k tile,
-// which keeps the 16-byte loads), then a remainder chunk of rem, which takes a launch of its own.
-// splits() == 1: not split.
+// which keeps the 16-byte loads), then a remainder chunk of rem. splits() == 1: not split.
 struct SimtChunks {
   int64_t kc = 0, full = 1, rem = 0;
   int64_t splits() const { return full + (rem > 0); }
@@ -33,6 +27,15 @@ SimtChunks simt_chunks(const GemmArgs& a, int64_t tiles) {
   return c;
 }
 
+// Split-K for the SIMT rungs 'auto' runs for fp32 (TF32 off) and fp64, where the output tiles
+// would leave most SMs idle and K is long (conv weight gradients, K = N*P*Q; skinny M): K is cut
+// into chunks that run as a batch (chunk j's operands start at k = j*kc) writing the partial
+// products to a workspace [splits, M, N], which splitk_reduce sums in a fixed order before the
+// epilogue. `tiles`: the output tiles of the kernel that runs; launch(g, k_last) runs it on chunk
+// args g, the last chunk's K being k_last where that is not 0, and returns false (launching
+// nothing) where it cannot: the remainder chunk then takes a launch of its own, after the others
+// (fp32 1000^3 on 128 x 128 tiles in 4 chunks of 240, then one of 40: 74.6 us, where 1024^3 in 4
+// chunks of 256 took 55.5; results/h200/f6d89d1/a1/simt.json). False: not split (nothing launched).
 template <class Launch>
 bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch) {
   const SimtChunks ch = simt_chunks(a, tiles);
@@ -52,10 +55,12 @@ bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch) {
     g.mm.sa[0] = sa0;
     g.mm.sb[0] = sb0;
     std::copy(sc, sc + 3, g.mm.sc);
-    launch(g);
+    return g;
   };
-  chunk(0, full, kc);
-  if (rem > 0) chunk(full, 1, rem);
+  if (rem == 0 || !launch(chunk(0, splits, kc), rem)) {
+    launch(chunk(0, full, kc), 0);
+    if (rem > 0) launch(chunk(full, 1, rem), 0);
+  }
   with_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value)
@@ -91,29 +96,32 @@ constexpr SimtChoice kSimtConfigs[] = {
 };
 constexpr int kSimtVec128 = 0, kSimtVec128x64 = 1, kSimtVec64 = 2;
 
-// One config on problem a (its chunks, where it splits).
+// One config on problem a (its chunks, where it splits). The vectorized kernel takes a last
+// chunk of its own K (gemm_vec_kernel's k_last) unless that K would end inside a 16-byte vector
+// along k.
 void launch_simt(const GemmArgs& a, const SimtChoice& c) {
-  auto launch = [&](const GemmArgs& g) {
+  auto launch = [&](const GemmArgs& g, int64_t k_last) {
+    if (k_last > 0 && (c.tile == SimtTile::Reg64 || (k_last % 4 != 0 && vec_layout(g, 4).fast))) return false;
     const MatmulProblem<float> p(g.mm);
     switch (c.tile) {
-      case SimtTile::Vec128: return launch_vectorized<float>(p, g);
-      case SimtTile::Vec128x64: return launch_vectorized<float, VecF32N64>(p, g);
-      case SimtTile::Vec64: return launch_vectorized<float, VecF32Small>(p, g);
-      case SimtTile::Reg64: return launch_gemm<Simt, float>(p, g);
+      case SimtTile::Vec128: launch_vectorized<float>(p, g, k_last); break;
+      case SimtTile::Vec128x64: launch_vectorized<float, VecF32N64>(p, g, k_last); break;
+      case SimtTile::Vec64: launch_vectorized<float, VecF32Small>(p, g, k_last); break;
+      case SimtTile::Reg64: launch_gemm<Simt, float>(p, g); break;
     }
+    return true;
   };
   const int64_t tiles = ((a.M + c.bm - 1) / c.bm) * ((a.N + c.bn - 1) / c.bn);
-  if (!c.split || !simt_splitk(a, tiles, launch)) launch(a);
+  if (!c.split || !simt_splitk(a, tiles, launch)) launch(a, 0);
 }
 
-// The largest 'vectorized' tile whose blocks (tiles x K chunks) number at least 3/4 of the SMs in
-// one launch (a remainder chunk's second launch runs after the first: fp32 1000^3 on 128 x 128
-// tiles in 4 chunks of 240 and one of 40 took 74.6 us against 63.2 unsplit on 128 x 64); else the
-// smallest, whose blocks are the most. On an H200 (results/h200/f6d89d1/a1/simt.json, kernel us, KxN;
-// old heuristic, chosen): 127 x 255 x 511 16.1 -> 14.8 (vec64), 512^3 18.6 -> 12.6 (vec128x64),
-// 1000^3 74.8 -> 63.2 (vec128x64), 1000 x 64 x 1000 22.4 -> 16.8 (vec64); 768^3, 1024^3,
-// 1280 x 1280 x 2048 and up unchanged (vec128). The 16-byte loads need not apply: 127 x 255 x 511
-// (K odd, element loads) took 14.8 on vec64 against 16.1 on 'register'.
+// The largest 'vectorized' tile whose blocks (tiles x K chunks) number at least 3/4 of the SMs,
+// else the smallest, whose blocks are the most. On an H200 (results/h200/f6d89d1/a1/simt.json,
+// kernel us, KxN; the old heuristic's choice, then this one's, before a remainder chunk joined the
+// others' launch): 127 x 255 x 511 16.1 -> 14.8 (vec64), 512^3 18.6 -> 12.6 (vec128x64), 1000 x
+// 64 x 1000 22.4 -> 16.8 (vec64); 768^3, 1024^3, 1280 x 1280 x 2048 and up unchanged (vec128).
+// The 16-byte loads need not apply: 127 x 255 x 511 (K odd, element loads) took 14.8 on vec64
+// against 16.1 on 'register'.
 int simt_heuristic(const GemmArgs& a) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   int most = kSimtVec128;
@@ -123,7 +131,7 @@ int simt_heuristic(const GemmArgs& a) {
     const int64_t tiles = ((a.M + c.bm - 1) / c.bm) * ((a.N + c.bn - 1) / c.bn) * a.batch;
     const SimtChunks ch = simt_chunks(a, tiles);
     const int64_t blocks = tiles * ch.splits();
-    if (4 * blocks >= 3 * sms && ch.rem == 0) return i;
+    if (4 * blocks >= 3 * sms) return i;
     if (blocks > most_blocks) most = i, most_blocks = blocks;
   }
   return most;
@@ -133,19 +141,15 @@ int simt_heuristic(const GemmArgs& a) {
 // "matmul_simt" autotune site, fp64 on 'register', split where its tiles leave SMs idle.
 void run_simt(const GemmArgs& a) {
   if (a.dtype != at::kFloat) {
-    auto launch = [](const GemmArgs& g) {
-      GemmArgs h = g;
-      h.algo = Algo::Register;
-      launch_problem<MatmulProblem>(h, h.mm);
+    auto launch = [](const GemmArgs& g, int64_t k_last) {
+      if (k_last > 0) return false;
+      launch_gemm<Simt, double>(MatmulProblem<double>(g.mm), g);
+      return true;
     };
-    if (!simt_splitk(a, ((a.M + Simt::BM - 1) / Simt::BM) * ((a.N + Simt::BN - 1) / Simt::BN), launch)) launch(a);
+    if (!simt_splitk(a, ((a.M + Simt::BM - 1) / Simt::BM) * ((a.N + Simt::BN - 1) / Simt::BN), launch)) launch(a, 0);
     return;
   }
-  static const std::vector<std::string> kNames = [] {
-    std::vector<std::string> v;
-    for (const auto& c : kSimtConfigs) v.emplace_back(c.name);
-    return v;
-  }();
+  static const std::vector<std::string> kNames = config_names(kSimtConfigs);
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_simt", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),

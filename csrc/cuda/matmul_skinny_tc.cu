@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autotune.h"
+#include "config_names.h"
 #include "gemm_skinny.cuh"  // kSkinnyMaxM
 #include "gemm_skinny_tc.cuh"
 #include "launch.cuh"
@@ -80,11 +81,7 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   const int64_t sms = prop->multiProcessorCount, ktiles = (a.K + bk - 1) / bk;
   const int64_t wide = (a.N + 127) / 128 * a.batch;
   const int heuristic = wide * skinny_tc_split(wide, ktiles, sms) * 2 >= sms ? 0 : 1;
-  static const std::vector<std::string> kNames = [] {
-    std::vector<std::string> v;
-    for (const auto& c : kSkinnyTcConfigs) v.emplace_back(c.name);
-    return v;
-  }();
+  static const std::vector<std::string> kNames = config_names(kSkinnyTcConfigs);
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_skinny_tc", c10::toString(a.dtype),
