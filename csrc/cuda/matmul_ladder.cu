@@ -118,13 +118,16 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
   if (!c.split || !simt_splitk(a, tiles, launch)) launch(a, 0);
 }
 
-// The largest 'vectorized' tile whose blocks (tiles x K chunks) number at least 3/4 of the SMs,
-// else the smallest, whose blocks are the most. On an H200 (results/h200/f6d89d1/a1/simt.json,
-// kernel us, KxN; the old heuristic's choice, then this one's, before a remainder chunk joined the
-// others' launch): 127 x 255 x 511 16.1 -> 14.8 (vec64), 512^3 18.6 -> 12.6 (vec128x64), 1000 x
-// 64 x 1000 22.4 -> 16.8 (vec64); 768^3, 1024^3, 1280 x 1280 x 2048 and up unchanged (vec128).
-// The 16-byte loads need not apply: 127 x 255 x 511 (K odd, element loads) took 14.8 on vec64
-// against 16.1 on 'register'.
+// The largest 'vectorized' tile whose blocks (tiles x K chunks) number at least 3/4 of the SMs and
+// whose K chunks are all whole (a remainder chunk takes the RAGGED kernel: fp32 1000^3 on 128 x 128
+// tiles in chunks of 256, 256, 256 and 232 took 67.2 us against 62.7 unsplit on 128 x 64; 1024^3
+// in 4 chunks of 256 55.8; results/h200/84a64f5/f1/simt.json); else the smallest, whose blocks
+// are the most. Kernel us on an H200 (f6d89d1/a1/simt.json and f1, KxN; the old heuristic's
+// choice -> this one's): 127 x 255 x 511 16.1 -> 11.7 (vec64, with its remainder chunk joined),
+// 512^3 18.6 -> 12.6 (vec128x64), 1000^3 74.8 -> 62.7 (vec128x64), 1000 x 64 x 1000 22.4 -> 9.7
+// (vec64; cuBLAS 9.8); 768^3, 1024^3, 1280 x 1280 x 2048 and up unchanged (vec128). The 16-byte
+// loads need not apply: 127 x 255 x 511 (K odd, element loads) took 14.8 on vec64 against 16.1
+// on 'register' with the remainder in a launch of its own.
 int simt_heuristic(const GemmArgs& a) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   int most = kSimtVec128;
@@ -134,7 +137,7 @@ int simt_heuristic(const GemmArgs& a) {
     const int64_t tiles = ((a.M + c.bm - 1) / c.bm) * ((a.N + c.bn - 1) / c.bn) * a.batch;
     const SimtChunks ch = simt_chunks(a, tiles);
     const int64_t blocks = tiles * ch.splits();
-    if (4 * blocks >= 3 * sms) return i;
+    if (4 * blocks >= 3 * sms && ch.rem == 0) return i;
     if (blocks > most_blocks) most = i, most_blocks = blocks;
   }
   return most;
