@@ -17,6 +17,11 @@ namespace {
 // (kc rounded down made one more: fp32 1000^3 on 128 x 128 tiles in 4 chunks of 240 and one of
 // 40, 320 blocks for 264 slots, 68.8 us with the remainder in the same launch against 55.5 for
 // 1024^3 in 4 of 256; results/h200/7377711/e1/simt.json.)
+// Output tiles of bm x bn over problem a (all batch entries).
+int64_t tiles_of(const GemmArgs& a, int64_t bm, int64_t bn) {
+  return (a.M + bm - 1) / bm * ((a.N + bn - 1) / bn) * a.batch;
+}
+
 struct SimtChunks {
   int64_t kc = 0, full = 1, rem = 0;
   int64_t splits() const { return full + (rem > 0); }
@@ -36,9 +41,10 @@ SimtChunks simt_chunks(const GemmArgs& a, int64_t tiles) {
 // products to a workspace [splits, M, N], which splitk_reduce sums in a fixed order before the
 // epilogue. `tiles`: the output tiles of the kernel that runs; launch(g, k_last) runs it on chunk
 // args g, the last chunk's K being k_last where that is not 0, and returns false (launching
-// nothing) where it cannot: the remainder chunk then takes a launch of its own, after the others
-// (fp32 1000^3 on 128 x 128 tiles in 4 chunks of 240, then one of 40: 74.6 us, where 1024^3 in 4
-// chunks of 256 took 55.5; results/h200/f6d89d1/a1/simt.json). False: not split (nothing launched).
+// nothing) where it cannot: the remainder chunk then takes a launch of its own, which runs after
+// the others (fp32 1000^3 on 128 x 128 tiles in chunks of 240 x 4 and 40: 75.3 us so, 68.8 with
+// the remainder joined; results/h200/f6d89d1/a1 and 7377711/e1, simt.json). False: not split
+// (nothing launched).
 template <class Launch>
 bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch) {
   const SimtChunks ch = simt_chunks(a, tiles);
@@ -114,8 +120,7 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
     }
     return true;
   };
-  const int64_t tiles = ((a.M + c.bm - 1) / c.bm) * ((a.N + c.bn - 1) / c.bn);
-  if (!c.split || !simt_splitk(a, tiles, launch)) launch(a, 0);
+  if (!c.split || !simt_splitk(a, tiles_of(a, c.bm, c.bn), launch)) launch(a, 0);
 }
 
 // The largest 'vectorized' tile whose blocks (tiles x K chunks) number at least 3/4 of the SMs and
@@ -134,7 +139,7 @@ int simt_heuristic(const GemmArgs& a) {
   int64_t most_blocks = 0;
   for (int i : {kSimtVec128, kSimtVec128x64, kSimtVec64}) {
     const SimtChoice& c = kSimtConfigs[i];
-    const int64_t tiles = ((a.M + c.bm - 1) / c.bm) * ((a.N + c.bn - 1) / c.bn) * a.batch;
+    const int64_t tiles = tiles_of(a, c.bm, c.bn);
     const SimtChunks ch = simt_chunks(a, tiles);
     const int64_t blocks = tiles * ch.splits();
     if (4 * blocks >= 3 * sms && ch.rem == 0) return i;
@@ -152,7 +157,7 @@ void run_simt(const GemmArgs& a) {
       launch_gemm<Simt, double>(MatmulProblem<double>(g.mm), g);
       return true;
     };
-    if (!simt_splitk(a, ((a.M + Simt::BM - 1) / Simt::BM) * ((a.N + Simt::BN - 1) / Simt::BN), launch)) launch(a, 0);
+    if (!simt_splitk(a, tiles_of(a, Simt::BM, Simt::BN), launch)) launch(a, 0);
     return;
   }
   static const std::vector<std::string> kNames = config_names(kSimtConfigs);
