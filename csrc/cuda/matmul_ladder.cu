@@ -12,16 +12,16 @@
 namespace tileops::cuda {
 namespace {
 
-// How simt_splitk cuts K for `tiles` output tiles: `full` chunks of kc (a multiple of the k tile,
-// which keeps the 16-byte loads), then a remainder chunk of rem, in at most splitk_count's chunks.
-// (kc rounded down made one more: fp32 1000^3 on 128 x 128 tiles in 4 chunks of 240 and one of
-// 40, 320 blocks for 264 slots, 68.8 us with the remainder in the same launch against 55.5 for
-// 1024^3 in 4 of 256; results/h200/7377711/e1/simt.json.)
 // Output tiles of bm x bn over problem a (all batch entries).
 int64_t tiles_of(const GemmArgs& a, int64_t bm, int64_t bn) {
   return (a.M + bm - 1) / bm * ((a.N + bn - 1) / bn) * a.batch;
 }
 
+// How simt_splitk cuts K for `tiles` output tiles: `full` chunks of kc (a multiple of the k tile,
+// which keeps the 16-byte loads), then a remainder chunk of rem, in at most splitk_count's chunks.
+// (kc rounded down made one more: fp32 1000^3 on 128 x 128 tiles in 4 chunks of 240 and one of
+// 40, 320 blocks for 264 slots, 68.8 us with the remainder in the same launch against 55.5 for
+// 1024^3 in 4 of 256; results/h200/7377711/e1/simt.json.)
 struct SimtChunks {
   int64_t kc = 0, full = 1, rem = 0;
   int64_t splits() const { return full + (rem > 0); }
