@@ -88,7 +88,7 @@ void launch_conv(const GemmArgs& g, bool im2col, const CUtensorMap& ma, const CU
 // the launch's order (`order`: indices into the phases and their maps and first columns).
 template <typename T, int BN, int STAGES>
 void launch_phases(const std::vector<GemmArgs>& ph, const std::vector<int>& order, const std::vector<CUtensorMap>& ma,
-                   const CUtensorMap& mb, const std::vector<int>& b_k0) {
+                   const CUtensorMap& mb, const std::vector<int64_t>& b_k0) {
   auto kernel = sm90::gemm_sm90_phases_kernel<T, BN, STAGES>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   static std::atomic<uint64_t> set_on{0};
@@ -98,7 +98,7 @@ void launch_phases(const std::vector<GemmArgs>& ph, const std::vector<int>& orde
   bool vec = true;
   for (size_t z = 0; z < order.size(); ++z) {
     const GemmArgs& g = ph[order[z]];
-    args.at[z] = {ma[order[z]], g.conv, MatmulProblem<T>(g.mm), g.M, g.K, b_k0[order[z]]};
+    args.at[z] = {ma[order[z]], g.conv, MatmulProblem<T>(g.mm), g.M, g.K, int(b_k0[order[z]])};
     row_tiles = std::max(row_tiles, (g.M + sm90::BM - 1) / sm90::BM);
     vec = vec && vec_stores<T>(g);
   }
@@ -116,7 +116,6 @@ bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vect
   if (n == 0 || n > sm90::kMaxPhases || int(b_k0.size()) != n) return false;
   const GemmArgs& first = phases[0];
   std::vector<CUtensorMap> ma(n);
-  std::vector<int> k0(n);
   for (int i = 0; i < n; ++i) {
     const GemmArgs& g = phases[i];
     if (g.N != first.N || g.dtype != first.dtype || g.residual != nullptr || g.bias != nullptr ||
@@ -126,7 +125,6 @@ bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vect
     if (g.K > 0 && (!conv_sm90_ok(g) || sm90_layout(g).b != Major::K || g.mm.sb[2] != ld ||
                     !im2col_map(g, sm90::BM, &ma[i])))
       return false;
-    k0[i] = int(b_k0[i]);
   }
   // heaviest first: the grid's blocks start in blockIdx order (gemm_sm90_phases_kernel)
   std::vector<int> order(n);
@@ -146,8 +144,8 @@ bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vect
                    using T = decltype(tag);
                    const int bn = i == 0 ? 64 : 128;
                    const CUtensorMap mb = matrix_map(w, first.dtype, cols, first.N, 1, ld, 0, sm90::bk<T>, uint32_t(bn));
-                   if (i == 0) launch_phases<T, 64, 4>(phases, order, ma, mb, k0);
-                   else launch_phases<T, 128, 6>(phases, order, ma, mb, k0);
+                   if (i == 0) launch_phases<T, 64, 4>(phases, order, ma, mb, b_k0);
+                   else launch_phases<T, 128, 6>(phases, order, ma, mb, b_k0);
                  });
   return true;
 }

@@ -213,8 +213,8 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   // the copies, results/h100/8643bf4/c2; the one-tile kernels now round A in registers too.)
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
-  const bool persist =
-      !persistent_refusal(a, a_mn) && output_tiles(a, 128) >= (sm90::kTf32<T> ? 1 : 2) * sms;
+  const bool can_persist = persistent_refusal(a, a_mn) == nullptr;
+  const bool persist = can_persist && output_tiles(a, 128) >= (sm90::kTf32<T> ? 1 : 2) * sms;
   const bool x2 = !a_mn &&  // A MN: no bn64
                   (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));
   // 16-bit one-tile kernels that split K (few output tiles over a long K, as a linear's weight
@@ -241,7 +241,7 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   const bool long_x2 = x2 && !one_wave64 && a.N > 64 && split;
   static const int kX2 = sm90_index("bn64x2"), kBn64 = sm90_index("bn64"), kBn256 = sm90_index("bn256"),
                    kBn128 = sm90_index("bn128"), kPp128 = sm90_index("pp128");
-  const bool pp_rows = ragged_rows && !sm90::kTf32<T> && !persistent_refusal(a, a_mn);
+  const bool pp_rows = ragged_rows && !sm90::kTf32<T> && can_persist;
   const int heuristic = one_wave64 ? (pp_rows ? kPp128 : kBn64)
                         : long_x2  ? kBn128
                         : x2       ? (sm90::kTf32<T> ? kBn64 : kX2)
