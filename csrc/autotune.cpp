@@ -602,5 +602,32 @@ std::map<std::string, std::string> entries() {
   return s.cache;
 }
 
+namespace {
+// Filled during static initialization (single-threaded), read-only afterwards.
+std::map<std::string, std::vector<std::string> (*)()>& family_registry() {
+  static std::map<std::string, std::vector<std::string> (*)()> r;
+  return r;
+}
+}  // namespace
+
+Family::Family(const char* family, std::vector<std::string> (*names)()) { family_registry()[family] = names; }
+
+std::vector<std::string> families() {
+  std::vector<std::string> v;
+  for (const auto& kv : family_registry()) v.push_back(kv.first);
+  return v;
+}
+
+std::vector<std::string> candidates(const std::string& family) {
+  const auto it = family_registry().find(family);
+  if (it == family_registry().end()) {
+    std::string known;
+    for (const std::string& f : families()) known += (known.empty() ? "" : ", ") + f;
+    TORCH_CHECK(false, "tileops autotune: no family '", family, "'; this build has: ",
+                known.empty() ? "none (built without CUDA)" : known);
+  }
+  return it->second();
+}
+
 }  // namespace autotune
 }  // namespace tileops

@@ -102,5 +102,15 @@ void reset_from_env();
 
 bool glob_match(const char* pattern, const char* text);  // the pins' glob: '*' any run, '?' one character
 
+// Each family's candidates, as its call site lists them: the call site registers its list at load
+// time with a namespace-scope Family beside it (names() is called on a query, after static
+// initialization), so tileops.autotune.candidates answers before any call, and the tests and
+// probes read the list instead of restating it. A build without CUDA registers none.
+struct Family {
+  Family(const char* family, std::vector<std::string> (*names)());
+};
+std::vector<std::string> families();                            // registered, sorted
+std::vector<std::string> candidates(const std::string& family);  // TORCH_CHECK: a registered family
+
 }  // namespace autotune
 }  // namespace tileops

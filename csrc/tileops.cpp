@@ -78,6 +78,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_autotune_reload", torch::wrap_pybind_function([] { at_::reload(); }));
   m.def("_autotune_cache_path", torch::wrap_pybind_function([] { return at_::cache_path(); }));
   m.def("_autotune_entries", torch::wrap_pybind_function([] { return at_::entries(); }));
+  m.def("_autotune_families", torch::wrap_pybind_function([] { return at_::families(); }));
+  m.def("_autotune_candidates",
+        torch::wrap_pybind_function([](const std::string& family) { return at_::candidates(family); }));
   m.def("_autotune_reset_from_env_for_test", torch::wrap_pybind_function([] { at_::reset_from_env(); }));
   m.def("_autotune_shape_class", torch::wrap_pybind_function([](int64_t M, int64_t N, int64_t K, int64_t batch) {
     return at_::shape_class(M, N, K, batch);

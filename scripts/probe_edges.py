@@ -33,7 +33,7 @@ TF32 = [(1024, 1024, 1024), (1000, 1000, 1000), (2048, 2048, 2048), (4096, 4096,
 SETS = {
     "edges": ("matmul_sm90", "bfloat16", EDGES, "bn64x2,bn64,bn128,bn64-nosplit,bn128-nosplit,pp128"),
     "tf32": ("matmul_sm90", "tf32", TF32, "bn64x2,bn64,bn128,bn256,pp128,pp128-c2,coop128x256-c2,coop128x192-c2"),
-    "simt": ("matmul_simt", "float32", SIMT, "vec128,vec128x64,vec64,reg64,vec128-nosplit,vec128x64-nosplit,vec64-nosplit,reg64-nosplit"),
+    "simt": ("matmul_simt", "float32", SIMT, None),  # None: every candidate of the family
 }
 
 
@@ -47,7 +47,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--set", default="edges", choices=sorted(SETS))
-    ap.add_argument("--configs", default=None, help="default: the set's")
+    ap.add_argument("--configs", default=None, help="default: the set's (simt: the whole family)")
     ap.add_argument("--dtype", default=None, help="default: the set's")
     a = ap.parse_args()
     family, dtype, shapes, configs = SETS[a.set]
@@ -65,7 +65,7 @@ def main():
             row = {"batch": batch, "M": M, "N": N, "K": K, "b": bkind}
             row["cublas_us"], row["cublas_k"] = kernel_us(lambda A=A, B=B: A @ B)
             row["auto_us"], row["auto_k"] = kernel_us(lambda A=A, B=B: tileops.matmul(A, B))
-            for c in (a.configs or configs).split(","):
+            for c in (a.configs or configs or ",".join(autotune.candidates(family))).split(","):
                 try:
                     with autotune.pinned(family, c):
                         row[c + "_us"], _ = kernel_us(lambda A=A, B=B: tileops.matmul(A, B))

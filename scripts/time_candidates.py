@@ -81,7 +81,7 @@ def matmul_problems(kind, small=False):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", default="conv_fwd_sm90", choices=sorted(PASS_OF))
-    ap.add_argument("--candidates", default="bn64,bn128,bn64x2")
+    ap.add_argument("--candidates", default=None, help="default: every candidate of the family")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "tf32"], help="matmul_sm90 only")
     ap.add_argument("--filter", default=None, help="regex on the row label")
@@ -105,7 +105,7 @@ def main():
         row = {"layer": label, "pass": pss, "batch": a.batch, "dtype": a.dtype if pss == "matmul" else "bfloat16"}
         row.update({k: time_us(f) for k, f in theirs.items()})
         row["default_us"] = time_us(mine)
-        for cand in a.candidates.split(","):
+        for cand in a.candidates.split(",") if a.candidates else autotune.candidates(a.family):
             try:
                 with autotune.pinned(a.family, cand):
                     row[cand + "_us"] = time_us(mine)

@@ -15,13 +15,13 @@ import torch
 
 import tileops
 from tileops import _C, autotune
-from utils import check, cuda_kernel_counts, fresh_generator, randn
+from utils import check, cuda_kernel_counts, family, fresh_generator, persistent, randn
 
 NAMES = ["a", "b", "c"]
 DEV = "test-device"
 # family conv_fwd_sm90 (conv_sm90.cu): one-tile kernels, then the persistent ones (TMA im2col loads only)
-CONV_FWD_PERSISTENT = ["pp128-c2-im2col", "coop128x256-c2-im2col", "coop128x192-c2-im2col"]
-CONV_FWD_CANDIDATES = ["bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"] + CONV_FWD_PERSISTENT
+CONV_FWD_CANDIDATES = family("conv_fwd_sm90")
+CONV_FWD_PERSISTENT = persistent(CONV_FWD_CANDIDATES)
 # strided data gradients whose phases run in one Hopper launch (test_conv2d.CUDA_CASES)
 PHASES_IN_ONE = ["resnet_3x3s2_128@56", "phases1_3x3_p0", "phases1_3x5_s2x1", "phases1_7x7", "phases1_c20",
                  "phases1_c72_k256", "phases1_dil2", "phases1_1x1_s2"]
@@ -54,7 +54,7 @@ def cache_dir(tmp_path, monkeypatch):
     yield d
     autotune.unpin()
     for pattern, cand in old_pins.items():
-        autotune.pin(pattern, cand)
+        _C._autotune_pin(pattern, cand)  # as they were, unchecked
     _C._autotune_set_enabled(old_on)
     autotune.clear(memory=True, disk=False)
 
@@ -205,6 +205,37 @@ def test_pin_of_unknown_candidate_names_the_valid_ones():
         choose("fam|x", [1, 2, 3])
     with pytest.raises(ValueError, match="non-empty strings"):
         autotune.pin("", "a")
+
+
+# Every autotuned call site of a CUDA build (the pinned-config tests take their lists from here).
+FAMILIES = ["conv_depthwise", "conv_dgrad", "conv_dgrad_sm90", "conv_fwd_sm90", "conv_wgrad_sm90", "matmul_simt",
+            "matmul_skinny_tc", "matmul_sm90"]
+
+
+def test_families_list_their_candidates():
+    if not tileops.build_info()["with_cuda"]:
+        assert autotune.families() == []
+        with pytest.raises(RuntimeError, match="no family 'matmul_sm90'; this build has: none"):
+            autotune.candidates("matmul_sm90")
+        return
+    assert autotune.families() == FAMILIES
+    for f in FAMILIES:
+        names = autotune.candidates(f)
+        assert names and len(set(names)) == len(names) and all(isinstance(n, str) and n for n in names), (f, names)
+    # the orders the call sites' heuristics index into
+    assert autotune.candidates("matmul_simt")[:4] == ["vec128", "vec128x64", "vec64", "reg64"]
+    assert autotune.candidates("conv_dgrad") == ["phases", "col2im"]
+    assert "pp128-c2" in autotune.candidates("matmul_sm90")
+    assert [c + "-im2col" for c in ["coop128x256-c2", "coop128x192-c2", "pp128-c2"]] == \
+        autotune.candidates("conv_fwd_sm90")[-3:]
+    with pytest.raises(RuntimeError, match="no family 'matmul_sm91'; this build has: conv_depthwise, conv_dgrad"):
+        autotune.candidates("matmul_sm91")
+    # a pin by family name is checked at once; a glob only where it matches a call
+    with pytest.raises(ValueError, match="family 'matmul_sm90' has no candidate 'bn512'; its candidates are bn64, "):
+        autotune.pin("matmul_sm90", "bn512")
+    assert autotune.pins() == {}
+    autotune.pin("matmul_sm90|*", "bn512")
+    assert autotune.pins() == {"matmul_sm90|*": "bn512"}
 
 
 def test_pinned_context_manager():
@@ -420,7 +451,7 @@ def test_conv_fwd_sm90_candidates_cuda(config, case):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", ["phases", "col2im"])
+@pytest.mark.parametrize("config", family("conv_dgrad"))
 @pytest.mark.parametrize("kind", ["float32", "bfloat16"])
 @pytest.mark.parametrize("case", ["3x3_s2_k64_odd", "3x3_s2_k64_p0", "3x3_s2_k64_p2", "3x3_s2_k64_dil2",
                                   "resnet_3x3s2_128@56", "1x1_stride2", "3x3_s2", "kernel_3x5_stride_2x1", "aniso",
@@ -437,7 +468,7 @@ def test_conv_dgrad_candidates_cuda(config, kind, case, layout):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", ["bn64x2", "bn128"])
+@pytest.mark.parametrize("config", family("conv_dgrad_sm90"))
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", PHASES_IN_ONE)
 def test_conv_dgrad_phases_in_one_cuda(config, kind, case):
@@ -474,7 +505,7 @@ WGRAD_DIRECT = {
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", ["bn64", "bn128", "bn64-im2col", "bn128-im2col"])
+@pytest.mark.parametrize("config", family("conv_wgrad_sm90"))
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("w_layout", ["contiguous", "channels_last"])
 @pytest.mark.parametrize("case", list(WGRAD_DIRECT))
@@ -520,7 +551,7 @@ def test_conv_dgrad_1x1_one_gemm_cuda(kind, w_layout, shape):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", ["strip4", "strip1", "tile", "strip4-resident"])
+@pytest.mark.parametrize("config", family("conv_depthwise"))
 @pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("case", ["depthwise", "depthwise_p0", "depthwise_96@56", "depthwise_32@112_b1", "96@56_b12"])
 def test_conv_depthwise_candidates_cuda(config, kind, case):
@@ -557,7 +588,7 @@ def test_conv_fwd_sm90_persistent_refuses_residual_cuda(config):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", ["bn64", "bn128", "bn64-im2col", "bn128-im2col"])
+@pytest.mark.parametrize("config", family("conv_wgrad_sm90"))
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", ["resnet_3x3_64@56", "3x3_big", "3x3_c64_s2", "3x3_c64_dilated", "3x5_c64_stride_2x1",
                                   "5x5_c128_p0", "1x1_stride2", "resnet_1x1_256to64@56", "3x3_c64_pad130"])

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 import tileops
 from conftest import DEVICE_KINDS, DEVICES
 from tileops.ops import ALGO_ALIASES
-from utils import DTYPES, check, cuda_kernels, fresh_generator, randn, run_poisoned, tf32
+from utils import DTYPES, check, cuda_kernels, family, fresh_generator, persistent, randn, run_poisoned, tf32
 
 KINDS = ["float64", "float32", "tf32", "float16", "bfloat16"]
 SIZES = [(1, 1, 1), (7, 7, 7), (127, 255, 33), (255, 127, 127), (1, 1000, 7), (1000, 1, 64), (33, 65, 1000),
@@ -375,11 +375,10 @@ def test_matmul_a_mn_major_cuda(kind, size, b_layout, batch):
 # of two blocks sharing B), on tails in M, N and K, both B layouts, batches and split-K-sized
 # problems; tf32 takes B as a rounded K-major copy and A in place where it is K-major and
 # 16-byte aligned (the persistent kernels round it in registers, the one-tile ones copy it).
-# SM90_CONFIGS is the whole family, in matmul.cu's order (test_autotune checks the autotuner's
+# SM90_CONFIGS is the whole family as matmul.cu lists it (test_autotune checks the autotuner's
 # choice against it).
-PERSISTENT = ["pp128", "coop256x128", "coop128x256", "coop128x192", "pp128-c2", "coop256x128-c2", "coop128x256-c2",
-              "coop128x192-c2"]
-SM90_CONFIGS = ["bn64", "bn128", "bn256", "bn64-nosplit", "bn128-nosplit", "bn256-nosplit", "bn64x2"] + PERSISTENT
+SM90_CONFIGS = family("matmul_sm90")
+PERSISTENT = persistent(SM90_CONFIGS)
 SM90_CASES = [(1, 200, 72, 136), (1, 8, 264, 4096), (3, 130, 100, 64), (1, 1000, 64, 1000)]
 
 

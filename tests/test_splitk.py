@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from utils import DTYPES, check, cuda_kernels, fresh_generator, randn, run_poisoned, tf32
+from utils import DTYPES, check, cuda_kernels, family, fresh_generator, randn, run_poisoned, tf32
 
 # (batch, M, N, K): few output tiles and K >= 512 so the split path runs on an H100/H200
 SPLIT_SIZES = [(1, 1, 4096, 4096), (1, 16, 4096, 4096), (1, 64, 256, 2048), (1, 130, 255, 1000),
@@ -97,8 +97,7 @@ def test_splitk_simt_matmul_strided(kind, view):
 # order), each pinned: 'vectorized' 128 x 128, 128 x 64 and 64 x 64 and 'register' 64 x 64, each split where
 # its tiles leave SMs idle or never; on tails, odd K (element loads), a batch, strided operands and
 # a linear with bias, activation and residual.
-SIMT_CONFIGS = ["vec128", "vec128x64", "vec64", "reg64", "vec128-nosplit", "vec128x64-nosplit", "vec64-nosplit",
-                "reg64-nosplit"]
+SIMT_CONFIGS = family("matmul_simt")
 SIMT_CONFIG_CASES = [(1, 127, 255, 511), (1, 1000, 1000, 1000), (1, 130, 300, 777), (3, 70, 130, 200),
                      (1, 33, 64, 4100)]
 
@@ -253,7 +252,7 @@ def needs_hopper():
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("kind", ["float16", "bfloat16", "tf32"])
-@pytest.mark.parametrize("config", ["bn128", "bn64"])
+@pytest.mark.parametrize("config", family("matmul_skinny_tc"))
 @pytest.mark.parametrize("case", SKINNY_TC_CASES, ids=lambda c: "%dx%dx%d-%s-pad%d" % c)
 def test_skinny_tc(kind, config, case):
     needs_hopper()

@@ -61,6 +61,23 @@ def cuda_kernels(fn):
     return out, list(counts)
 
 
+def family(name):
+    """The candidates of autotune family `name` as the extension lists them (autotune.candidates),
+    to parametrize the pinned-config tests from that one list: [] in a build without CUDA, whose
+    CUDA tests skip (test_autotune checks that a CUDA build has every family)."""
+    from tileops import autotune
+
+    try:
+        return autotune.candidates(name)
+    except RuntimeError:
+        return []
+
+
+def persistent(names):
+    """The persistent Hopper configs among a family's candidates (ping-pong and cooperative)."""
+    return [c for c in names if c.startswith(("pp", "coop"))]
+
+
 def run_poisoned(fn, out_numel, dtype, device):
     poison(device, out_numel * torch.tensor([], dtype=dtype).element_size())
     return fn()

@@ -484,6 +484,7 @@ struct StripConfig {
 };
 constexpr StripConfig kStripConfigs[] = {{4, false}, {1, false}, {0, false}, {4, true}};
 const std::vector<std::string> kStripNames = {"strip4", "strip1", "tile", "strip4-resident"};
+const autotune::Family kDepthwiseFamily("conv_depthwise", [] { return kStripNames; });
 int64_t strip_items(const ConvOperands& c, int64_t tp) {
   return c.N * ((c.P + tp - 1) / tp) * ((c.Q + kTQ - 1) / kTQ) * (c.C / kStripV);
 }

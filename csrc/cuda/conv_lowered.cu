@@ -703,7 +703,7 @@ bool phases_in_one(const GemmArgs& a, const at::Tensor& dy, const std::vector<Dg
       phases.push_back(g);
     }
   }
-  return conv_dgrad_phases_sm90(phases, b_k0, b, ld, ld, [&] { tap_transpose(c.w, wt.data_ptr(), t, es); });
+  return conv_dgrad_phases_sm90(phases, b_k0, ld, ld, [&] { tap_transpose(c.w, wt.data_ptr(), t, es); });
 }
 
 // A 16-bit 1x1 stride-1 unpadded data gradient is one GEMM: dX rows [N*H*W, C] = dY rows [N*P*Q,
@@ -827,6 +827,9 @@ void dgrad_col2im(const GemmArgs& a) {
 // Stride 1: the one phase (the transposed conv). Strides up to 2 x 2: phases or col2im, autotuned
 // (family "conv_dgrad"; the heuristic: dgrad_by_phases). Larger strides (patch embeddings: no
 // overlap, sh * sw launches) keep col2im, which is then a plain permutation.
+const std::vector<std::string> kDgradNames = {"phases", "col2im"};
+const autotune::Family kDgradFamily("conv_dgrad", [] { return kDgradNames; });
+
 bool conv_dgrad_lowered(const GemmArgs& a) {
   if (!lowerable(a)) return false;
   const auto& c = a.conv;
@@ -835,7 +838,6 @@ bool conv_dgrad_lowered(const GemmArgs& a) {
   } else if (c.sh * c.sw > 4) {
     dgrad_col2im(a);
   } else {
-    static const std::vector<std::string> kNames = {"phases", "col2im"};
     autotune::run(
         [&] {
           return autotune::op_key({"conv_dgrad", c10::toString(a.dtype),
@@ -843,7 +845,7 @@ bool conv_dgrad_lowered(const GemmArgs& a) {
                                    "r" + std::to_string(c.R) + "s" + std::to_string(c.S),
                                    "st" + std::to_string(c.sh) + "x" + std::to_string(c.sw)});
         },
-        kNames, dgrad_by_phases(a) ? 0 : 1, [&](int i) { i == 0 ? dgrad_phases(a) : dgrad_col2im(a); });
+        kDgradNames, dgrad_by_phases(a) ? 0 : 1, [&](int i) { i == 0 ? dgrad_phases(a) : dgrad_col2im(a); });
   }
   return true;
 }

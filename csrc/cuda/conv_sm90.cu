@@ -75,6 +75,18 @@ void run_conv_candidates(const GemmArgs& g, const char* family, const std::vecto
                  names, heuristic, std::forward<Launch>(launch));
 }
 
+// The families' candidates (autotune::Family), each described where it runs.
+std::vector<std::string> fwd_names() {  // conv_fwd_sm90
+  std::vector<std::string> v = {"bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"};
+  for (const PersistentChoice& c : persistent_choices()) v.push_back(kSm90Names[c.config] + "-im2col");
+  return v;
+}
+const std::vector<std::string> kWgradNames = {"bn64", "bn128", "bn64-im2col", "bn128-im2col"};  // conv_wgrad_sm90
+const std::vector<std::string> kDgradNames = {"bn64x2", "bn128"};                              // conv_dgrad_sm90
+const autotune::Family kFwdFamily("conv_fwd_sm90", fwd_names);
+const autotune::Family kWgradFamily("conv_wgrad_sm90", [] { return kWgradNames; });
+const autotune::Family kDgradFamily("conv_dgrad_sm90", [] { return kDgradNames; });
+
 // One conv candidate's launch: tile BN x STAGES, A by TMA im2col loads (IM2COL, map ma) where an
 // im2col map was made, else gathered with cp.async (GATHER). MN: A and B MN-major (the weight
 // gradient), else both K-major (the forward).
@@ -110,11 +122,12 @@ void launch_phases(const std::vector<GemmArgs>& ph, const std::vector<int>& orde
 
 }  // namespace
 
-bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vector<int64_t>& b_k0, const void* w,
-                            int64_t cols, int64_t ld, const std::function<void()>& before) {
+bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vector<int64_t>& b_k0, int64_t cols,
+                            int64_t ld, const std::function<void()>& before) {
   const int n = int(phases.size());
   if (n == 0 || n > sm90::kMaxPhases || int(b_k0.size()) != n) return false;
   const GemmArgs& first = phases[0];
+  const void* w = first.mm.b;  // every phase's B
   std::vector<CUtensorMap> ma(n);
   for (int i = 0; i < n; ++i) {
     const GemmArgs& g = phases[i];
@@ -136,10 +149,9 @@ bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vect
   // (results/h200/17e9615-phases/x1) 3x3/2 128@56 b32 / b64 39 / 71 us against bn128's 41 / 77,
   // 1x1/2 256->512 55 / 111 against 62 / 115. (Two 128-wide blocks per SM do not compile: 80
   // registers a thread leave too few for an m64n128 accumulator.)
-  static const std::vector<std::string> kNames = {"bn64x2", "bn128"};
   int64_t m_all = 0, k_all = 0;
   for (const GemmArgs& g : phases) m_all += g.M, k_all += g.K;
-  run_candidates(first.dtype, "conv_dgrad_sm90", m_all, first.N, k_all, "p" + std::to_string(n), kNames, 0,
+  run_candidates(first.dtype, "conv_dgrad_sm90", m_all, first.N, k_all, "p" + std::to_string(n), kDgradNames, 0,
                  [&](int i, auto tag) {
                    using T = decltype(tag);
                    const int bn = i == 0 ? 64 : 128;
@@ -162,11 +174,7 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // 64-wide ping-pong, pp128x64-c2, measured no faster than bn64x2-im2col on 3x3 64@56 b64, 50.3
   // against 50.7 us, and slower elsewhere: iterations-conv/cand_19979d4_b64.json; dropped.)
   const auto& persist = persistent_choices();
-  static const std::vector<std::string> kNames = [&] {
-    std::vector<std::string> v = {"bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"};
-    for (const PersistentChoice& c : persist) v.push_back(kSm90Names[c.config] + "-im2col");
-    return v;
-  }();
+  static const std::vector<std::string> kNames = fwd_names();
   constexpr int kBn64x2 = 2, kBn64x2Im2col = 3, kBn128Im2col = 4, kFirstPersist = 5;
   static const int kCoop256 = [&] {  // coop128x256-c2-im2col
     for (int j = 0; j < int(persist.size()); ++j)
@@ -225,8 +233,7 @@ bool conv_wgrad_sm90(const GemmArgs& g) {
   // The tile width over output channels and how A arrives (family "conv_wgrad_sm90"), as the
   // forward's; split-K where splitk_factor says (the reduction N*P*Q is long, the output R*S*C x K
   // small). Im2col loads are 64 pixels (an atom's k-rows) each.
-  static const std::vector<std::string> kNames = {"bn64", "bn128", "bn64-im2col", "bn128-im2col"};
-  run_conv_candidates(g, "conv_wgrad_sm90", kNames, g.N <= 64 ? 2 : 3, [&](int i, auto tag) {
+  run_conv_candidates(g, "conv_wgrad_sm90", kWgradNames, g.N <= 64 ? 2 : 3, [&](int i, auto tag) {
     using T = decltype(tag);
     constexpr auto G = sm90::Gather::ConvWgrad, I = sm90::Gather::ConvWgradIm2col;
     const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::MN, 64);

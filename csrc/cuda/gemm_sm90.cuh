@@ -612,7 +612,10 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       // TF32: A's fragments rounded in registers (load_a_tf32), so the host need not copy a rounded
       // A first; in two register sets, as the persistent kernels hold them: k tile kt + 1's are
       // loaded into one while the wgmmas of kt read the other, once the group that read it retired.
-      uint32_t af[2][BK / KSTEP][4];
+      // Two blocks per SM (bn64x2) leave a thread too few registers for two sets (ptxas C7512:
+      // wgmma serialized): one set, refilled once kt's group retired (wait_group 0).
+      constexpr int SETS = blocks_per_sm<BN, STAGES, T>() == 1 ? 2 : 1;
+      uint32_t af[SETS][BK / KSTEP][4];
       auto acquire = [&](auto u, int kt) {
         const int s = kt % STAGES;
         mbar_wait(&full[s], (kt / STAGES) & 1);
@@ -628,14 +631,19 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
         for (int kk = 0; kk < BK / KSTEP; ++kk)
           wgmma_rs<BN>(d, af[U][kk], operand_desc<false, KSTEP>(Bs + s * BN * BK, kk));
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // kt - 1's group retired
-        if (kt > 0 && t == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
-        if (kt + 1 < ktiles) acquire(std::integral_constant<int, 1 - U>{}, kt + 1);
+        if constexpr (SETS == 1) {  // kt's group retired: its stage and the one set are free
+          asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+          if (t == 0) mbar_arrive(&empty[s]);
+        } else {  // kt - 1's group retired
+          asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+          if (kt > 0 && t == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+        }
+        if (kt + 1 < ktiles) acquire(std::integral_constant<int, (U + 1) % SETS>{}, kt + 1);
       };
       acquire(std::integral_constant<int, 0>{}, 0);
       for (int kt = 0; kt < ktiles; kt += 2) {  // in pairs: each k tile's register set is a constant
         step(std::integral_constant<int, 0>{}, kt);
-        if (kt + 1 < ktiles) step(std::integral_constant<int, 1>{}, kt + 1);
+        if (kt + 1 < ktiles) step(std::integral_constant<int, 1 % SETS>{}, kt + 1);
       }
     } else {
       for (int kt = 0; kt < ktiles; ++kt) {

@@ -39,13 +39,13 @@ const char* sm90_unavailable(const GemmArgs& a);
 // a.conv the channels_last input. False when it cannot run (dtype, GPU, C % 64, layout).
 bool conv_fwd_sm90(const GemmArgs& a);
 // conv_sm90.cu: a strided data gradient's phases (below), each a forward problem lowered as
-// conv_fwd_sm90 takes it (a.mm: B is w, one weight of every phase's taps, [N rows][cols] with row
-// stride ld, of which phase i reads the columns from b_k0[i] on; C a strided view of dx), in one
-// launch; a phase of K = 0 writes zeros. False where one cannot run it (what conv_fwd_sm90 needs,
-// for every phase with k tiles; no epilogue): nothing has run then.
-// `before` runs right before the launch (the caller's copy of the taps into w).
-bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vector<int64_t>& b_k0, const void* w,
-                            int64_t cols, int64_t ld, const std::function<void()>& before);
+// conv_fwd_sm90 takes it (a.mm: B is the same for every phase, one weight of all phases' taps,
+// [N rows][cols] with row stride ld, of which phase i reads the columns from b_k0[i] on; C a
+// strided view of dx), in one launch; a phase of K = 0 writes zeros. False where one cannot run
+// it (what conv_fwd_sm90 needs, for every phase with k tiles; no epilogue): nothing has run then.
+// `before` runs right before the launch (the caller's copy of the taps into that weight).
+bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vector<int64_t>& b_k0, int64_t cols,
+                            int64_t ld, const std::function<void()>& before);
 // conv_sm90.cu: implicit-GEMM weight gradient on Hopper, dW^T [R*S*C, K] = cols(x)^T . dY; a.mm
 // holds B (dY rows [N*P*Q, K], MN-major) and C, a.conv the channels_last input. False as above.
 bool conv_wgrad_sm90(const GemmArgs& a);

@@ -62,13 +62,15 @@ void launch_gemm(const P& p, const GemmArgs& a, Extra... extra) {
 
 // The vectorized kernel takes one batch entry per grid z: batches past the z limit go in
 // chunks, each with its operands' pointers moved to its first entry. k_last > 0: the last batch
-// entry's K (gemm_vec_kernel).
+// entry's K (gemm_vec_kernel), which must not end inside a 16-byte vector along k where the
+// loads are vectors: false then, launching nothing (split-K gives that chunk a launch of its own).
 template <typename T, class Cfg = VecFor<T>>
-void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a, int64_t k_last = 0) {
+bool launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a, int64_t k_last = 0) {
   if constexpr (std::is_same<Cfg, VecF32>::value) {
     if (a.N <= VecF32N64::BN) return launch_vectorized<T, VecF32N64>(p, a, k_last);
   }
   const VecLayout lay = vec_layout(a, int(sizeof(T)));
+  if (k_last > 0 && lay.fast && k_last % (16 / int64_t(sizeof(T))) != 0) return false;
   constexpr int64_t kMaxZ = 65535;
   for (int64_t g0 = 0; g0 < a.batch; g0 += kMaxZ) {
     GemmArgs chunk = a;
@@ -84,6 +86,7 @@ void launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a, int64_t k_l
                                     : gemm_vec_kernel<T, MatmulProblem<T>, Cfg, false>,
                              q, chunk, lay, last);
   }
+  return true;
 }
 
 // The 'mma' rung: TcLarge where its tiles fill the SMs, else TcSmall, whose matmuls split K over
@@ -152,7 +155,7 @@ void launch_problem(const GemmArgs& a, const Operands& ops) {
         case Algo::Naive: return launch_gemm<Naive, T>(p, a);
         case Algo::Tiled: return launch_gemm<Tiled, T>(p, a);
         case Algo::TiledPadded: return launch_gemm<TiledPadded, T>(p, a);
-        case Algo::Vectorized: return launch_vectorized<T>(p, a);
+        case Algo::Vectorized: launch_vectorized<T>(p, a); return;
         default: break;
       }
     }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autotune.h"
 #include "gemm_skinny.cuh"  // kSkinnyMaxM
 #include "launch.cuh"
 #include "mma_sync.cuh"  // round_tf32
@@ -221,6 +222,7 @@ const std::vector<std::string> kSm90Names = {
     "bn64",           "bn128",       "bn256",          "bn64-nosplit", "bn128-nosplit", "bn256-nosplit",
     "bn64x2",         "pp128",       "coop256x128",    "pp128-c2",     "coop256x128-c2", "coop128x256",
     "coop128x256-c2", "coop128x192", "coop128x192-c2"};
+const autotune::Family kSm90Family("matmul_sm90", [] { return kSm90Names; });
 const Sm90Config kSm90Configs[] = {
     {64, true, false, Persist::No, 1},     {128, true, false, Persist::No, 1},    {256, true, false, Persist::No, 1},
     {64, false, false, Persist::No, 1},    {128, false, false, Persist::No, 1},   {256, false, false, Persist::No, 1},

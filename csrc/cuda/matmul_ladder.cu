@@ -104,20 +104,21 @@ constexpr SimtChoice kSimtConfigs[] = {
     {"reg64-nosplit", SimtTile::Reg64, Simt::BM, Simt::BN, false},
 };
 constexpr int kSimtVec128 = 0, kSimtVec128x64 = 1, kSimtVec64 = 2;
+const autotune::Family kSimtFamily("matmul_simt", [] { return config_names(kSimtConfigs); });
 
 // One config on problem a (its chunks, where it splits). The vectorized kernel takes a last
-// chunk of its own K (gemm_vec_kernel's k_last) unless that K would end inside a 16-byte vector
-// along k.
+// chunk of its own K (gemm_vec_kernel's k_last) where launch_vectorized can; 'register' cannot.
 void launch_simt(const GemmArgs& a, const SimtChoice& c) {
   auto launch = [&](const GemmArgs& g, int64_t k_last) {
-    if (k_last > 0 && (c.tile == SimtTile::Reg64 || (k_last % 4 != 0 && vec_layout(g, 4).fast))) return false;
     const MatmulProblem<float> p(g.mm);
     switch (c.tile) {
-      case SimtTile::Vec128: launch_vectorized<float>(p, g, k_last); break;
-      case SimtTile::Vec128x64: launch_vectorized<float, VecF32N64>(p, g, k_last); break;
-      case SimtTile::Vec64: launch_vectorized<float, VecF32Small>(p, g, k_last); break;
-      case SimtTile::Reg64: launch_gemm<Simt, float>(p, g); break;
+      case SimtTile::Vec128: return launch_vectorized<float>(p, g, k_last);
+      case SimtTile::Vec128x64: return launch_vectorized<float, VecF32N64>(p, g, k_last);
+      case SimtTile::Vec64: return launch_vectorized<float, VecF32Small>(p, g, k_last);
+      case SimtTile::Reg64: break;
     }
+    if (k_last > 0) return false;
+    launch_gemm<Simt, float>(p, g);
     return true;
   };
   if (!c.split || !simt_splitk(a, tiles_of(a, c.bm, c.bn), launch)) launch(a, 0);

@@ -27,6 +27,7 @@ struct SkinnyTcConfig {
   int warps, stages;
 };
 constexpr SkinnyTcConfig kSkinnyTcConfigs[] = {{"bn128", 8, 4}, {"bn64", 4, 7}};
+const autotune::Family kSkinnyTcFamily("matmul_skinny_tc", [] { return config_names(kSkinnyTcConfigs); });
 template <int I, typename T>
 using ShapeOf = SkinnyTcShape<kSkinnyTcConfigs[I].warps, kSkinnyTcConfigs[I].stages, int(sizeof(T))>;
 

@@ -234,19 +234,27 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   // TF32 takes bn64 wherever bn64x2 would run: two blocks' registers leave no room for its A
   // fragments; nor pp128 (results/h200/0a790ad/c1/tf32.json, bn64 / bn64x2 / pp128: 1024^2 15.0 /
   // 20.9 / 24.5, 1000^3 16.6 / 22.3 / 28.7, batched AV 64 x 512 x 64 x 512 31.7 / 35.2 / 35.6).
+  // 16-bit with both operands' rows ragged: the clusters of two, whose multicast halves the
+  // straddling B loads; pp128-c2 in place of pp128 at one wave, and where K is not split a
+  // persistent config in place of the one-tile bn256 / bn128 (H200, results/h200/70d0595/p1/edges_c2.json,
+  // kernel us: 1000^3 pp128 10.5 -> pp128-c2 9.5, B K-major 9.9 -> 9.4; 2048 x 2048 x 1000 with B
+  // K-major bn256 20.0 -> coop128x256-c2 15.5; with one ragged operand pp128 / bn256 stay ahead,
+  // 1024^2 x 1000 8.5 against 9.1; split over K = 4096, bn128 18.5 against pp128-c2's 24.8).
   const int64_t es = int64_t(c10::elementSize(a.dtype));
   const int64_t pitch_a = a_mn ? a.mm.sa[2] : a.mm.sa[1], pitch_b = b_mn ? a.mm.sb[1] : a.mm.sb[2];
-  const bool ragged_rows = (pitch_a * es) % 128 != 0 || (pitch_b * es) % 128 != 0;
+  const bool ragged_a = (pitch_a * es) % 128 != 0, ragged_b = (pitch_b * es) % 128 != 0;
   const bool one_wave64 = x2 && output_tiles(a, 64) <= sms && a.K <= 1024;
   const bool long_x2 = x2 && !one_wave64 && a.N > 64 && split;
   static const int kX2 = sm90_index("bn64x2"), kBn64 = sm90_index("bn64"), kBn256 = sm90_index("bn256"),
-                   kBn128 = sm90_index("bn128"), kPp128 = sm90_index("pp128");
-  const bool pp_rows = ragged_rows && !sm90::kTf32<T> && can_persist;
-  const int heuristic = one_wave64 ? (pp_rows ? kPp128 : kBn64)
-                        : long_x2  ? kBn128
-                        : x2       ? (sm90::kTf32<T> ? kBn64 : kX2)
-                        : persist  ? persistent_choices()[persistent_pick(a, sms)].config
-                                   : a.N > 128 && !split ? kBn256 : kBn128;
+                   kBn128 = sm90_index("bn128"), kPp128 = sm90_index("pp128"), kPp128c2 = sm90_index("pp128-c2");
+  const bool pp_rows = (ragged_a || ragged_b) && !sm90::kTf32<T> && can_persist;
+  const bool cluster_rows = pp_rows && ragged_a && ragged_b;
+  const bool persistent = persist || (cluster_rows && !split);
+  const int heuristic = one_wave64   ? (cluster_rows ? kPp128c2 : pp_rows ? kPp128 : kBn64)
+                        : long_x2    ? kBn128
+                        : x2         ? (sm90::kTf32<T> ? kBn64 : kX2)
+                        : persistent ? persistent_choices()[persistent_pick(a, sms)].config
+                                     : a.N > 128 && !split ? kBn256 : kBn128;
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),

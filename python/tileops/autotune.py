@@ -14,6 +14,7 @@ like ``torch.backends.cudnn.benchmark``::
     with tileops.autotune.enabled(False):      # the heuristic again, in this block
         ...
     tileops.autotune.pin("matmul_sm90", "bn128")   # force a config (also with autotuning off)
+    tileops.autotune.candidates("matmul_sm90")     # the configs a pin may name
     tileops.autotune.entries()                 # {"<gpu> :: <op key>": "<config>", ...}
     tileops.autotune.clear()                   # forget everything, in memory and on disk
 
@@ -38,17 +39,19 @@ autotuning on, ``TILEOPS_AUTOTUNE_PIN="pattern=config,..."`` sets pins,
 ``TILEOPS_AUTOTUNE_VERBOSE=1`` prints every measurement to stderr.
 """
 import contextlib
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterator, List, Optional
 
 from . import _C
 
 __all__ = [
     "cache_path",
+    "candidates",
     "clear",
     "disable",
     "enable",
     "enabled",
     "entries",
+    "families",
     "is_enabled",
     "pin",
     "pinned",
@@ -104,12 +107,16 @@ def pin(pattern: str, candidate: str) -> None:
 
     ``pattern`` matches an op key when it equals its family (``"matmul_sm90"``) or glob-matches
     the whole key (``"matmul_sm90|BFloat16|*"``; ``*`` any run of characters, ``?`` one). The most
-    recent matching pin wins; pinning a pattern again replaces it. A matching call site whose
-    candidates do not include ``candidate`` raises a RuntimeError that lists its candidates."""
+    recent matching pin wins; pinning a pattern again replaces it. A pattern that is a family
+    (:func:`families`) and a candidate it does not have raise a ValueError here; under a glob, a
+    matching call site without ``candidate`` raises a RuntimeError that lists its candidates."""
     if not isinstance(pattern, str) or not isinstance(candidate, str) or not pattern or not candidate:
         raise ValueError(
             "tileops.autotune.pin: pattern and candidate must be non-empty strings, got %r, %r" % (pattern, candidate)
         )
+    if pattern in families() and candidate not in candidates(pattern):
+        raise ValueError("tileops.autotune.pin: family %r has no candidate %r; its candidates are %s"
+                         % (pattern, candidate, ", ".join(candidates(pattern))))
     _C._autotune_pin(pattern, candidate)
 
 
@@ -146,6 +153,17 @@ def entries() -> Dict[str, str]:
     """The cached choices: ``"<device key> :: <op key>"`` -> candidate name, for every GPU and
     build in the cache file plus what this process measured."""
     return dict(_C._autotune_entries())
+
+
+def families() -> List[str]:
+    """The autotuned kernel families of this build, sorted (none in a build without CUDA)."""
+    return list(_C._autotune_families())
+
+
+def candidates(family: str) -> List[str]:
+    """The candidate configs of ``family``, in its own order: the names :func:`pin` takes.
+    RuntimeError for a family this build does not have."""
+    return list(_C._autotune_candidates(family))
 
 
 def shape_class(M: int, N: int, K: int, batch: int = 1) -> str:
