@@ -522,46 +522,7 @@ __device__ __forceinline__ void store_staged(const T* stage, const MatmulProblem
 struct SplitK {
   int splits = 1, kt_per_split = 0;
   float* partial = nullptr;  // nullptr: no split, the epilogue writes C
-  bool cluster = false;      // the splits of a tile are one cluster, which sums them (cluster_splitk_sum)
 };
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Split-K within a cluster (SplitK::cluster: the `splits` blocks of a tile, grid z): once every
-// split has written its fp32 partial (the cluster barrier before this call), split `rank` sums the
-// tile rows rank, rank + splits, ... over the splits in their order, as splitk_reduce does (the
-// same sums, bit for bit), and applies the epilogue. It saves splitk_reduce's launch, about 2 us
-// of a 5-7 us batch-1 conv (results/h200/0b2f2a1/q1/conv_kernels_b1.json). `t` of `threads`.
-template <Act A, int BM, int BN, typename T>
-__device__ __forceinline__ void cluster_splitk_sum(const SplitK& sk, const MatmulProblem<T>& p, const Epilogue<T>& epi,
-                                                   int64_t M, int64_t N, int g, int m0, int n0, int rank, int t,
-                                                   int threads) {
-  constexpr int V = 4, CV = BN / V;  // 16-byte vectors of partials, a row's worth
-  const int64_t MN = M * N;
-  const float* base = sk.partial + int64_t(g) * sk.splits * MN;
-  const int rows = (BM - rank + sk.splits - 1) / sk.splits;
-  for (int i = t; i < rows * CV; i += threads) {
-    const int64_t m = m0 + rank + int64_t(i / CV) * sk.splits, n = n0 + (i % CV) * V;
-    if (m >= M || n >= N) continue;
-    float sum[V] = {};
-    if (N % V == 0) {  // n + V <= N, and the partials' rows are 16-byte aligned
-      for (int s = 0; s < sk.splits; ++s) {
-        const float4 q = __ldcg(reinterpret_cast<const float4*>(base + s * MN + m * N + n));
-        sum[0] += q.x, sum[1] += q.y, sum[2] += q.z, sum[3] += q.w;
-      }
-    } else {
-      for (int s = 0; s < sk.splits; ++s)
-        for (int e = 0; e < V && n + e < N; ++e) sum[e] += __ldcg(base + s * MN + m * N + n + e);
-    }
-    const auto row = p.row_c(g, m);
-    for (int e = 0; e < V && n + e < N; ++e) {
-      float v = sum[e];
-      if (epi.bias != nullptr) v += static_cast<float>(epi.bias[p.bias_index(g, n + e)]);
-      T* dst = p.c(row, n + e);
-      *dst = epi.template finish<A>(v, dst);
-    }
-  }
-}
-#endif
 
 // Gather::ConvFwd (implicit-GEMM conv2d forward): A is not read by TMA but gathered from a
 // channels_last input (conv.x, C % bk<T> == 0, so one k tile is bk channels of one (r, s) tap)
@@ -640,10 +601,6 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
           });
         }
       }
-    }
-    if (sk.cluster) {  // the consumers' barrier below: every thread of the cluster takes it
-      __syncwarp();    // (.aligned: each warp converged)
-      cluster_sync();
     }
   } else {  // consumers: warpgroup 1 -> rows 0..63, warpgroup 2 -> rows 64..127
     if constexpr (REBALANCE) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
@@ -727,14 +684,6 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
             if (n + 1 < N) out[m * N + n + 1] = v1;
           }
         }
-      }
-      if (sk.cluster) {
-        __syncwarp();
-        cluster_sync();  // every split's partial written, and visible (release / acquire)
-        with_act(epi.act, [&](auto act) {
-          cluster_splitk_sum<decltype(act)::value, BM, BN>(sk, p, epi, M, N, g, m0, n0, z % sk.splits,
-                                                           int(threadIdx.x) - 128, 256);
-        });
       }
       return;
     }

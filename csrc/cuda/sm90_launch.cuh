@@ -47,19 +47,11 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
     work = at::empty({a.batch * sk.splits, a.M, a.N}, cuda_options(at::kFloat));
     sk.partial = work.data_ptr<float>();
   }
-  // Up to 8 splits (the portable cluster size) a tile's splits form a cluster that sums them in
-  // the kernel; more (long reductions: weight gradients) leave it to splitk_reduce.
-  sk.cluster = sk.splits > 1 && sk.splits <= 8;
   const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
                   unsigned(a.batch * sk.splits));
-  if (sk.cluster) {
-    ClusterLaunch launch(grid, dim3(sm90::THREADS), smem, dim3(1, 1, unsigned(sk.splits)));
-    launch(kernel, ma, mb, p, a.M, a.N, a.K, epi, ba, bb, vec, sk, a.conv);
-  } else {
-    kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, vec, sk, a.conv);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
-  if (sk.splits > 1 && !sk.cluster) splitk_reduce<T, float>(sk.partial, sk.splits, a);
+  kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, vec, sk, a.conv);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (sk.splits > 1) splitk_reduce<T, float>(sk.partial, sk.splits, a);
 }
 
 // The persistent kernels (sm90::gemm_sm90_persistent_kernel; TM x BN tiles, COOP: cooperative,
