@@ -191,15 +191,16 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // below that bn128-im2col (256@14 b32 17 us, bn64x2-im2col 24, cuDNN 19), or coop128x256-c2
   // where its waves of 128 x 256 tiles (twice the area, counted 1.12x faster per area) take less
   // time than bn128's waves of 128 x 128 ones: 256@14 b64, 98 cluster tiles in one wave of 66
-  // clusters against 196 blocks in two waves of 132, 28 us against 31. Where 128-wide tiles would
-  // fill at most half the SMs (K split there: batch 1, 512@7 at 32): bn64x2-im2col too, twice the blocks,
+  // clusters against 196 blocks in two waves of 132, 28 us against 31. Where even 64-wide tiles
+  // fill at most half the SMs (both widths split K: batch 1): bn64x2-im2col too, twice the blocks,
   // two an SM (results/h200/1a3be2e/s1, b1 kernel us, bn128-im2col / bn64x2-im2col / cuDNN: 3x3
   // 128@28 7.24 / 6.01 / 7.12, 256@14 7.15 / 6.31 / 7.40, 3x3/2 128@56 7.29 / 6.05 / 5.76, 512@7
-  // 8.09 / 8.38 / 11.0; the persistent kernels, unsplit, 9.2-34).
+  // 8.09 / 8.38 / 11.0; the persistent kernels, unsplit, 9.2-34). Not where 64-wide tiles would
+  // stop splitting: 512@7 at batch 32 (104 of them) went 23.2 -> 27.1 us (6e0d0d5/t1/conv.json).
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool can_persist = im2col && persistent_refusal(g, false) == nullptr;
   int heuristic = im2col ? kBn128Im2col : kBn64x2;
-  if (g.N <= 64 || 2 * output_tiles(g, 128) <= sms) {
+  if (g.N <= 64 || 2 * output_tiles(g, 64) <= sms) {
     heuristic = kBn64x2Im2col;  // gathers where no im2col map can be made
   } else if (can_persist && output_tiles(g, 128) >= 2 * sms) {
     heuristic = kFirstPersist + persistent_pick(g, sms);
