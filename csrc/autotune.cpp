@@ -522,9 +522,48 @@ Choice choose_with(const std::string& device, const std::string& op_key, const s
 void set_enabled(bool on) { state().on = on; }
 bool enabled() { return state().on.load(); }
 
+namespace {
+// Filled during static initialization (single-threaded), read-only afterwards.
+std::map<std::string, std::vector<std::string> (*)()>& family_registry() {
+  static std::map<std::string, std::vector<std::string> (*)()> r;
+  return r;
+}
+}  // namespace
+
+Family::Family(const char* family, std::vector<std::string> (*names)()) { family_registry()[family] = names; }
+
+std::vector<std::string> families() {
+  std::vector<std::string> v;
+  for (const auto& kv : family_registry()) v.push_back(kv.first);
+  return v;
+}
+
+std::vector<std::string> candidates(const std::string& family) {
+  const auto it = family_registry().find(family);
+  if (it == family_registry().end()) {
+    std::string known;
+    for (const std::string& f : families()) known += (known.empty() ? "" : ", ") + f;
+    TORCH_CHECK(false, "tileops autotune: no family '", family, "'; this build has: ",
+                known.empty() ? "none (built without CUDA)" : known);
+  }
+  return it->second();
+}
+
 void pin(const std::string& pattern, const std::string& candidate) {
   TORCH_CHECK(!pattern.empty() && !candidate.empty(),
               "tileops.autotune.pin: pattern and candidate must be non-empty strings");
+  // A pattern that names a family is checked against its candidates now (a glob where it first
+  // matches a call: choose_with)
+  const auto fam = family_registry().find(pattern);
+  if (fam != family_registry().end()) {
+    const std::vector<std::string> names = fam->second();
+    if (std::find(names.begin(), names.end(), candidate) == names.end()) {
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      TORCH_CHECK_VALUE(false, "tileops.autotune.pin: family '", pattern, "' has no candidate '", candidate,
+                        "'; its candidates are ", list);
+    }
+  }
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   auto& v = s.pin_list;
@@ -600,33 +639,6 @@ std::map<std::string, std::string> entries() {
   std::lock_guard<std::mutex> lock(s.mu);
   ensure_loaded(s);
   return s.cache;
-}
-
-namespace {
-// Filled during static initialization (single-threaded), read-only afterwards.
-std::map<std::string, std::vector<std::string> (*)()>& family_registry() {
-  static std::map<std::string, std::vector<std::string> (*)()> r;
-  return r;
-}
-}  // namespace
-
-Family::Family(const char* family, std::vector<std::string> (*names)()) { family_registry()[family] = names; }
-
-std::vector<std::string> families() {
-  std::vector<std::string> v;
-  for (const auto& kv : family_registry()) v.push_back(kv.first);
-  return v;
-}
-
-std::vector<std::string> candidates(const std::string& family) {
-  const auto it = family_registry().find(family);
-  if (it == family_registry().end()) {
-    std::string known;
-    for (const std::string& f : families()) known += (known.empty() ? "" : ", ") + f;
-    TORCH_CHECK(false, "tileops autotune: no family '", family, "'; this build has: ",
-                known.empty() ? "none (built without CUDA)" : known);
-  }
-  return it->second();
 }
 
 }  // namespace autotune

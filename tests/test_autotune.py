@@ -54,7 +54,7 @@ def cache_dir(tmp_path, monkeypatch):
     yield d
     autotune.unpin()
     for pattern, cand in old_pins.items():
-        _C._autotune_pin(pattern, cand)  # as they were, unchecked
+        autotune.pin(pattern, cand)
     _C._autotune_set_enabled(old_on)
     autotune.clear(memory=True, disk=False)
 

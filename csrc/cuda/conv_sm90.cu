@@ -81,11 +81,11 @@ std::vector<std::string> fwd_names() {  // conv_fwd_sm90
   for (const PersistentChoice& c : persistent_choices()) v.push_back(kSm90Names[c.config] + "-im2col");
   return v;
 }
-const std::vector<std::string> kWgradNames = {"bn64", "bn128", "bn64-im2col", "bn128-im2col"};  // conv_wgrad_sm90
-const std::vector<std::string> kDgradNames = {"bn64x2", "bn128"};                              // conv_dgrad_sm90
-const autotune::Family kFwdFamily("conv_fwd_sm90", fwd_names);
-const autotune::Family kWgradFamily("conv_wgrad_sm90", [] { return kWgradNames; });
-const autotune::Family kDgradFamily("conv_dgrad_sm90", [] { return kDgradNames; });
+const std::vector<std::string> kWgradSm90Names = {"bn64", "bn128", "bn64-im2col", "bn128-im2col"};  // conv_wgrad_sm90
+const std::vector<std::string> kDgradSm90Names = {"bn64x2", "bn128"};                              // conv_dgrad_sm90
+const autotune::Family kFwdSm90Family("conv_fwd_sm90", fwd_names);
+const autotune::Family kWgradSm90Family("conv_wgrad_sm90", [] { return kWgradSm90Names; });
+const autotune::Family kDgradSm90Family("conv_dgrad_sm90", [] { return kDgradSm90Names; });
 
 // One conv candidate's launch: tile BN x STAGES, A by TMA im2col loads (IM2COL, map ma) where an
 // im2col map was made, else gathered with cp.async (GATHER). MN: A and B MN-major (the weight
@@ -151,7 +151,7 @@ bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vect
   // registers a thread leave too few for an m64n128 accumulator.)
   int64_t m_all = 0, k_all = 0;
   for (const GemmArgs& g : phases) m_all += g.M, k_all += g.K;
-  run_candidates(first.dtype, "conv_dgrad_sm90", m_all, first.N, k_all, "p" + std::to_string(n), kDgradNames, 0,
+  run_candidates(first.dtype, "conv_dgrad_sm90", m_all, first.N, k_all, "p" + std::to_string(n), kDgradSm90Names, 0,
                  [&](int i, auto tag) {
                    using T = decltype(tag);
                    const int bn = i == 0 ? 64 : 128;
@@ -238,7 +238,7 @@ bool conv_wgrad_sm90(const GemmArgs& g) {
   // The tile width over output channels and how A arrives (family "conv_wgrad_sm90"), as the
   // forward's; split-K where splitk_factor says (the reduction N*P*Q is long, the output R*S*C x K
   // small). Im2col loads are 64 pixels (an atom's k-rows) each.
-  run_conv_candidates(g, "conv_wgrad_sm90", kWgradNames, g.N <= 64 ? 2 : 3, [&](int i, auto tag) {
+  run_conv_candidates(g, "conv_wgrad_sm90", kWgradSm90Names, g.N <= 64 ? 2 : 3, [&](int i, auto tag) {
     using T = decltype(tag);
     constexpr auto G = sm90::Gather::ConvWgrad, I = sm90::Gather::ConvWgradIm2col;
     const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::MN, 64);

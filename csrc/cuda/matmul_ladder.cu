@@ -12,11 +12,6 @@
 namespace tileops::cuda {
 namespace {
 
-// Output tiles of bm x bn over problem a (all batch entries).
-int64_t tiles_of(const GemmArgs& a, int64_t bm, int64_t bn) {
-  return (a.M + bm - 1) / bm * ((a.N + bn - 1) / bn) * a.batch;
-}
-
 // How simt_splitk cuts K for `tiles` output tiles: `full` chunks of kc (a multiple of the k tile,
 // which keeps the 16-byte loads), then a remainder chunk of rem, in at most splitk_count's chunks.
 // (kc rounded down made one more: fp32 1000^3 on 128 x 128 tiles in 4 chunks of 240 and one of

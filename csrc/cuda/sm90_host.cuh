@@ -50,9 +50,7 @@ struct Padded {
 Padded pad_operands(const GemmArgs& in, const TmaLayout& l);
 
 // Output tiles of a Hopper launch with bm x bn tiles.
-inline int64_t output_tiles(const GemmArgs& a, int64_t bn, int64_t bm = sm90::BM) {
-  return (a.M + bm - 1) / bm * ((a.N + bn - 1) / bn) * a.batch;
-}
+inline int64_t output_tiles(const GemmArgs& a, int64_t bn, int64_t bm = sm90::BM) { return tiles_of(a, bm, bn); }
 
 // Split-K factor: only when the output tiles leave most SMs idle and K is long enough that
 // each split keeps >= 4 k tiles (skinny M, conv weight gradients); else 1.

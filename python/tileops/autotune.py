@@ -114,9 +114,6 @@ def pin(pattern: str, candidate: str) -> None:
         raise ValueError(
             "tileops.autotune.pin: pattern and candidate must be non-empty strings, got %r, %r" % (pattern, candidate)
         )
-    if pattern in families() and candidate not in candidates(pattern):
-        raise ValueError("tileops.autotune.pin: family %r has no candidate %r; its candidates are %s"
-                         % (pattern, candidate, ", ".join(candidates(pattern))))
     _C._autotune_pin(pattern, candidate)
 
 
