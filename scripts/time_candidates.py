@@ -45,14 +45,16 @@ def time_us(fn, calls=20, reps=15):
     return statistics.median(out)
 
 
-def problem(layer, n, pss):
-    """conv -> fn: bf16 channels_last pass `pss` of a bench_conv layer at batch n (fwd: through
-    `conv`, tileops.conv2d or F.conv2d; dgrad / wgrad / both: the backward op with that mask)."""
+def problem(layer, n, pss, dtype=torch.bfloat16):
+    """conv -> fn: pass `pss` of a bench_conv layer at batch n, bf16 / fp16 channels_last or fp32
+    NCHW as bench_conv runs them (fwd: through `conv`, tileops.conv2d or F.conv2d; dgrad / wgrad /
+    both: the backward op with that mask)."""
     _, _, C, H, K, R, st, pd, g = layer
-    x = torch.randn(n, C, H, H, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
-    w = torch.randn(K, C // g, R, R, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    fmt = torch.contiguous_format if dtype == torch.float32 else torch.channels_last
+    x = torch.randn(n, C, H, H, device="cuda", dtype=dtype).to(memory_format=fmt)
+    w = torch.randn(K, C // g, R, R, device="cuda", dtype=dtype).to(memory_format=fmt)
     args = (st, pd, 1, g)
-    gy = torch.randn_like(F.conv2d(x, w, None, *args)).contiguous(memory_format=torch.channels_last)
+    gy = torch.randn_like(F.conv2d(x, w, None, *args)).contiguous(memory_format=fmt)
     if pss == "fwd":
         return lambda conv: (lambda: conv(x, w, None, *args))
     mask = [pss in ("dgrad", "both"), pss in ("wgrad", "both"), False]

@@ -81,6 +81,7 @@ CASES = {
     "stem7x7": Conv(1, 3, 31, 31, 8, 7, 7, 2, 3),  # R*S*C = 147, not a multiple of 8
     "patch16": Conv(1, 3, 32, 32, 16, 16, 16, 16),
     "patch14": Conv(1, 3, 28, 28, 8, 14, 14, 14),
+    "runs_c6_4x4_tail": Conv(1, 6, 9, 10, 5, 4, 4, 4),
     "kernel_is_input": Conv(1, 2, 5, 5, 3, 5, 5),
     "one_pixel": Conv(1, 7, 1, 1, 127, 1, 1),
     "single_channel": Conv(2, 1, 6, 7, 3, 3, 3, 1, 1),  # groups == 1 == C: both depthwise and dense
@@ -171,6 +172,14 @@ CUDA_CASES = {
     "patch16": Conv(2, 3, 64, 64, 96, 16, 16, 16),
     "patch16_224": Conv(2, 3, 224, 224, 768, 16, 16, 16),
     "patch14": Conv(2, 3, 56, 56, 80, 14, 14, 14),
+    # windows that do not overlap (stride >= kernel), C % 8 != 0: im2col_runs_kernel copies each tap
+    # row as one run, in the widest vector no run, row or window edge splits: padding on both sides
+    # (2-byte vectors), a right-hand tail of unread columns and rows (8-byte), stride past the kernel
+    "runs_c5_3x3_s3_p1": Conv(2, 5, 17, 19, 24, 3, 3, 3, 1),
+    "runs_c6_4x4_tail": Conv(2, 6, 18, 19, 40, 4, 4, 4),
+    "runs_c3_2x2_s3": Conv(1, 3, 14, 13, 16, 2, 2, 3),
+    # windows that tile x exactly: the data gradient scatters dcols' runs into dx (16-byte vectors)
+    "tiles_c16_2x2": Conv(2, 16, 14, 12, 32, 2, 2, 2),
     "single_channel": Conv(2, 1, 30, 31, 8, 3, 3, 1, 1),
     # more than 2^28 column elements (N*P*Q*R*S*C): the column buffer runs in chunks of images
     "chunked_cols": Conv(52, 136, 28, 28, 8, 7, 7, 1, 3),
@@ -200,8 +209,8 @@ CUDA_CASES = {
 
 BWD_CASES = ["1x1", "1x1_stride2", "1x1_pad1", "1x1_big_k65", "3x3", "3x3_s2", "3x3_big", "3x3_m_tail",
              "batch1", "batch1_56", "long_reduction", "2x2_stride3", "dilated", "kernel_3x5_stride_2x1", "aniso",
-             "odd_13x17_c5_k65", "c3_k7", "c100_7x7", "nchw_c130_k70", "nchw_c1024_k120@7", "stem7x7", "stem7x7_224", "patch16", "patch14", "chunked_cols",
-             "groups2", "depthwise", "depthwise_x2", "depthwise_s2", "depthwise_5x5_s2", "depthwise_7x7",
+             "odd_13x17_c5_k65", "c3_k7", "c100_7x7", "nchw_c130_k70", "nchw_c1024_k120@7", "stem7x7", "stem7x7_224", "patch16", "patch14", "runs_c5_3x3_s3_p1",
+             "runs_c6_4x4_tail", "tiles_c16_2x2", "chunked_cols", "groups2", "depthwise", "depthwise_x2", "depthwise_s2", "depthwise_5x5_s2", "depthwise_7x7",
              "depthwise_dil2", "depthwise_c67", "depthwise_96@56", "depthwise_7x7_c192", "resnet_3x3_64@56", "3x3_c64_pad130",
              "3x3_s2_k64_odd", "3x3_s2_k64_p0", "3x3_s2_k64_p2", "3x3_s2_k64_dil2", "resnet_3x3s2_128@56"]
 
@@ -475,7 +484,8 @@ def test_conv2d_bias_activation(device, kind, case, layout, act, bias):
 
 
 @pytest.mark.parametrize("device,kind", SOME_KINDS)
-@pytest.mark.parametrize("case", ["1x1", "1x1_stride2", "3x3_s2", "3x3_c64", "stem7x7", "patch16", "depthwise"])
+@pytest.mark.parametrize("case", ["1x1", "1x1_stride2", "3x3_s2", "3x3_c64", "stem7x7", "patch16", "runs_c6_4x4_tail",
+                                  "depthwise"])
 @pytest.mark.parametrize("layout", VIEWS)
 def test_conv2d_input_views(device, kind, case, layout):
     """x as a strided view: channel or spatial slices, a permutation, a data pointer off alignment."""
@@ -483,7 +493,7 @@ def test_conv2d_input_views(device, kind, case, layout):
 
 
 @pytest.mark.parametrize("device,kind", SOME_KINDS)
-@pytest.mark.parametrize("case", ["1x1", "3x3", "3x3_c64", "stem7x7", "depthwise_x2"])
+@pytest.mark.parametrize("case", ["1x1", "3x3", "3x3_c64", "stem7x7", "patch14", "depthwise_x2"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("w_layout", ["contiguous", "channels_last", "sliced", "misaligned"])
 def test_conv2d_weight_layouts(device, kind, case, layout, w_layout):

@@ -326,43 +326,60 @@ __global__ void __launch_bounds__(kTileThreads)
 // is summed) and added into every output row that reads it: 1.5 x (TP + 2) / TP loads of x per
 // output where dw_fwd_tile_kernel makes 4.5 (its rows are re-read for each output row), and the
 // weight read into registers once per thread. The loop is unrolled whole, so an output row's
-// accumulators live only for the KS input rows that feed it.
+// accumulators live only for the KS input rows that feed it. Strips of one row (small batches,
+// latency-bound: a thread's chain of loads is the kernel's time) load all their rows at once; a
+// thread's first rows are asked for before its weights, which it reads from c.w itself (staging
+// them in shared memory put a load, a store and a barrier before the first x load).
 template <typename T, int KS, int TP, Act A>
 __global__ void __launch_bounds__(kTileThreads) dw_fwd_strip_kernel(ConvOperands c, bool flip, Epilogue<T> epi) {
   constexpr int V = 4, NW = kTQ + KS - 1, NR = TP + KS - 1;
+  constexpr int D = TP == 1 ? NR : 2;  // input rows in flight
   using Vec = VecOf<T, V>;
   const int C = int(c.C), H = int(c.H), W = int(c.W), P = int(c.P), Q = int(c.Q), CV = C / V;
-  const T* w_rsc = stage_weight<T, KS>(c, flip);
   const int qt = (Q + kTQ - 1) / kTQ, pt = (P + TP - 1) / TP, items = int(c.N) * pt * qt * CV;  // < 2^31
   // Items i, i + stride, ...: one where the grid covers them all, else (a grid of resident
   // blocks) several. The host makes the stride a multiple of CV, so cv and the weights held stay.
   const int stride = gridDim.x * blockDim.x, cv = (blockIdx.x * blockDim.x + threadIdx.x) % CV;
+  int q0 = 0, p0 = 0, w0 = 0, h0 = 0;
+  const T* xn = nullptr;
+  T* y = nullptr;
+  Vec xv[D][NW];
+  auto load_row = [&](Vec(&dst)[NW], int h) {
+    const bool hin = h >= 0 && h < H;
+    const T* xr = xn + int64_t(hin ? h : 0) * W * C;
+#pragma unroll
+    for (int j = 0; j < NW; ++j) dst[j] = load_vec<Vec>(xr + (w0 + j) * C, hin && w0 + j >= 0 && w0 + j < W);
+  };
+  auto start = [&](int i) {  // item i's place, and its first D - 1 input rows asked for
+    const int t = i / CV, t2 = t / qt, n = t2 / pt;
+    q0 = t % qt * kTQ, p0 = t2 % pt * TP;
+    xn = static_cast<const T*>(c.x) + int64_t(n) * H * W * C + cv * V;
+    y = static_cast<T*>(c.y) + (int64_t(n) * P + p0) * Q * C + int64_t(q0) * C + cv * V;
+    w0 = q0 - int(c.pw), h0 = p0 - int(c.ph);
+#pragma unroll
+    for (int r = 0; r < D - 1; ++r) load_row(xv[r], h0 + r);
+  };
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < items) start(i);
+  const T* w = static_cast<const T*>(c.w) + int64_t(cv) * V * c.ws[0];
   float wf[KS][KS][V];
 #pragma unroll
   for (int r = 0; r < KS; ++r)
 #pragma unroll
-    for (int s = 0; s < KS; ++s) to_floats<T>(*reinterpret_cast<const Vec*>(w_rsc + (r * KS + s) * C + cv * V), wf[r][s]);
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += stride) {
-    const int t = i / CV, q0 = t % qt * kTQ, t2 = t / qt, p0 = t2 % pt * TP, n = t2 / pt;
-    const T* xn = static_cast<const T*>(c.x) + int64_t(n) * H * W * C + cv * V;
-    const int w0 = q0 - int(c.pw), h0 = p0 - int(c.ph);
-    auto load_row = [&](Vec(&dst)[NW], int h) {
-      const bool hin = h >= 0 && h < H;
-      const T* xr = xn + int64_t(hin ? h : 0) * W * C;
+    for (int s = 0; s < KS; ++s)
 #pragma unroll
-      for (int j = 0; j < NW; ++j) dst[j] = load_vec<Vec>(xr + (w0 + j) * C, hin && w0 + j >= 0 && w0 + j < W);
-    };
-    T* y = static_cast<T*>(c.y) + (int64_t(n) * P + p0) * Q * C + int64_t(q0) * C + cv * V;
+      for (int e = 0; e < V; ++e)
+        wf[r][s][e] = static_cast<float>(w[e * c.ws[0] + (flip ? KS - 1 - r : r) * c.ws[2] + (flip ? KS - 1 - s : s) * c.ws[3]]);
+  for (; i < items; i += stride) {
+    if (y == nullptr) start(i);
     float acc[TP][kTQ][V] = {};
-    Vec xv[2][NW];
-    load_row(xv[0], h0);
 #pragma unroll
     for (int r = 0; r < NR; ++r) {  // input row h0 + r
-      if (r + 1 < NR) load_row(xv[(r + 1) % 2], h0 + r + 1);
+      if (r + D - 1 < NR) load_row(xv[(r + D - 1) % D], h0 + r + D - 1);
 #pragma unroll
       for (int j = 0; j < NW; ++j) {
         float xf[V];
-        to_floats<T>(xv[r % 2][j], xf);
+        to_floats<T>(xv[r % D][j], xf);
 #pragma unroll
         for (int o = 0; o < TP; ++o) {
           const int kr = r - o;  // the kernel row output row o applies to input row r
@@ -383,6 +400,7 @@ __global__ void __launch_bounds__(kTileThreads) dw_fwd_strip_kernel(ConvOperands
           if (q0 + oq < Q) store_vec<T, A, V>(epi, y + (int64_t(o) * Q + oq) * C, acc[o][oq], cv * V);
       }
     }
+    y = nullptr;  // the next item starts afresh
   }
 }
 
@@ -490,7 +508,7 @@ int64_t strip_items(const ConvOperands& c, int64_t tp) {
 }
 
 // Whether dw_fwd_strip_kernel applies: 3x3, unit strides and dilations, vectors of 4 channels,
-// the weight staged in shared memory, 32-bit indices.
+// at most kStripWeightMax bytes of weight (the range it was measured on), 32-bit indices.
 bool strip_ok(const GemmArgs& a) {
   const auto& c = a.conv;
   const int64_t es = c10::elementSize(a.dtype), big = int64_t(1) << 31;
@@ -500,7 +518,7 @@ bool strip_ok(const GemmArgs& a) {
 }
 
 // dw_fwd_strip_kernel<T, 3, TP, A>; resident: a grid of the blocks that fit on the GPU at once,
-// each walking several items (the weight staged once a block), its thread count a multiple of
+// each walking several items (each thread's weights read once), its thread count a multiple of
 // the channel vectors so each thread keeps its channels.
 template <typename T, int TP, Act A>
 void launch_strip(const GemmArgs& a, bool flip, bool resident) {
@@ -509,16 +527,14 @@ void launch_strip(const GemmArgs& a, bool flip, bool resident) {
   const int64_t cv = c.C / kStripV;
   int64_t blocks = (strip_items(c, TP) + kTileThreads - 1) / kTileThreads;
   if (resident) {
-    // asked once per device (registers bound it: ~150 a thread, 3 blocks; the largest staged
-    // weight fits beside)
+    // asked once per device (registers bound it: ~150 a thread, 3 blocks)
     static PerDevice kept{};
-    const int per_sm = resident_blocks_kept(kept, kernel, kTileThreads, kStripWeightMax);
+    const int per_sm = resident_blocks_kept(kept, kernel, kTileThreads, 0);
     const int64_t unit = cv / std::gcd(cv, int64_t(kTileThreads));  // blocks whose threads span whole cv cycles
     const int64_t fit = int64_t(per_sm) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     blocks = std::min(blocks, std::max(unit, fit / unit * unit));
   }
-  kernel<<<unsigned(blocks), kTileThreads, size_t(9 * c.C) * sizeof(T), at::cuda::getCurrentCUDAStream()>>>(
-      c, flip, epilogue_of<T>(a));
+  kernel<<<unsigned(blocks), kTileThreads, 0, at::cuda::getCurrentCUDAStream()>>>(c, flip, epilogue_of<T>(a));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -13,6 +13,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "autotune.h"
@@ -132,6 +133,74 @@ __global__ void im2col_rows_kernel(const T* __restrict__ x, int64_t xs0, int64_t
   }
 }
 
+// cols where the windows do not overlap (stride >= kernel: patch embeddings), with unit column
+// dilation and each input row's pixels contiguous: a tap row's S*C columns are then one run of x
+// (x[n, h, (q*sw - pw)*C ...]), and each input element is read at most once, so there is nothing to
+// stage (im2col_rows_kernel's staging ran one block per output row: 14 blocks for a batch-1
+// patch16, 12.6 us; 53 us at b64). Each thread moves one 16-byte vector of a cols row as
+// 16 / sizeof(U) loads or stores of x, all issued before they are used: U is the widest vector
+// that no run, row or window edge splits (runs_vector); one U a thread left too few bytes in flight
+// (patch14's 4-byte runs: 40 us at b64). SCATTER: the data gradient of windows that tile x exactly
+// (each element of dx is one element of dcols), cols read and x written.
+template <typename T, typename U, bool SCATTER, typename I>
+__global__ void runs_copy_kernel(T* __restrict__ x, int64_t xs0, int64_t xs2, Geom<I> g, I n0, I rows,
+                                 T* __restrict__ cols) {
+  constexpr int V = int(sizeof(U) / sizeof(T)), L = int(16 / sizeof(U));  // elements a U, U's a vector
+  const I per_row = g.Kp / (V * L), total = rows * per_row, SC = g.S * g.C, RSC = g.R * SC, WC = g.W * g.C;
+  const I PQ = g.P * g.Q;
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * I(blockDim.x)) {
+    const I m = i / per_row, k0 = (i - m * per_row) * (V * L), pq = m % PQ, p = pq / g.Q, q = pq - p * g.Q;
+    T* img = x + (n0 + m / PQ) * xs0;
+    uint4* vec = reinterpret_cast<uint4*>(cols + m * g.Kp + k0);
+    alignas(16) U u[L];
+    if constexpr (SCATTER) *reinterpret_cast<uint4*>(u) = *vec;
+#pragma unroll
+    for (int j = 0; j < L; ++j) {
+      const I k = k0 + j * V, r = k / SC;
+      const I h = p * g.sh - g.ph + r * g.dh, e = (q * g.sw - g.pw) * g.C + (k - r * SC);
+      const bool in = k < RSC && h >= 0 && h < g.H && e >= 0 && e < WC;  // else padding, or past R*S*C
+      U* at = reinterpret_cast<U*>(img + h * xs2 + e);
+      if constexpr (SCATTER) {
+        if (in) *at = u[j];
+      } else {
+        u[j] = in ? *at : U{};
+      }
+    }
+    if constexpr (!SCATTER) *vec = *reinterpret_cast<const uint4*>(u);
+  }
+}
+
+// runs_copy_kernel's vector in bytes (0: it does not apply): a power of two up to 16 dividing the
+// run (S*C elements), where each window starts (sw*C, pw*C), x's image and row strides and its
+// address; and C too where a window may cross the left or right edge, so that a vector is all
+// inside or all outside. (A cols row, Kp elements, is a multiple of 16 bytes.)
+int runs_vector(const at::Tensor& x, const Geom<>& g) {
+  if (g.sw < g.S || g.sh < (g.R - 1) * g.dh + 1 || g.dw != 1 || x.stride(1) != 1 || x.stride(3) != g.C) return 0;
+  const int64_t es = x.element_size();
+  const bool edges = g.pw > 0 || (g.Q - 1) * g.sw - g.pw + g.S > g.W;
+  int64_t all = 0;
+  for (int64_t v : {g.S * g.C, g.sw * g.C, g.pw * g.C, x.stride(0), x.stride(2), edges ? g.C : int64_t(0)})
+    all = std::gcd(all, v * es);
+  all = std::gcd(all, int64_t(reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 16));  // 0: 16-byte aligned
+  int vb = 16;
+  while (vb > es && all % vb != 0) vb /= 2;
+  return vb;
+}
+
+template <typename T, bool SCATTER, typename I>
+void launch_runs(int vb, T* x, int64_t xs0, int64_t xs2, const Geom<I>& g, I n0, I rows, T* cols) {
+  const unsigned b = blocks_for(int64_t(rows) * g.Kp * int64_t(sizeof(T)) / 16);
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  auto go = [&](auto u) {
+    runs_copy_kernel<T, decltype(u), SCATTER, I><<<b, 256, 0, stream>>>(x, xs0, xs2, g, n0, rows, cols);
+  };
+  if (vb == 16) go(uint4{});
+  else if (vb == 8) go(uint2{});
+  else if (vb == 4) go(uint32_t{});
+  else if constexpr (sizeof(T) == 2) go(uint16_t{});
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 // dx[n, c..c+7, h, w] = sum over the (r, s) taps that read (h, w) of dcols[(n, p, q), (r, s, c)],
 // in fp32, in a fixed order (deterministic). VEC as in im2col, for dcols reads and dx writes.
 template <typename T, bool VEC, typename I>
@@ -141,10 +210,12 @@ __global__ void col2im_kernel(const T* __restrict__ dcols, Geom<I> g, I n0, I im
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * I(blockDim.x)) {
     const I c0 = (i % cchunks) * 8, pix = i / cchunks, w = pix % g.W, h = (pix / g.W) % g.H, nl = pix / (g.W * g.H);
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (I r = 0; r < g.R; ++r) {
+    // with unit dilation only every stride-th tap, from (h + ph) % sh, can reach h (a 16x16/16
+    // patch: 1 tap of 256)
+    for (I r = g.dh == 1 ? (h + g.ph) % g.sh : 0; r < g.R; r += g.dh == 1 ? g.sh : 1) {
       const I hp = h + g.ph - r * g.dh;
       if (hp < 0 || hp % g.sh != 0 || hp / g.sh >= g.P) continue;
-      for (I s = 0; s < g.S; ++s) {
+      for (I s = g.dw == 1 ? (w + g.pw) % g.sw : 0; s < g.S; s += g.dw == 1 ? g.sw : 1) {
         const I wq = w + g.pw - s * g.dw;
         if (wq < 0 || wq % g.sw != 0 || wq / g.sw >= g.Q) continue;
         const T* src = dcols + ((nl * g.P + hp / g.sh) * g.Q + wq / g.sw) * g.Kp + (r * g.S + s) * g.C + c0;
@@ -214,6 +285,7 @@ void im2col(const GemmArgs& a, const at::Tensor& x, const Geom<>& g, int64_t n0,
     if (smem <= 32 * 1024 || qt <= 8) break;
   }
   const bool rows = rows_ok && smem <= 48 * 1024;
+  const int runs = vec ? 0 : runs_vector(x, g);
   const auto stream = at::cuda::getCurrentCUDAStream();
   with_gather_dtype(a, [&](auto tag) {
     with_index(std::max(out_rows * g.Kp, n0 + images), [&](auto itag) {
@@ -222,6 +294,10 @@ void im2col(const GemmArgs& a, const at::Tensor& x, const Geom<>& g, int64_t n0,
       auto* out = static_cast<T*>(cols.data_ptr());
       const auto* in = static_cast<const T*>(x.const_data_ptr());
       const int64_t* xs = x.strides().data();
+      if (runs > 0) {
+        launch_runs<T, false, I>(runs, const_cast<T*>(in), xs[0], xs[2], g.as<I>(), I(n0), I(out_rows), out);
+        return;
+      }
       if (rows) {
         const unsigned b = unsigned(images * g.P * ((g.Q + qt - 1) / qt));
         im2col_rows_kernel<T, I><<<b, 256, smem, stream>>>(in, xs[0], xs[2], g.as<I>(), I(n0), qt, span, out);
@@ -271,12 +347,51 @@ void gemm(const GemmArgs& conv, const at::Tensor& A, const at::Tensor& B, bool b
   gemm_cuda_matmul(g);
 }
 
-// weight (K, C, R, S) -> [K, Kp] in (r, s, c) column order, zero-padded columns.
+// out[k, j] = w[k, c, r, s] for column j = (r, s, c) < R*S*C, zero up to Kp: weight_rows' copy in one
+// launch (a permuting copy and a padding pass were two or three: 3.3 of a batch-1 patch14's 13 us).
+// Each thread writes 8 neighbouring columns, stepping (r, s, c) by adding: one element a thread,
+// with its divisions, took 3.8 us.
+template <typename T, typename I>
+__global__ void weight_rows_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws2, int64_t ws3,
+                                   int C, int S, int RSC, int Kp, I total, T* __restrict__ out) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * I(blockDim.x)) {
+    const I k = i / (Kp / 8);
+    const int j0 = int(i - k * (Kp / 8)) * 8;
+    int rs = j0 / C, c = j0 - rs * C, r = rs / S, s = rs - r * S;
+    T* o = out + k * Kp + j0;
+    const T* wk = w + k * ws0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      o[e] = j0 + e < RSC ? wk[c * ws1 + r * ws2 + s * ws3] : T(0);
+      if (++c == C) {
+        c = 0;
+        if (++s == S) s = 0, ++r;
+      }
+    }
+  }
+}
+
+// weight (K, C, R, S) -> [K, Kp] in (r, s, c) column order, zero-padded columns: a view of a
+// channels_last weight whose rows TMA can read as they are, else a copy.
 at::Tensor weight_rows(const at::Tensor& w, int64_t Kp) {
-  const int64_t K = w.size(0), RSC = w.size(1) * w.size(2) * w.size(3);
-  at::Tensor w2 = w.permute({0, 2, 3, 1}).reshape({K, RSC});
-  if (Kp != RSC) w2 = at::constant_pad_nd(w2, {0, Kp - RSC});
-  return w2.stride(1) == 1 && w2.stride(0) % 8 == 0 ? w2 : w2.contiguous();
+  const int64_t K = w.size(0), C = w.size(1), R = w.size(2), S = w.size(3), RSC = C * R * S;
+  if (Kp == RSC) {
+    at::Tensor w2 = w.permute({0, 2, 3, 1}).reshape({K, RSC});
+    if (w2.stride(1) == 1 && w2.stride(0) % 8 == 0) return w2;
+  }
+  at::Tensor out = at::empty({K, Kp}, w.options());
+  if (out.numel() == 0) return out;
+  with_dtype(w.scalar_type(), [&](auto tag) {
+    with_index(out.numel(), [&](auto itag) {
+      using T = decltype(tag);
+      using I = decltype(itag);
+      weight_rows_kernel<T, I><<<blocks_for(out.numel() / 8), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+          static_cast<const T*>(w.const_data_ptr()), w.stride(0), w.stride(1), w.stride(2), w.stride(3), int(C),
+          int(S), int(RSC), int(Kp), I(out.numel() / 8), static_cast<T*>(out.data_ptr()));
+    });
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
 }
 
 // A weight-sized transposition, per kernel tap: out[tap][j][i] = in[tap][i][j] for each I x J
@@ -802,6 +917,10 @@ void dgrad_col2im(const GemmArgs& a) {
   const int64_t per = images_per_chunk(c, g.Kp);
   at::Tensor dcols = at::empty({per * c.P * c.Q, g.Kp}, cuda_options(a.dtype));
   const bool vec = vec_ok(dx) && dx.element_size() == 2;
+  // windows that tile dx exactly (patch embeddings): dx is a permutation of dcols' columns
+  const bool tiles = c.ph == 0 && c.pw == 0 && c.sh == c.R && c.sw == c.S && c.dh == 1 && c.dw == 1 &&
+                     c.P * c.R == c.H && c.Q * c.S == c.W;
+  const int runs = tiles ? runs_vector(dx, g) : 0;
   const auto stream = at::cuda::getCurrentCUDAStream();
   for (int64_t n0 = 0; n0 < c.N; n0 += per) {
     const int64_t nb = std::min(per, c.N - n0), rows = nb * c.P * c.Q;
@@ -814,7 +933,8 @@ void dgrad_col2im(const GemmArgs& a) {
         auto* out = static_cast<T*>(dx.data_ptr());
         const unsigned b = blocks_for(nb * c.H * c.W * ((c.C + 7) / 8));
         const int64_t* xs = dx.strides().data();
-        if (vec) col2im_kernel<T, true, I><<<b, 256, 0, stream>>>(src, g.as<I>(), I(n0), I(nb), out, xs[0], xs[1], xs[2], xs[3]);
+        if (runs > 0) launch_runs<T, true, I>(runs, out, xs[0], xs[2], g.as<I>(), I(n0), I(rows), const_cast<T*>(src));
+        else if (vec) col2im_kernel<T, true, I><<<b, 256, 0, stream>>>(src, g.as<I>(), I(n0), I(nb), out, xs[0], xs[1], xs[2], xs[3]);
         else col2im_kernel<T, false, I><<<b, 256, 0, stream>>>(src, g.as<I>(), I(n0), I(nb), out, xs[0], xs[1], xs[2], xs[3]);
       });
     });
@@ -826,7 +946,8 @@ void dgrad_col2im(const GemmArgs& a) {
 
 // Stride 1: the one phase (the transposed conv). Strides up to 2 x 2: phases or col2im, autotuned
 // (family "conv_dgrad"; the heuristic: dgrad_by_phases). Larger strides (patch embeddings: no
-// overlap, sh * sw launches) keep col2im, which is then a plain permutation.
+// overlap, sh * sw launches) keep col2im, which is then a plain permutation (where the windows tile
+// dx exactly, runs_copy_kernel's scatter).
 const std::vector<std::string> kDgradNames = {"phases", "col2im"};
 const autotune::Family kDgradFamily("conv_dgrad", [] { return kDgradNames; });
 
