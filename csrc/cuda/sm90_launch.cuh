@@ -252,7 +252,7 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   const bool persistent = persist || (cluster_rows && !split);
   // 16-bit, rows aligned, where even 64-wide tiles fill at most half the SMs over K <= 1024 (batch-1
   // ViT linears, a batch-1 patch embedding's GEMM): bn64 unsplit, the most blocks without a reduce.
-  // H200 kernel us (results/h200/<this commit>/s/few.json), bn64-nosplit / the bn256 or split bn128
+  // H200 kernel us (results/h200/11f5cbf/s1/few.json), bn64-nosplit / the bn256 or split bn128
   // it replaces / cuBLAS: 197 x 1152 x 384 4.2 / 10.2 / 3.0, 197 x 384 x 384 4.0 / 10.0 / 2.7,
   // 196 x 768 x 768 5.2 / 7.3 / 3.5, 384 x 768 x 768 4.8 / 7.3 / 3.6, 512^3 4.0 / 6.6 / 3.1; it was the
   // fastest candidate on all 11 shapes probed.
