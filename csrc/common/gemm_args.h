@@ -41,13 +41,13 @@ struct GemmArgs : Fused {
   const Fused& fused() const { return *this; }
 };
 
-// Whether the problem runs on tensor cores: fp16, bf16, and fp32 where TF32 is allowed.
 // Output tiles of bm x bn over problem a (all batch entries): the one count every launch's
 // heuristic uses (sm90_host.cuh's output_tiles is it with the Hopper row tile as default bm).
 inline int64_t tiles_of(const GemmArgs& a, int64_t bm, int64_t bn) {
   return (a.M + bm - 1) / bm * ((a.N + bn - 1) / bn) * a.batch;
 }
 
+// Whether the problem runs on tensor cores: fp16, bf16, and fp32 where TF32 is allowed.
 inline bool tensor_core_dtype(const GemmArgs& a) {
   return a.dtype == c10::ScalarType::Half || a.dtype == c10::ScalarType::BFloat16 ||
          (a.dtype == c10::ScalarType::Float && a.allow_tf32);

@@ -347,51 +347,14 @@ void gemm(const GemmArgs& conv, const at::Tensor& A, const at::Tensor& B, bool b
   gemm_cuda_matmul(g);
 }
 
-// out[k, j] = w[k, c, r, s] for column j = (r, s, c) < R*S*C, zero up to Kp: weight_rows' copy in one
-// launch where a permuting copy and a padding pass were two or three. Each thread writes 8
-// neighbouring columns, stepping (r, s, c) by adding. It takes what the two launches took (patch14's
-// 768 x 592: 3.6 us against 3.3, one element a thread 3.8): latency, not work.
-template <typename T, typename I>
-__global__ void weight_rows_kernel(const T* __restrict__ w, int64_t ws0, int64_t ws1, int64_t ws2, int64_t ws3,
-                                   int C, int S, int RSC, int Kp, I total, T* __restrict__ out) {
-  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * I(blockDim.x)) {
-    const I k = i / (Kp / 8);
-    const int j0 = int(i - k * (Kp / 8)) * 8;
-    int rs = j0 / C, c = j0 - rs * C, r = rs / S, s = rs - r * S;
-    T* o = out + k * Kp + j0;
-    const T* wk = w + k * ws0;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      o[e] = j0 + e < RSC ? wk[c * ws1 + r * ws2 + s * ws3] : T(0);
-      if (++c == C) {
-        c = 0;
-        if (++s == S) s = 0, ++r;
-      }
-    }
-  }
-}
-
-// weight (K, C, R, S) -> [K, Kp] in (r, s, c) column order, zero-padded columns: a view of a
-// channels_last weight whose rows TMA can read as they are, else a copy.
+// weight (K, C, R, S) -> [K, Kp] in (r, s, c) column order, zero-padded columns. (One kernel
+// doing the permuting copy and the padding took what these two ATen launches take, 3.6 against
+// 3.3 us for patch14's 768 x 592: latency, not work; NOTES 65.)
 at::Tensor weight_rows(const at::Tensor& w, int64_t Kp) {
-  const int64_t K = w.size(0), C = w.size(1), R = w.size(2), S = w.size(3), RSC = C * R * S;
-  if (Kp == RSC) {
-    at::Tensor w2 = w.permute({0, 2, 3, 1}).reshape({K, RSC});
-    if (w2.stride(1) == 1 && w2.stride(0) % 8 == 0) return w2;
-  }
-  at::Tensor out = at::empty({K, Kp}, w.options());
-  if (out.numel() == 0) return out;
-  with_dtype(w.scalar_type(), [&](auto tag) {
-    with_index(out.numel(), [&](auto itag) {
-      using T = decltype(tag);
-      using I = decltype(itag);
-      weight_rows_kernel<T, I><<<blocks_for(out.numel() / 8), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-          static_cast<const T*>(w.const_data_ptr()), w.stride(0), w.stride(1), w.stride(2), w.stride(3), int(C),
-          int(S), int(RSC), int(Kp), I(out.numel() / 8), static_cast<T*>(out.data_ptr()));
-    });
-  });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return out;
+  const int64_t K = w.size(0), RSC = w.size(1) * w.size(2) * w.size(3);
+  at::Tensor w2 = w.permute({0, 2, 3, 1}).reshape({K, RSC});
+  if (Kp != RSC) w2 = at::constant_pad_nd(w2, {0, Kp - RSC});
+  return w2.stride(1) == 1 && w2.stride(0) % 8 == 0 ? w2 : w2.contiguous();
 }
 
 // A weight-sized transposition, per kernel tap: out[tap][j][i] = in[tap][i][j] for each I x J
