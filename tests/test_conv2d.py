@@ -169,6 +169,12 @@ CUDA_CASES = {
     "c7_1x7": Conv(1, 7, 10, 33, 16, 1, 7, 1, (0, 3)),
     "c4_8x8_k256": Conv(1, 4, 12, 12, 8, 8, 8, 2, 3),
     "c7_5x5_sw4_wide": Conv(1, 7, 9, 520, 16, 5, 5, (1, 4), 2),
+    # ... and fp32 (TF32 off): the direct kernel's tiles of 8 and 16 output rows (enough blocks for
+    # two a SM), the taller with a partial last tile each way and rows of 115 pixels (no float4 stores)
+    "stem7x7_b3": Conv(3, 3, 224, 224, 64, 7, 7, 2, 3),
+    "stem7x7_b6_odd": Conv(6, 3, 200, 230, 64, 7, 7, 2, 3),
+    # ... its generic taps (not the stem's 7 and 2) with three 64-channel blocks, each walking 1-2 tiles
+    "c3_k130_b8": Conv(8, 3, 64, 64, 130, 3, 3, 1, 1),
     "patch16": Conv(2, 3, 64, 64, 96, 16, 16, 16),
     "patch16_224": Conv(2, 3, 224, 224, 768, 16, 16, 16),
     "patch14": Conv(2, 3, 56, 56, 80, 14, 14, 14),
@@ -401,21 +407,30 @@ def test_conv2d_forward_cuda(kind, case, layout):
     run_forward(CUDA_CASES[case], case, "cuda", kind, layout)
 
 
-@pytest.mark.cuda
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("case,layout,kernel", [
+FAST_PATHS = [(k, case, layout, kernel) for k in ("float16", "bfloat16") for case, layout, kernel in [
     ("stem7x7_224", "channels_last", "conv_smallc_kernel"), ("c7_5x5_sw4_wide", "channels_last", "conv_smallc_kernel"),
-    ("stem7x7", "contiguous", "conv_smallc_kernel"), ("depthwise_96@56", "channels_last", "dw_fwd_strip_kernel")])
+    ("stem7x7", "contiguous", "conv_smallc_kernel"), ("depthwise_96@56", "channels_last", "dw_fwd_strip_kernel")]] + [
+    ("float32", case, layout, "conv_smallc_f32_kernel") for case, layout in [
+        ("stem7x7_224", "contiguous"), ("stem7x7_b6_odd", "contiguous"), ("stem7x7", "channels_last"),
+        ("c7_5x5_sw4_wide", "contiguous"), ("c4_8x8_k256", "contiguous"), ("c3_k130_b8", "channels_last")]]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind,case,layout,kernel", FAST_PATHS)
 def test_conv2d_fast_path_taken_cuda(kind, case, layout, kernel):
     """The fast paths run where they should (a silent fallback would still pass the value tests):
-    the forward's CUDA kernels, by name, from the profiler. An NCHW stem reaches the small-C kernel
-    after one channels_last copy of x."""
+    the forward's CUDA kernels, by name, from the profiler, and nothing else (no layout copy, no
+    column buffer) where the kernel reads x in place. An NCHW stem in 16 bits reaches the small-C
+    kernel after one channels_last copy of x; in fp32 (TF32 off) the direct kernel reads any layout."""
     c = CUDA_CASES[case]
     fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
     x = torch.randn(c.x_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=fmt)
     w = torch.randn(c.w_shape, device="cuda", dtype=DTYPES[kind])
-    _, names = cuda_kernels(lambda: tileops.conv2d(x, w, None, *c.params))
+    with tf32(False):
+        _, names = cuda_kernels(lambda: tileops.conv2d(x, w, None, *c.params))
     assert any(kernel in n for n in names), "%s %s: expected %s among %s" % (case, kind, kernel, names)
+    if kind == "float32":
+        assert len(names) == 1, "%s: %s" % (case, names)
 
 
 @pytest.mark.cuda

@@ -521,7 +521,7 @@ bool strict_fp32_nchw(const GemmArgs& a, const int64_t* xs) {
 
 // The forward implicit GEMM of gemm_conv_vec.cuh, which reads x and writes y where they are. Its
 // channel chunks of BK pad C: taken where they pad at most 1/8 (not the 3-channel stem, which
-// keeps im2col_rows_kernel).
+// conv_smallc.cu's fp32 kernel takes).
 bool simt_gathers(const GemmArgs& a, const int64_t* xs) {
   const auto& c = a.conv;
   const int64_t bk = VecF32::BK, padded = (c.C + bk - 1) / bk * bk;
@@ -674,7 +674,7 @@ bool lowerable(const GemmArgs& a) {
 
 bool conv_fwd_lowered(const GemmArgs& a) {
   if (!lowerable(a)) return false;
-  if (nchw_1x1(a) || implicit_simt(a)) return true;
+  if (nchw_1x1(a) || implicit_simt(a) || conv_fwd_smallc_f32(a)) return true;
   const auto& c = a.conv;
   const Geom<> g = geom(c);
   const at::Tensor x = gather_ready(wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a));
