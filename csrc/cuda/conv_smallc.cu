@@ -29,6 +29,7 @@ constexpr int kMaxK = 256;                 // R*S*C, rounded up to 16
 constexpr int kMaxSmem = 96 * 1024;
 constexpr int kStage = 12;  // staging loads a thread issues before it stores them
 constexpr int kBlocksPerSm = 3;  // resident blocks at the 168 registers a thread this allows
+constexpr int kLdc = kNB + 8;    // C tile row: a pixel's kNB channels, 16 bytes apart from the next row's banks
 
 // The launch geometry: Kp = R*S*C rounded up to 16; B rows of ldb elements (Kp + 8: the ldmatrix
 // rows of a phase fall on distinct banks); staged rows of `row_len` elements: the input pixels a
@@ -39,10 +40,14 @@ struct SmallC {
   int64_t items;  // N * P * qchunks: (image, output row, chunk of kQT pixels)
   int64_t per;    // consecutive items per block
   bool pairs;     // two channels per 4-byte store (y channel-contiguous, 4-byte aligned)
-  // B, bias, three column tables, the ring and kQT pixels' worth of zeros
-  size_t smem() const {
-    return size_t(kNB) * ldb * 2 + kNB * 4 + size_t(Kp) * 12 + (size_t(RR) * row_len + size_t(kQT) * sw * C) * 2;
+  bool rows16;    // y's kNB channels of a pixel in 16-byte aligned vectors: the C tile through shared memory
+  // B, bias, three column tables, the ring and kQT pixels' worth of zeros, then the C tile
+  // (16-byte aligned)
+  __host__ __device__ size_t c_tile() const {
+    return (size_t(kNB) * ldb * 2 + kNB * 4 + size_t(Kp) * 12 + (size_t(RR) * row_len + size_t(kQT) * sw * C) * 2 + 15) /
+           16 * 16;
   }
+  size_t smem() const { return c_tile() + size_t(kQT) * kLdc * 2; }
 };
 
 // Fills shared memory from `rows` x `cols` 2-byte elements: store(r, c, load(r, c)), with kStage
@@ -90,11 +95,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
   int* kr = koff + g.Kp;                                      // [Kp]: r of column k; -1: padding
   int* krest = kr + g.Kp;                                     // [Kp]: (s, c) offset in a staged row
   uint16_t* tile = reinterpret_cast<uint16_t*>(krest + g.Kp); // [RR][row_len] ring of input rows, then zeros
+  uint16_t* ctile = reinterpret_cast<uint16_t*>(smallc_smem + g.c_tile());  // [kQT][kLdc]: rows16's C tile
   const uint16_t* x = static_cast<const uint16_t*>(c.x);
   const uint16_t* w = static_cast<const uint16_t*>(c.w);
   T* y = static_cast<T*>(c.y);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gid = lane / 4, tig = lane % 4;
   const int k0c = blockIdx.y * kNB, zero = g.RR * g.row_len;  // zero: the padding columns' offset
+  const bool rows16 = g.rows16 && k0c + kNB <= g.K;  // a whole block of channels
 
   // Prologue: each column's r and (s, c) offsets, the bias, the zeros, then B (k = (r, s, c), zero
   // past R*S*C and K) through a column table of w offsets.
@@ -188,29 +195,58 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
 
     // Epilogue: accumulator (mt, j, 2h + e) is pixel row gid + 8h of tile mt, channel 8j + 2tig + e.
     T* yrow = y + n * c.ys[0] + int64_t(p) * c.ys[2];
+    if (rows16) {
+      // The warp's 32 pixels x kNB channels through shared memory (4-byte stores on distinct banks),
+      // then to y as 16-byte vectors, 8 lanes a pixel: 8 stores a thread instead of 32 of 4 bytes.
+      uint16_t* cw = ctile + warp * (kMT * 16) * kLdc;
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
+      for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int ql = warp * (kMT * 16) + mt * 16 + gid + 8 * h;
-        if (ql >= nq) continue;
-        T* yq = yrow + int64_t(q0 + ql) * c.ys[3];
+        for (int h = 0; h < 2; ++h) {
+          const int pl = mt * 16 + gid + 8 * h, ql = warp * (kMT * 16) + pl;
+          const T* yq = yrow + int64_t(q0 + min(ql, nq - 1)) * c.ys[3];  // the residual's place
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int k = k0c + 8 * j + 2 * tig;
-          float v[2] = {acc[mt][j][2 * h], acc[mt][j][2 * h + 1]};
-          T o[2] = {T(0), T(0)};
-#pragma unroll
-          for (int e = 0; e < 2; ++e)  // none past the last channel (K odd or not a multiple of kNB)
-            if (k + e < g.K) o[e] = epi.template finish<A>(v[e] + bias[k - k0c + e], yq + (k + e) * c.ys[1]);
-          if (g.pairs && k + 1 < g.K) {  // c10::Half and c10::BFloat16 keep their bits in .x
-            *reinterpret_cast<uint32_t*>(yq + k) = uint32_t(o[0].x) | (uint32_t(o[1].x) << 16);
-          } else {
-            for (int e = 0; e < 2; ++e)
-              if (k + e < g.K) yq[(k + e) * c.ys[1]] = o[e];
+          for (int j = 0; j < 8; ++j) {
+            const int k = 8 * j + 2 * tig;
+            const T o0 = epi.template finish<A>(acc[mt][j][2 * h] + bias[k], yq + k0c + k);
+            const T o1 = epi.template finish<A>(acc[mt][j][2 * h + 1] + bias[k + 1], yq + k0c + k + 1);
+            *reinterpret_cast<uint32_t*>(cw + pl * kLdc + k) = uint32_t(o0.x) | (uint32_t(o1.x) << 16);
           }
         }
+      __syncwarp();
+#pragma unroll
+      for (int i = 0; i < kMT * 16 * kNB / 8 / 32; ++i) {
+        const int id = lane + 32 * i, pl = id / (kNB / 8), v = id % (kNB / 8), ql = warp * (kMT * 16) + pl;
+        if (ql < nq)
+          *reinterpret_cast<uint4*>(yrow + int64_t(q0 + ql) * c.ys[3] + k0c + 8 * v) =
+              *reinterpret_cast<const uint4*>(cw + pl * kLdc + 8 * v);
       }
+      __syncwarp();  // the C tile is read before the next item writes it
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int ql = warp * (kMT * 16) + mt * 16 + gid + 8 * h;
+          if (ql >= nq) continue;
+          T* yq = yrow + int64_t(q0 + ql) * c.ys[3];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int k = k0c + 8 * j + 2 * tig;
+            float v[2] = {acc[mt][j][2 * h], acc[mt][j][2 * h + 1]};
+            T o[2] = {T(0), T(0)};
+#pragma unroll
+            for (int e = 0; e < 2; ++e)  // none past the last channel (K odd or not a multiple of kNB)
+              if (k + e < g.K) o[e] = epi.template finish<A>(v[e] + bias[k - k0c + e], yq + (k + e) * c.ys[1]);
+            if (g.pairs && k + 1 < g.K) {  // c10::Half and c10::BFloat16 keep their bits in .x
+              *reinterpret_cast<uint32_t*>(yq + k) = uint32_t(o[0].x) | (uint32_t(o[1].x) << 16);
+            } else {
+              for (int e = 0; e < 2; ++e)
+                if (k + e < g.K) yq[(k + e) * c.ys[1]] = o[e];
+            }
+          }
+        }
+    }
     prev_hb = hb;
     have = g.qchunks == 1;  // with several chunks the next item stages other columns
     if (++qc == g.qchunks) {
@@ -429,6 +465,8 @@ bool conv_fwd_smallc(const GemmArgs& a) {
   g.RR = int((c.R - 1) * c.dh + 1);
   g.pairs = c.ys[1] == 1 && reinterpret_cast<uintptr_t>(c.y) % 4 == 0 && c.ys[0] % 2 == 0 && c.ys[2] % 2 == 0 &&
             c.ys[3] % 2 == 0;
+  g.rows16 = c.ys[1] == 1 && reinterpret_cast<uintptr_t>(c.y) % 16 == 0 && c.ys[0] % 8 == 0 && c.ys[2] % 8 == 0 &&
+             c.ys[3] % 8 == 0;
   const size_t smem = g.smem();
   if (smem > size_t(kMaxSmem)) return false;
   const int sms = dev->multiProcessorCount;
