@@ -5,7 +5,9 @@
 // rows that an output row reads in shared memory (a ring: the next output row stages only its
 // new rows), where each tap row's (s, c) columns are contiguous, and builds the A fragments
 // straight from them: column k = (r, s, c) of output pixel q sits at staged element
-// q * sw * C + koff[k]. NOTES 23 has the measurements (104 us against cuDNN's 230 on that stem).
+// q * sw * C + koff[k]. NOTES 23 has the measurements (104 us against cuDNN's 230 on that stem);
+// NOTES 67 the output tile through shared memory. The same problem in fp32 (TF32 off) has a
+// direct SIMT kernel of its own below (namespace f32).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -29,7 +31,9 @@ constexpr int kMaxK = 256;                 // R*S*C, rounded up to 16
 constexpr int kMaxSmem = 96 * 1024;
 constexpr int kStage = 12;  // staging loads a thread issues before it stores them
 constexpr int kBlocksPerSm = 3;  // resident blocks at the 168 registers a thread this allows
-constexpr int kLdc = kNB + 8;    // C tile row: a pixel's kNB channels, 16 bytes apart from the next row's banks
+// C tile rows (a pixel's kNB channels) 8 halves longer, so that the 4-byte stores of a warp's 8 rows
+// x 4 channel pairs fall on 32 distinct banks
+constexpr int kLdc = kNB + 8;
 
 // The launch geometry: Kp = R*S*C rounded up to 16; B rows of ldb elements (Kp + 8: the ldmatrix
 // rows of a phase fall on distinct banks); staged rows of `row_len` elements: the input pixels a
