@@ -270,12 +270,13 @@ std::atomic<uint64_t> smem_set_on{0};
 // image and kNB output channels straight from shared memory, which holds the weight as rows
 // [tap][channel] (staged once: blocks stay resident and walk tiles) and, in two buffers, the input
 // pixels a tile reads, every channel (the next tile's staged by cp.async during this one's math).
-// A thread holds kPX consecutive pixels of a tile row times kKX channels: per tap, kPX scalar and
-// two 16-byte shared loads feed 64 FMAs. Staged columns are split by phase (column mod sw), so a
+// A thread holds PX consecutive pixels of a tile row times kKX channels: per tap, PX scalar and
+// two 16-byte shared loads feed 8 PX FMAs (PX = 8; 4 where even 4-row tiles leave SMs idle, so that
+// twice the threads share a tile). Staged columns are split by phase (column mod sw), so a
 // thread's pixels read consecutive words at any stride: pixel ql + i at tap s reads phase
 // (s dw) mod sw, word ql + i + (s dw) / sw.
 namespace f32 {
-constexpr int kTQ = 16, kPX = 8, kKX = 8, kNB = 64;
+constexpr int kTQ = 16, kKX = 8, kNB = 64;  // a thread: PX (8 or 4) pixels x kKX channels
 // Weight rows kNB + 4 apart: a thread's channels are two runs of 4, 32 apart, so each 16-byte load
 // of a warp covers the 32 banks once; the 4 extra words spread the staging's stores along taps.
 constexpr int kLDW = kNB + 4;
@@ -302,22 +303,23 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool in)
 }
 
 // acc[i][j] += xv[i] * (the tap's weight of channel j: wp[j] for j < 4, wp[28 + j] after)
-__device__ __forceinline__ void tap_fma(float (&acc)[kPX][kKX], const float* xv, const float* wp) {
+template <int PX>
+__device__ __forceinline__ void tap_fma(float (&acc)[PX][kKX], const float* xv, const float* wp) {
   const float4 w0 = *reinterpret_cast<const float4*>(wp), w1 = *reinterpret_cast<const float4*>(wp + 32);
   const float wv[kKX] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
 #pragma unroll
-  for (int i = 0; i < kPX; ++i)
+  for (int i = 0; i < PX; ++i)
 #pragma unroll
     for (int j = 0; j < kKX; ++j) acc[i][j] = fmaf(xv[i], wv[j], acc[i][j]);
 }
 
 // The taps s = 0..S-1 of one staged row for a stride SW and dilation 1 known at compile time (the
-// stem's 7 and 2): tap s reads words s / SW + [0, kPX) of phase s % SW, so the taps of one phase
-// share a window of kPX + ceil(S / SW) - 1 words, loaded once as 16-byte vectors (row and L are
+// stem's 7 and 2): tap s reads words s / SW + [0, PX) of phase s % SW, so the taps of one phase
+// share a window of PX + ceil(S / SW) - 1 words, loaded once as 16-byte vectors (row and L are
 // multiples of 4 words). 21 words for the stem's 7 taps instead of 56.
-template <int S, int SW>
-__device__ __forceinline__ void row_taps(float (&acc)[kPX][kKX], const float* row, int L, const float* wp) {
-  constexpr int kWin = (kPX + (S + SW - 1) / SW - 1 + 3) / 4 * 4;
+template <int S, int SW, int PX>
+__device__ __forceinline__ void row_taps(float (&acc)[PX][kKX], const float* row, int L, const float* wp) {
+  constexpr int kWin = (PX + (S + SW - 1) / SW - 1 + 3) / 4 * 4;
 #pragma unroll
   for (int ph = 0; ph < SW; ++ph) {
     float win[kWin];
@@ -327,16 +329,16 @@ __device__ __forceinline__ void row_taps(float (&acc)[kPX][kKX], const float* ro
       win[v] = t.x, win[v + 1] = t.y, win[v + 2] = t.z, win[v + 3] = t.w;
     }
 #pragma unroll
-    for (int s = ph; s < S; s += SW) tap_fma(acc, win + s / SW, wp + s * kLDW);
+    for (int s = ph; s < S; s += SW) tap_fma<PX>(acc, win + s / SW, wp + s * kLDW);
   }
 }
 
 // y[n, k, p, q] = act(bias[k] + residual + sum_{ch,r,s} x[n, ch, p*sh - ph + r*dh, q*sw - pw + s*dw] * w[k, ch, r, s])
 // S, SW > 0: the kernel size along w and the stride there, dilation 1 (row_taps); 0: any (g's).
 // Block: channels [64 blockIdx.y, + 64), tiles t = blockIdx.x + i gridDim.x, t = (n, tile row,
-// tile column); 16 TP threads. Thread: pixel group pg = tid / 8 (tile row pg / 2, columns
-// (pg % 2) * 8 + [0, 8)), channels cg * 4 + [0, 4) and 32 + cg * 4 + [0, 4), cg = tid % 8.
-template <Act A, int S, int SW>
+// tile column); TP (kTQ / PX) 8 threads. Thread: pixel group pg = tid / 8 (tile row pg / (kTQ / PX),
+// columns (pg % (kTQ / PX)) PX + [0, PX)), channels cg * 4 + [0, 4) and 32 + cg * 4 + [0, 4), cg = tid % 8.
+template <Act A, int S, int SW, int PX>
 __global__ void __launch_bounds__(kMaxThreads, 2) conv_smallc_f32_kernel(ConvOperands c, Tile g, Epilogue<float> epi) {
   extern __shared__ __align__(16) float f32_smem[];
   const int taps = g.taps(), lines = g.C * g.IH, line_len = g.sw * g.L;
@@ -379,7 +381,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) conv_smallc_f32_kernel(ConvOpe
     }
   };
 
-  const int cg = tid % 8, pg = tid / 8, pl = pg / (kTQ / kPX), ql = pg % (kTQ / kPX) * kPX;
+  const int cg = tid % 8, pg = tid / 8, pl = pg / (kTQ / PX), ql = pg % (kTQ / PX) * PX;
   int64_t t = blockIdx.x;
   if (t < g.tiles) stage(t, bufs);
   cp_async_commit();  // group: the weight and the first tile
@@ -389,21 +391,21 @@ __global__ void __launch_bounds__(kMaxThreads, 2) conv_smallc_f32_kernel(ConvOpe
     cp_async_wait<1>();  // all but the group just committed: this tile (and the weight) are in
     __syncthreads();
     const float* tile = bufs + b * g.tile_len();
-    float acc[kPX][kKX] = {};
+    float acc[PX][kKX] = {};
     for (int cr = 0; cr < g.C * g.R; ++cr) {
       const int ch = cr / g.R, r = cr % g.R;
       const float* row = tile + (ch * g.IH + pl * g.sh + r * g.dh) * line_len + ql;
       const float* wp = wts + cr * g.S * kLDW + cg * 4;
       if constexpr (S > 0) {
-        row_taps<S, SW>(acc, row, g.L, wp);
+        row_taps<S, SW, PX>(acc, row, g.L, wp);
       } else {
 #pragma unroll 2
         for (int s = 0; s < g.S; ++s) {
           const float* in = row + soff[s];
-          float xv[kPX];
+          float xv[PX];
 #pragma unroll
-          for (int i = 0; i < kPX; ++i) xv[i] = in[i];
-          tap_fma(acc, xv, wp + s * kLDW);
+          for (int i = 0; i < PX; ++i) xv[i] = in[i];
+          tap_fma<PX>(acc, xv, wp + s * kLDW);
         }
       }
     }
@@ -412,24 +414,24 @@ __global__ void __launch_bounds__(kMaxThreads, 2) conv_smallc_f32_kernel(ConvOpe
     const int tt = int(t % g.tiles_pq), p = tt / g.tiles_q * g.TP + pl, qb = tt % g.tiles_q * kTQ + ql;
     if (p < g.P) {
       float* yp = static_cast<float*>(c.y) + n * c.ys[0] + int64_t(p) * c.ys[2];
-      const bool vec = g.vec && qb + kPX <= g.Q;
+      const bool vec = g.vec && qb + PX <= g.Q;
 #pragma unroll
       for (int j = 0; j < kKX; ++j) {
         const int k = k0 + j / 4 * 32 + cg * 4 + j % 4;
         if (k >= g.K) continue;
         const float bias = epi.bias != nullptr ? epi.bias[k] : 0.f;
         float* yk = yp + int64_t(k) * c.ys[1];
-        float o[kPX];
+        float o[PX];
 #pragma unroll
-        for (int i = 0; i < kPX; ++i)
+        for (int i = 0; i < PX; ++i)
           o[i] = qb + i < g.Q ? epi.template finish<A>(acc[i][j] + bias, yk + int64_t(qb + i) * c.ys[3]) : 0.f;
         if (vec) {
 #pragma unroll
-          for (int i = 0; i < kPX; i += 4)
+          for (int i = 0; i < PX; i += 4)
             *reinterpret_cast<float4*>(yk + qb + i) = make_float4(o[i], o[i + 1], o[i + 2], o[i + 3]);
         } else {
 #pragma unroll
-          for (int i = 0; i < kPX; ++i)
+          for (int i = 0; i < PX; ++i)
             if (qb + i < g.Q) yk[int64_t(qb + i) * c.ys[3]] = o[i];
         }
       }
@@ -438,7 +440,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) conv_smallc_f32_kernel(ConvOpe
   }
 }
 
-template <Act AC, int S>
+template <Act AC, int S, int PX>
 std::atomic<uint64_t> smem_set_on{0};
 }  // namespace f32
 
@@ -534,18 +536,26 @@ bool conv_fwd_smallc_f32(const GemmArgs& a) {
   if (g.smem() > size_t(f32::kMaxSmem) || kblocks > 65535 || tiles >= 2 * big) return false;
   g.tiles_pq = int(tiles);
   g.tiles = c.N * tiles;
+  // Still too few blocks (batch 1): 4 pixels a thread, half the serial math each
+  const int px = g.tiles * kblocks < 2 * sms ? 4 : 8;
   // Resident blocks a SM: two at 256 threads by the launch bounds' 128 registers, more for smaller
   // tiles, as shared memory allows (228 KiB a SM, 1 KiB of it reserved per block).
-  const int threads = 16 * g.TP;
+  const int threads = g.TP * (f32::kTQ / px) * 8;
   const int per_sm = std::max<int>(1, std::min<int64_t>(65536 / (128 * threads), 228 * 1024 / (g.smem() + 1024)));
   const dim3 grid(unsigned(std::min<int64_t>(g.tiles, std::max<int64_t>(1, per_sm * sms / kblocks))), unsigned(kblocks));
   const auto stream = at::cuda::getCurrentCUDAStream();
   const bool stem = c.S == 7 && c.sw == 2 && c.dw == 1;
+  auto launch = [&](auto* kernel, std::atomic<uint64_t>& set_on) {
+    allow_smem(kernel, size_t(f32::kMaxSmem), set_on);
+    kernel<<<grid, threads, g.smem(), stream>>>(c, g, epilogue_of<float>(a));
+  };
   with_act(a.act, [&](auto act) {
     constexpr Act AC = decltype(act)::value;
-    auto* kernel = stem ? f32::conv_smallc_f32_kernel<AC, 7, 2> : f32::conv_smallc_f32_kernel<AC, 0, 0>;
-    allow_smem(kernel, size_t(f32::kMaxSmem), stem ? f32::smem_set_on<AC, 7> : f32::smem_set_on<AC, 0>);
-    kernel<<<grid, threads, g.smem(), stream>>>(c, g, epilogue_of<float>(a));
+    namespace k = f32;
+    if (stem && px == 8) launch(k::conv_smallc_f32_kernel<AC, 7, 2, 8>, k::smem_set_on<AC, 7, 8>);
+    else if (stem) launch(k::conv_smallc_f32_kernel<AC, 7, 2, 4>, k::smem_set_on<AC, 7, 4>);
+    else if (px == 8) launch(k::conv_smallc_f32_kernel<AC, 0, 0, 8>, k::smem_set_on<AC, 0, 8>);
+    else launch(k::conv_smallc_f32_kernel<AC, 0, 0, 4>, k::smem_set_on<AC, 0, 4>);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return true;
