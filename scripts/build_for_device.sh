@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build tileops on this machine (no GPU needed) for the lent GPU machine, so its device minutes go
 # to tests and timings rather than to the build: Python 3.12 and torch 2.11.0 (CUDA 13.0) as there,
-# sm_90a only; the extension stripped and gzipped into .carry/_C.so.gz (~25 MB: the device tool
-# carries at most 64 MiB with the tree). On the device, `run` with carry [".carry"] and a command
-# that starts with
-#   gunzip -c .carry/_C.so.gz > python/tileops/_C.cpython-312-x86_64-linux-gnu.so &&
+# sm_90a only; the extension stripped and xz-compressed into .carry/_C.so.xz (~22 MiB: the device
+# tool carries at most 64 MiB with the tree, 37 of them tracked files; gzip -9 made 25.7, which no
+# longer fit). On the device, `run` with carry [".carry"] and a command that starts with
+#   python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.carry/_C.so.xz'),
+#     open('python/tileops/_C.cpython-312-x86_64-linux-gnu.so', 'wb'))" &&
 # then scripts/gpu_focus.sh (or SKIP_BUILD=1 scripts/gpu_run.sh). A first build takes ~25 min on 2
 # cores; later ones rebuild what changed (build/ is kept).
 #   DEVICE_PYTHON  a Python 3.12 interpreter (default: python3.12, else pyenv's 3.12)
@@ -26,5 +27,6 @@ TORCH_CUDA_ARCH_LIST=9.0a FORCE_CUDA=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} PATH="$PWD
 grep "tileops build" build_for_device.log
 mkdir -p .carry
 strip --strip-debug -o .carry/_C.so python/tileops/_C.cpython-312-x86_64-linux-gnu.so
-gzip -9 -f .carry/_C.so  # -9: 25 MiB against -1's 27; the tree and the carry share 64 MiB
-ls -la .carry/_C.so.gz
+rm -f .carry/_C.so.gz .carry/_C.so.xz
+xz -9 -T0 .carry/_C.so
+ls -la .carry/_C.so.xz
