@@ -169,6 +169,13 @@ CUDA_CASES = {
     "c7_1x7": Conv(1, 7, 10, 33, 16, 1, 7, 1, (0, 3)),
     "c4_8x8_k256": Conv(1, 4, 12, 12, 8, 8, 8, 2, 3),
     "c7_5x5_sw4_wide": Conv(1, 7, 9, 520, 16, 5, 5, (1, 4), 2),
+    # ... its quads (C <= 4, even stride along w, S <= 8, rows of whole 16-byte chunks): 4 taps a row
+    # with one masked and a partial channel block; 3 chunks of 128 pixels with 3 taps masked; one
+    # channel, dilation along h, two channel blocks; stride 4 with all 8 taps
+    "q3_3x3_s2": Conv(2, 3, 24, 40, 32, 3, 3, 2, 1),
+    "q2_5x5_s2_wide": Conv(1, 2, 9, 520, 16, 5, 5, 2, 2),
+    "q1_3x5_s2_dil": Conv(2, 1, 17, 40, 70, 3, 5, 2, (1, 2), (2, 1)),
+    "q4_3x8_sw4": Conv(1, 4, 10, 64, 24, 3, 8, (1, 4), (1, 3)),
     # ... and fp32 (TF32 off): the direct kernel's tiles of 8 and 16 output rows (enough blocks for
     # two a SM), the taller with a partial last tile each way and rows of 115 pixels (no float4 stores)
     "stem7x7_b3": Conv(3, 3, 224, 224, 64, 7, 7, 2, 3),
@@ -408,8 +415,10 @@ def test_conv2d_forward_cuda(kind, case, layout):
 
 
 FAST_PATHS = [(k, case, layout, kernel) for k in ("float16", "bfloat16") for case, layout, kernel in [
-    ("stem7x7_224", "channels_last", "conv_smallc_kernel"), ("c7_5x5_sw4_wide", "channels_last", "conv_smallc_kernel"),
-    ("stem7x7", "contiguous", "conv_smallc_kernel"), ("depthwise_96@56", "channels_last", "dw_fwd_strip_kernel")]] + [
+    ("stem7x7_224", "channels_last", "conv_smallc4_kernel"), ("c7_5x5_sw4_wide", "channels_last", "conv_smallc_kernel"),
+    ("stem7x7", "contiguous", "conv_smallc_kernel"), ("stem7x7_224", "contiguous", "conv_smallc4_kernel"),
+    ("q3_3x3_s2", "channels_last", "conv_smallc4_kernel"), ("q4_3x8_sw4", "channels_last", "conv_smallc4_kernel"),
+    ("depthwise_96@56", "channels_last", "dw_fwd_strip_kernel")]] + [
     ("float32", case, layout, "conv_smallc_f32_kernel") for case, layout in [
         ("stem7x7_224", "contiguous"), ("stem7x7_b6_odd", "contiguous"), ("stem7x7", "channels_last"),
         ("c7_5x5_sw4_wide", "contiguous"), ("c4_8x8_k256", "contiguous"), ("c3_k130_b8", "channels_last")]]
@@ -431,6 +440,29 @@ def test_conv2d_fast_path_taken_cuda(kind, case, layout, kernel):
     assert any(kernel in n for n in names), "%s %s: expected %s among %s" % (case, kind, kernel, names)
     if kind == "float32":
         assert len(names) == 1, "%s: %s" % (case, names)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("case", ["stem7x7_224", "q3_3x3_s2", "q2_5x5_s2_wide", "stem7x7", "c3_k130"])
+def test_conv2d_nonfinite_cuda(kind, case):
+    """An Inf or NaN of x reaches exactly the outputs whose windows hold it. The small-C kernels read
+    padding taps and columns that no window holds (the quads' taps past S are real pixels of x):
+    multiplied by a zero weight, an Inf there would turn a finite output into NaN."""
+    c = CUDA_CASES[case]
+    gen, seed = fresh_generator()
+    x = randn(c.x_shape, DTYPES[kind], "cuda", gen).to(memory_format=torch.channels_last)
+    w = randn(c.w_shape, DTYPES[kind], "cuda", gen)
+    n, ch, h, wd = c.x_shape
+    for i, v in enumerate([float("inf"), float("-inf"), float("nan")]):  # columns 1, 6 and 11 of three rows
+        x[i % n, i % ch, (3 + 5 * i) % h, (1 + 5 * i) % wd] = v
+    with tf32(False):
+        y = tileops.conv2d(x, w, None, *c.params)
+    ref = F.conv2d(x.double(), w.double(), None, *c.params)
+    what = "conv %s %s seed=%d" % (case, kind, seed)
+    assert torch.equal(torch.isfinite(y), torch.isfinite(ref)), "%s: %d outputs finite in one only" % (
+        what, int((torch.isfinite(y) != torch.isfinite(ref)).sum()))
+    assert torch.equal(torch.isnan(y), torch.isnan(ref)), what
 
 
 @pytest.mark.cuda

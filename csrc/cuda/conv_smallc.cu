@@ -52,6 +52,13 @@ struct SmallC {
            16 * 16;
   }
   size_t smem() const { return c_tile() + size_t(kQT) * kLdc * 2; }
+  // conv_smallc4_kernel: rowp staged pixels a ring row (4 channels each), raw rows of raw_len
+  // elements; B, bias, the ring, the raw rows, then the C tile
+  int rowp = 0, raw_len = 0;
+  __host__ __device__ size_t quad_ring() const { return size_t(kNB) * ldb * 2 + kNB * 4; }
+  __host__ __device__ size_t quad_raw() const { return quad_ring() + size_t(RR) * rowp * 8; }
+  __host__ __device__ size_t quad_ctile() const { return quad_raw() + size_t(RR) * raw_len * 2; }
+  size_t quad_smem() const { return quad_ctile() + size_t(kQT) * kLdc * 2; }
 };
 
 // Fills shared memory from `rows` x `cols` 2-byte elements: store(r, c, load(r, c)), with kStage
@@ -86,6 +93,71 @@ __device__ __forceinline__ uint32_t a_pair(const uint16_t* px, int o0, int o1) {
   return uint32_t(px[o0]) | (uint32_t(px[o1]) << 16);
 }
 
+// The epilogue of one item (image n, output row p, pixels [q0, q0 + kQT)) of a block's kNB channels
+// from k0c: accumulator (mt, j, 2h + e) is pixel row gid + 8h of tile mt, channel 8j + 2tig + e.
+// rows16: the C tile through shared memory (ctile, a warp's rows of it).
+template <typename T, Act A>
+__device__ __forceinline__ void store_item(const float (&acc)[kMT][8][4], const ConvOperands& c, const SmallC& g,
+                                           const Epilogue<T>& epi, const float* bias, uint16_t* ctile, int64_t n,
+                                           int p, int q0, int k0c, bool rows16) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
+  const int nq = min(kQT, g.Q - q0);
+  T* y = static_cast<T*>(c.y);
+  T* yrow = y + n * c.ys[0] + int64_t(p) * c.ys[2];
+  if (rows16) {
+    // The warp's 32 pixels x kNB channels through shared memory (4-byte stores on distinct banks),
+    // then to y as 16-byte vectors, 8 lanes a pixel: 8 stores a thread instead of 32 of 4 bytes.
+    uint16_t* cw = ctile + warp * (kMT * 16) * kLdc;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int pl = mt * 16 + gid + 8 * h, ql = warp * (kMT * 16) + pl;
+        const T* yq = yrow + int64_t(q0 + min(ql, nq - 1)) * c.ys[3];  // the residual's place
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int k = 8 * j + 2 * tig;
+          const T o0 = epi.template finish<A>(acc[mt][j][2 * h] + bias[k], yq + k0c + k);
+          const T o1 = epi.template finish<A>(acc[mt][j][2 * h + 1] + bias[k + 1], yq + k0c + k + 1);
+          *reinterpret_cast<uint32_t*>(cw + pl * kLdc + k) = uint32_t(o0.x) | (uint32_t(o1.x) << 16);
+        }
+      }
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < kMT * 16 * kNB / 8 / 32; ++i) {
+      const int id = lane + 32 * i, pl = id / (kNB / 8), v = id % (kNB / 8), ql = warp * (kMT * 16) + pl;
+      if (ql < nq)
+        *reinterpret_cast<uint4*>(yrow + int64_t(q0 + ql) * c.ys[3] + k0c + 8 * v) =
+            *reinterpret_cast<const uint4*>(cw + pl * kLdc + 8 * v);
+    }
+    __syncwarp();  // the C tile is read before the next item writes it
+  } else {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int ql = warp * (kMT * 16) + mt * 16 + gid + 8 * h;
+        if (ql >= nq) continue;
+        T* yq = yrow + int64_t(q0 + ql) * c.ys[3];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int k = k0c + 8 * j + 2 * tig;
+          float v[2] = {acc[mt][j][2 * h], acc[mt][j][2 * h + 1]};
+          T o[2] = {T(0), T(0)};
+#pragma unroll
+          for (int e = 0; e < 2; ++e)  // none past the last channel (K odd or not a multiple of kNB)
+            if (k + e < g.K) o[e] = epi.template finish<A>(v[e] + bias[k - k0c + e], yq + (k + e) * c.ys[1]);
+          if (g.pairs && k + 1 < g.K) {  // c10::Half and c10::BFloat16 keep their bits in .x
+            *reinterpret_cast<uint32_t*>(yq + k) = uint32_t(o[0].x) | (uint32_t(o[1].x) << 16);
+          } else {
+            for (int e = 0; e < 2; ++e)
+              if (k + e < g.K) yq[(k + e) * c.ys[1]] = o[e];
+          }
+        }
+      }
+  }
+}
+
 // y[n, k, p, q] = act(bias[k] + residual + sum_{r,s,c} x[n, c, p*sh - ph + r*dh, q*sw - pw + s*dw] * w[k, c, r, s])
 // Block: kNB output channels (blockIdx.y), a run of g.per consecutive items (n, p, chunk of kQT pixels).
 // Warp w: pixels [32w, 32w + 32) of the chunk, all kNB channels (2 x 8 m16n8 accumulators).
@@ -102,7 +174,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
   uint16_t* ctile = reinterpret_cast<uint16_t*>(smallc_smem + g.c_tile());  // [kQT][kLdc]: rows16's C tile
   const uint16_t* x = static_cast<const uint16_t*>(c.x);
   const uint16_t* w = static_cast<const uint16_t*>(c.w);
-  T* y = static_cast<T*>(c.y);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gid = lane / 4, tig = lane % 4;
   const int k0c = blockIdx.y * kNB, zero = g.RR * g.row_len;  // zero: the padding columns' offset
   const bool rows16 = g.rows16 && k0c + kNB <= g.K;  // a whole block of channels
@@ -197,60 +268,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
       }
     }
 
-    // Epilogue: accumulator (mt, j, 2h + e) is pixel row gid + 8h of tile mt, channel 8j + 2tig + e.
-    T* yrow = y + n * c.ys[0] + int64_t(p) * c.ys[2];
-    if (rows16) {
-      // The warp's 32 pixels x kNB channels through shared memory (4-byte stores on distinct banks),
-      // then to y as 16-byte vectors, 8 lanes a pixel: 8 stores a thread instead of 32 of 4 bytes.
-      uint16_t* cw = ctile + warp * (kMT * 16) * kLdc;
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int pl = mt * 16 + gid + 8 * h, ql = warp * (kMT * 16) + pl;
-          const T* yq = yrow + int64_t(q0 + min(ql, nq - 1)) * c.ys[3];  // the residual's place
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const int k = 8 * j + 2 * tig;
-            const T o0 = epi.template finish<A>(acc[mt][j][2 * h] + bias[k], yq + k0c + k);
-            const T o1 = epi.template finish<A>(acc[mt][j][2 * h + 1] + bias[k + 1], yq + k0c + k + 1);
-            *reinterpret_cast<uint32_t*>(cw + pl * kLdc + k) = uint32_t(o0.x) | (uint32_t(o1.x) << 16);
-          }
-        }
-      __syncwarp();
-#pragma unroll
-      for (int i = 0; i < kMT * 16 * kNB / 8 / 32; ++i) {
-        const int id = lane + 32 * i, pl = id / (kNB / 8), v = id % (kNB / 8), ql = warp * (kMT * 16) + pl;
-        if (ql < nq)
-          *reinterpret_cast<uint4*>(yrow + int64_t(q0 + ql) * c.ys[3] + k0c + 8 * v) =
-              *reinterpret_cast<const uint4*>(cw + pl * kLdc + 8 * v);
-      }
-      __syncwarp();  // the C tile is read before the next item writes it
-    } else {
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int ql = warp * (kMT * 16) + mt * 16 + gid + 8 * h;
-          if (ql >= nq) continue;
-          T* yq = yrow + int64_t(q0 + ql) * c.ys[3];
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const int k = k0c + 8 * j + 2 * tig;
-            float v[2] = {acc[mt][j][2 * h], acc[mt][j][2 * h + 1]};
-            T o[2] = {T(0), T(0)};
-#pragma unroll
-            for (int e = 0; e < 2; ++e)  // none past the last channel (K odd or not a multiple of kNB)
-              if (k + e < g.K) o[e] = epi.template finish<A>(v[e] + bias[k - k0c + e], yq + (k + e) * c.ys[1]);
-            if (g.pairs && k + 1 < g.K) {  // c10::Half and c10::BFloat16 keep their bits in .x
-              *reinterpret_cast<uint32_t*>(yq + k) = uint32_t(o[0].x) | (uint32_t(o[1].x) << 16);
-            } else {
-              for (int e = 0; e < 2; ++e)
-                if (k + e < g.K) yq[(k + e) * c.ys[1]] = o[e];
-            }
-          }
-        }
-    }
+    store_item<T, A>(acc, c, g, epi, bias, ctile, n, p, q0, k0c, rows16);
     prev_hb = hb;
     have = g.qchunks == 1;  // with several chunks the next item stages other columns
     if (++qc == g.qchunks) {
@@ -260,8 +278,155 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
   }
 }
 
+// Channels padded to 4 ("quads": C <= 4, an even stride along w, dilation 1 there, S <= 8, x's rows
+// 16-byte aligned). A staged pixel is then 8 bytes and pixel q's window of a filter row, S taps x 4
+// channels, starts at element 4 sw q: every 16-byte ldmatrix row is aligned, so an A fragment is one
+// ldmatrix_x4 instead of 8 two-byte loads (most of the general kernel's loop). A filter row is KR
+// columns of K (16 or 32: 4 or 8 taps), the taps past S masked to zero in A (the staged values there
+// are real pixels, and Inf * 0 is NaN) and in B. x's rows arrive by 16-byte cp.async into a raw buffer
+// while the previous item computes (the general kernel waits out its loads), and are spread to quads
+// in shared memory once they land.
+template <typename T, Act A, int KR>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(ConvOperands c, SmallC g, Epilogue<T> epi) {
+  extern __shared__ __align__(16) unsigned char smallc_smem[];
+  uint16_t* Bs = reinterpret_cast<uint16_t*>(smallc_smem);                // [kNB][ldb]: k = r KR + 4 s + ch
+  float* bias = reinterpret_cast<float*>(Bs + kNB * g.ldb);                 // [kNB]
+  uint16_t* ring = reinterpret_cast<uint16_t*>(smallc_smem + g.quad_ring());  // [RR][4 rowp] input rows, quads
+  uint16_t* raw = reinterpret_cast<uint16_t*>(smallc_smem + g.quad_raw());    // [RR][raw_len] rows as in x
+  uint16_t* ctile = reinterpret_cast<uint16_t*>(smallc_smem + g.quad_ctile());
+  const uint16_t* x = static_cast<const uint16_t*>(c.x);
+  const uint16_t* w = static_cast<const uint16_t*>(c.w);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, tig = lane % 4;
+  const int k0c = blockIdx.y * kNB;
+  const bool rows16 = g.rows16 && k0c + kNB <= g.K;
+
+  // Items (n, p, qc) in order; the rows an item stages: [lo, hb + RR), lo past the rows the block's
+  // previous item left in the ring (same image and chunk: only qchunks == 1 keeps the columns).
+  struct Item {
+    int64_t n;
+    int p, qc, hb, lo;
+  };
+  auto item_at = [&](int64_t i) {
+    Item it;
+    it.qc = int(i % g.qchunks), it.p = int((i / g.qchunks) % g.P), it.n = i / g.qchunks / g.P;
+    it.hb = it.p * g.sh - g.ph, it.lo = it.hb;
+    return it;
+  };
+  auto next_of = [&](const Item& it) {
+    Item nx = it;
+    if (++nx.qc == g.qchunks) {
+      nx.qc = 0;
+      if (++nx.p == g.P) nx.p = 0, ++nx.n;
+    }
+    nx.hb = nx.p * g.sh - g.ph;
+    const bool keep = g.qchunks == 1 && nx.n == it.n && nx.hb > it.hb;
+    nx.lo = keep ? max(nx.hb, it.hb + g.RR) : nx.hb;
+    return nx;
+  };
+  // x's elements [e0, e0 + 8 chunks) of each of the item's new rows in bounds, into raw row h - lo
+  auto raw_span = [&](const Item& it) {  // (e0, chunks)
+    const int64_t w_lo = int64_t(it.qc) * kQT * g.sw - g.pw;
+    const int64_t lo = max(w_lo * g.C, int64_t(0)) / 8 * 8;
+    const int64_t hi = (min((w_lo + g.rowp) * g.C, int64_t(g.W) * g.C) + 7) / 8 * 8;
+    return make_int2(int(lo), int(max(hi - lo, int64_t(0)) / 8));
+  };
+  auto fetch = [&](const Item& it) {
+    const int2 span = raw_span(it);
+    const int e0 = span.x, chunks = span.y, rows = it.hb + g.RR - it.lo;
+    for (int i = tid; i < rows * chunks; i += kThreads) {
+      const int r = i / chunks, j = i - r * chunks, h = it.lo + r;
+      if (h >= 0 && h < g.H)
+        cp_async16(smem_u32(raw + r * g.raw_len + 8 * j), x + it.n * c.xs[0] + int64_t(h) * c.xs[2] + e0 + 8 * j);
+    }
+    cp_async_commit();
+  };
+  // raw -> ring: pixel j of a new row as 4 channels (zeros past C and outside x)
+  auto spread = [&](const Item& it) {
+    const int e0 = raw_span(it).x, w_lo = it.qc * kQT * g.sw - g.pw;
+    for (int h = it.lo; h < it.hb + g.RR; ++h) {
+      const bool in_h = h >= 0 && h < g.H;
+      const uint16_t* src = raw + (h - it.lo) * g.raw_len - e0;
+      uint16_t* dst = ring + ring_slot(h, g.RR) * 4 * g.rowp;
+      for (int j = tid; j < g.rowp; j += kThreads) {
+        const int wc = w_lo + j;
+        uint32_t lo = 0, hi = 0;
+        if (in_h && wc >= 0 && wc < g.W) {
+          const uint16_t* e = src + wc * g.C;
+          lo = e[0] | (g.C > 1 ? uint32_t(e[1]) << 16 : 0u);
+          hi = g.C > 2 ? e[2] | (g.C > 3 ? uint32_t(e[3]) << 16 : 0u) : 0u;
+        }
+        *reinterpret_cast<uint2*>(dst + 4 * j) = make_uint2(lo, hi);
+      }
+    }
+  };
+
+  const int64_t first = int64_t(blockIdx.x) * g.per, last = min(first + g.per, g.items);
+  Item it = item_at(first);
+  fetch(it);  // in flight while B is staged
+  for (int i = tid; i < kNB; i += kThreads)
+    bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
+  const int64_t ws0 = c.ws[0];
+  copy_in(
+      kNB, g.Kp,
+      [&](int n, int k) {
+        const int r = k / KR, s = k % KR / 4, ch = k % 4;
+        return s < g.S && ch < g.C && k0c + n < g.K ? w[(k0c + n) * ws0 + ch * c.ws[1] + r * c.ws[2] + s * c.ws[3]]
+                                                    : uint16_t(0);
+      },
+      [&](int n, int k, uint16_t v) { Bs[n * g.ldb + k] = v; });
+
+  // A rows: lanes 8i..8i+7 address matrix i (pixels +8 for odd i, columns +8 for i >= 2); the taps of
+  // the last k16 step past S read as zeros (a0, a1: column 2 tig of the step; a2, a3: 8 + 2 tig).
+  int aoff[kMT];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+    aoff[mt] = (warp * (kMT * 16) + mt * 16 + lane % 8 + 8 * (lane / 8 % 2)) * 4 * g.sw + 8 * (lane / 16);
+  constexpr int kSteps = KR / 16;
+  const bool mask_lo = (KR - 16 + 2 * tig) / 4 >= g.S, mask_hi = (KR - 8 + 2 * tig) / 4 >= g.S;
+
+  for (int64_t item = first; item < last; ++item) {
+    cp_async_wait<0>();
+    __syncthreads();  // this item's rows are in raw; the previous item's reads of the ring are done
+    spread(it);
+    __syncthreads();
+    const Item cur = it;
+    if (item + 1 < last) it = next_of(cur), fetch(it);  // raw is free again: the next item's rows
+
+    float acc[kMT][8][4] = {};
+    const int hb_slot = ring_slot(cur.hb, g.RR);
+    for (int r = 0; r < g.R; ++r) {
+      const int slot = hb_slot + r * g.dh;  // < 2 RR
+      const uint16_t* row = ring + (slot >= g.RR ? slot - g.RR : slot) * 4 * g.rowp;
+#pragma unroll
+      for (int kk = 0; kk < kSteps; ++kk) {
+        uint32_t a[kMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          ldmatrix_x4(a[mt], row + aoff[mt] + 16 * kk);
+          if (kk == kSteps - 1) {
+            if (mask_lo) a[mt][0] = a[mt][1] = 0;
+            if (mask_hi) a[mt][2] = a[mt][3] = 0;
+          }
+        }
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {  // n8 tiles 2jj and 2jj + 1, k halves: matrices 0..3
+          const int m = lane / 8, brow = (2 * jj + m / 2) * 8 + lane % 8;
+          uint32_t b[4];
+          ldmatrix_x4(b, Bs + brow * g.ldb + r * KR + 16 * kk + 8 * (m % 2));
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma_sync<T>(acc[mt][2 * jj], a[mt], b);
+            mma_sync<T>(acc[mt][2 * jj + 1], a[mt], b + 2);
+          }
+        }
+      }
+    }
+    store_item<T, A>(acc, c, g, epi, bias, ctile, cur.n, cur.p, cur.qc * kQT, k0c, rows16);
+  }
+}
+
 // Devices on which each kernel's dynamic shared-memory limit is set (allow_smem).
-template <typename T, Act AC>
+template <typename T, Act AC, int KR = 0>
 std::atomic<uint64_t> smem_set_on{0};
 
 // fp32 with TF32 off: no tensor cores to feed, and the implicit SIMT GEMM (gemm_conv_vec.cuh) pads
@@ -473,7 +638,19 @@ bool conv_fwd_smallc(const GemmArgs& a) {
             c.ys[3] % 2 == 0;
   g.rows16 = c.ys[1] == 1 && reinterpret_cast<uintptr_t>(c.y) % 16 == 0 && c.ys[0] % 8 == 0 && c.ys[2] % 8 == 0 &&
              c.ys[3] % 8 == 0;
-  const size_t smem = g.smem();
+  // Quads (conv_smallc4_kernel) where C <= 4, w's stride even, its dilation 1, S <= 8, and x's rows
+  // 16-byte aligned and whole 16-byte chunks (cp.async reads no element past a row's end).
+  const int kr = c.S <= 4 ? 16 : 32;
+  SmallC q = g;
+  q.Kp = int(c.R) * kr;
+  q.ldb = q.Kp + 8;
+  q.rowp = int(((kQT - 1) * c.sw + kr / 4 + 1) / 2 * 2);  // the masked taps of the last pixel too
+  q.raw_len = (q.rowp * q.C + 14 + 7) / 8 * 8;          // + the chunks' rounding at both ends
+  const bool quad = c.C <= 4 && c.sw % 2 == 0 && c.dw == 1 && c.S <= 8 && c.xs[0] % 8 == 0 && c.xs[2] % 8 == 0 &&
+                    c.W * c.C % 8 == 0 && reinterpret_cast<uintptr_t>(c.x) % 16 == 0 &&
+                    q.quad_smem() <= size_t(kMaxSmem);
+  if (quad) g = q;
+  const size_t smem = quad ? g.quad_smem() : g.smem();
   if (smem > size_t(kMaxSmem)) return false;
   const int sms = dev->multiProcessorCount;
   const int64_t kblocks = (c.K + kNB - 1) / kNB;
@@ -489,10 +666,14 @@ bool conv_fwd_smallc(const GemmArgs& a) {
     if constexpr (std::is_same<T, c10::Half>::value || std::is_same<T, c10::BFloat16>::value) {
       with_act(a.act, [&](auto act) {
         constexpr Act AC = decltype(act)::value;
-        auto* kernel = conv_smallc_kernel<T, AC>;
-        // the limit at the most any problem takes, once per device (not a driver call per launch)
-        allow_smem(kernel, size_t(kMaxSmem), smem_set_on<T, AC>);
-        kernel<<<grid, kThreads, smem, stream>>>(c, g, epilogue_of<T>(a));
+        auto launch = [&](auto* kernel, std::atomic<uint64_t>& set_on) {
+          // the limit at the most any problem takes, once per device (not a driver call per launch)
+          allow_smem(kernel, size_t(kMaxSmem), set_on);
+          kernel<<<grid, kThreads, smem, stream>>>(c, g, epilogue_of<T>(a));
+        };
+        if (!quad) launch(conv_smallc_kernel<T, AC>, smem_set_on<T, AC>);
+        else if (kr == 16) launch(conv_smallc4_kernel<T, AC, 16>, smem_set_on<T, AC, 16>);
+        else launch(conv_smallc4_kernel<T, AC, 32>, smem_set_on<T, AC, 32>);
       });
     }
   });
