@@ -93,12 +93,57 @@ __device__ __forceinline__ uint32_t a_pair(const uint16_t* px, int o0, int o1) {
   return uint32_t(px[o0]) | (uint32_t(px[o1]) << 16);
 }
 
+// The block's B rows: Bs[n][col(ch, r, s)] = w[k0c + n, ch, r, s], zeros elsewhere (columns no tap
+// maps to, channels past K). A lane holds the w offset and the column of taps e = lane + 32 i of a
+// channel (R*S*C <= 256, in w's own (ch, r, s) order: contiguous loads for a contiguous w), and a
+// warp loads 4 channels' taps, 32 loads in flight, before it stores them.
+template <typename Col>
+__device__ __forceinline__ void stage_weight(uint16_t* Bs, const ConvOperands& c, const SmallC& g, int k0c, Col&& col) {
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  for (int i = tid; i < kNB * g.ldb / 8; i += kThreads) reinterpret_cast<uint4*>(Bs)[i] = make_uint4(0, 0, 0, 0);
+  const int RS = g.R * g.S, taps = RS * g.C;
+  int src[kMaxK / 32], dst[kMaxK / 32];
+#pragma unroll
+  for (int i = 0; i < kMaxK / 32; ++i) {
+    const int e = lane + 32 * i, ch = e / RS, r = e % RS / g.S, s = e % g.S;
+    src[i] = e < taps ? int(ch * c.ws[1] + r * c.ws[2] + s * c.ws[3]) : -1;
+    dst[i] = col(ch, r, s);
+  }
+  __syncthreads();  // the zeros before the taps
+  const uint16_t* w = static_cast<const uint16_t*>(c.w);
+  for (int n0 = warp; n0 < kNB; n0 += 4 * kWarps) {
+    uint16_t v[4][kMaxK / 32];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int64_t k = k0c + n0 + u * kWarps;
+#pragma unroll
+      for (int i = 0; i < kMaxK / 32; ++i) v[u][i] = k < g.K && src[i] >= 0 ? w[k * c.ws[0] + src[i]] : uint16_t(0);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int i = 0; i < kMaxK / 32; ++i)
+        if (src[i] >= 0) Bs[(n0 + u * kWarps) * g.ldb + dst[i]] = v[u][i];
+  }
+}
+
+// The accumulators start at the bias (bias[kNB] in shared memory): channel 8j + 2tig + e of each row.
+__device__ __forceinline__ void init_acc(float (&acc)[kMT][8][4], const float* bias) {
+  const int tig = threadIdx.x % 4;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * tig);
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) acc[mt][j][0] = acc[mt][j][2] = b.x, acc[mt][j][1] = acc[mt][j][3] = b.y;
+  }
+}
+
 // The epilogue of one item (image n, output row p, pixels [q0, q0 + kQT)) of a block's kNB channels
-// from k0c: accumulator (mt, j, 2h + e) is pixel row gid + 8h of tile mt, channel 8j + 2tig + e.
-// rows16: the C tile through shared memory (ctile, a warp's rows of it).
+// from k0c: accumulator (mt, j, 2h + e) is pixel row gid + 8h of tile mt, channel 8j + 2tig + e, its
+// bias added (init_acc). rows16: the C tile through shared memory (ctile, a warp's rows of it).
 template <typename T, Act A>
 __device__ __forceinline__ void store_item(const float (&acc)[kMT][8][4], const ConvOperands& c, const SmallC& g,
-                                           const Epilogue<T>& epi, const float* bias, uint16_t* ctile, int64_t n,
+                                           const Epilogue<T>& epi, uint16_t* ctile, int64_t n,
                                            int p, int q0, int k0c, bool rows16) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
   const int nq = min(kQT, g.Q - q0);
@@ -117,8 +162,8 @@ __device__ __forceinline__ void store_item(const float (&acc)[kMT][8][4], const 
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const int k = 8 * j + 2 * tig;
-          const T o0 = epi.template finish<A>(acc[mt][j][2 * h] + bias[k], yq + k0c + k);
-          const T o1 = epi.template finish<A>(acc[mt][j][2 * h + 1] + bias[k + 1], yq + k0c + k + 1);
+          const T o0 = epi.template finish<A>(acc[mt][j][2 * h], yq + k0c + k);
+          const T o1 = epi.template finish<A>(acc[mt][j][2 * h + 1], yq + k0c + k + 1);
           *reinterpret_cast<uint32_t*>(cw + pl * kLdc + k) = uint32_t(o0.x) | (uint32_t(o1.x) << 16);
         }
       }
@@ -146,7 +191,7 @@ __device__ __forceinline__ void store_item(const float (&acc)[kMT][8][4], const 
           T o[2] = {T(0), T(0)};
 #pragma unroll
           for (int e = 0; e < 2; ++e)  // none past the last channel (K odd or not a multiple of kNB)
-            if (k + e < g.K) o[e] = epi.template finish<A>(v[e] + bias[k - k0c + e], yq + (k + e) * c.ys[1]);
+            if (k + e < g.K) o[e] = epi.template finish<A>(v[e], yq + (k + e) * c.ys[1]);
           if (g.pairs && k + 1 < g.K) {  // c10::Half and c10::BFloat16 keep their bits in .x
             *reinterpret_cast<uint32_t*>(yq + k) = uint32_t(o[0].x) | (uint32_t(o[1].x) << 16);
           } else {
@@ -167,34 +212,26 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
   uint16_t* Bs = reinterpret_cast<uint16_t*>(smallc_smem);  // [kNB][ldb]: w[k0c + n] at column k
   float* bias = reinterpret_cast<float*>(Bs + kNB * g.ldb);   // [kNB]: the block's bias, zeros if none
   int* koff = reinterpret_cast<int*>(bias + kNB);             // [Kp]: staged offset of column k this item
-                                                              // (in the prologue: its offset in w)
   int* kr = koff + g.Kp;                                      // [Kp]: r of column k; -1: padding
   int* krest = kr + g.Kp;                                     // [Kp]: (s, c) offset in a staged row
   uint16_t* tile = reinterpret_cast<uint16_t*>(krest + g.Kp); // [RR][row_len] ring of input rows, then zeros
   uint16_t* ctile = reinterpret_cast<uint16_t*>(smallc_smem + g.c_tile());  // [kQT][kLdc]: rows16's C tile
   const uint16_t* x = static_cast<const uint16_t*>(c.x);
-  const uint16_t* w = static_cast<const uint16_t*>(c.w);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gid = lane / 4, tig = lane % 4;
   const int k0c = blockIdx.y * kNB, zero = g.RR * g.row_len;  // zero: the padding columns' offset
   const bool rows16 = g.rows16 && k0c + kNB <= g.K;  // a whole block of channels
 
   // Prologue: each column's r and (s, c) offsets, the bias, the zeros, then B (k = (r, s, c), zero
-  // past R*S*C and K) through a column table of w offsets.
+  // past R*S*C and K).
   for (int k = tid; k < g.Kp; k += kThreads) {
     const int SC = g.S * g.C, r = k / SC, s = (k % SC) / g.C, ch = k % g.C, in = k < g.R * SC;
     kr[k] = in ? r : -1;
-    koff[k] = in ? int(ch * c.ws[1] + r * c.ws[2] + s * c.ws[3]) : -1;
     krest[k] = s * g.dw * g.C + ch;
   }
   for (int i = tid; i < kNB; i += kThreads)
     bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
   for (int i = tid; i < kQT * g.sw * g.C; i += kThreads) tile[zero + i] = 0;
-  __syncthreads();
-  const int64_t ws0 = c.ws[0];
-  copy_in(
-      kNB, g.Kp,
-      [&](int n, int k) { return koff[k] >= 0 && k0c + n < g.K ? w[(k0c + n) * ws0 + koff[k]] : uint16_t(0); },
-      [&](int n, int k, uint16_t v) { Bs[n * g.ldb + k] = v; });
+  stage_weight(Bs, c, g, k0c, [&](int ch, int r, int s) { return (r * g.S + s) * g.C + ch; });
 
   // The block's items are consecutive, so the next output row of the same image and chunk reads
   // the rows of this one shifted by sh: the tile is a ring of RR = (R-1)*dh + 1 input rows (input
@@ -240,7 +277,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
         const int ql = warp * (kMT * 16) + mt * 16 + gid + 8 * h;
         pix[mt][h] = ql < nq ? ql * g.sw * g.C : 0;
       }
-    float acc[kMT][8][4] = {};
+    float acc[kMT][8][4];
+    init_acc(acc, bias);
 #pragma unroll 2
     for (int k0 = 0; k0 < g.Kp; k0 += 16) {
       const int2 lo = *reinterpret_cast<const int2*>(koff + k0 + 2 * tig);
@@ -268,7 +306,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
       }
     }
 
-    store_item<T, A>(acc, c, g, epi, bias, ctile, n, p, q0, k0c, rows16);
+    store_item<T, A>(acc, c, g, epi, ctile, n, p, q0, k0c, rows16);
     prev_hb = hb;
     have = g.qchunks == 1;  // with several chunks the next item stages other columns
     if (++qc == g.qchunks) {
@@ -295,7 +333,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
   uint16_t* raw = reinterpret_cast<uint16_t*>(smallc_smem + g.quad_raw());    // [RR][raw_len] rows as in x
   uint16_t* ctile = reinterpret_cast<uint16_t*>(smallc_smem + g.quad_ctile());
   const uint16_t* x = static_cast<const uint16_t*>(c.x);
-  const uint16_t* w = static_cast<const uint16_t*>(c.w);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, tig = lane % 4;
   const int k0c = blockIdx.y * kNB;
   const bool rows16 = g.rows16 && k0c + kNB <= g.K;
@@ -333,20 +370,22 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
   auto fetch = [&](const Item& it) {
     const int2 span = raw_span(it);
     const int e0 = span.x, chunks = span.y, rows = it.hb + g.RR - it.lo;
-    for (int i = tid; i < rows * chunks; i += kThreads) {
-      const int r = i / chunks, j = i - r * chunks, h = it.lo + r;
+    const uint16_t* xn = x + it.n * c.xs[0] + e0;
+    for (int r = 0; r < rows; ++r) {
+      const int h = it.lo + r;
       if (h >= 0 && h < g.H)
-        cp_async16(smem_u32(raw + r * g.raw_len + 8 * j), x + it.n * c.xs[0] + int64_t(h) * c.xs[2] + e0 + 8 * j);
+        for (int j = tid; j < chunks; j += kThreads)
+          cp_async16(smem_u32(raw + r * g.raw_len + 8 * j), xn + int64_t(h) * c.xs[2] + 8 * j);
     }
     cp_async_commit();
   };
   // raw -> ring: pixel j of a new row as 4 channels (zeros past C and outside x)
   auto spread = [&](const Item& it) {
     const int e0 = raw_span(it).x, w_lo = it.qc * kQT * g.sw - g.pw;
-    for (int h = it.lo; h < it.hb + g.RR; ++h) {
+    for (int h = it.lo, slot = ring_slot(h, g.RR); h < it.hb + g.RR; ++h, slot = slot + 1 == g.RR ? 0 : slot + 1) {
       const bool in_h = h >= 0 && h < g.H;
       const uint16_t* src = raw + (h - it.lo) * g.raw_len - e0;
-      uint16_t* dst = ring + ring_slot(h, g.RR) * 4 * g.rowp;
+      uint16_t* dst = ring + slot * 4 * g.rowp;
       for (int j = tid; j < g.rowp; j += kThreads) {
         const int wc = w_lo + j;
         uint32_t lo = 0, hi = 0;
@@ -365,15 +404,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
   fetch(it);  // in flight while B is staged
   for (int i = tid; i < kNB; i += kThreads)
     bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
-  const int64_t ws0 = c.ws[0];
-  copy_in(
-      kNB, g.Kp,
-      [&](int n, int k) {
-        const int r = k / KR, s = k % KR / 4, ch = k % 4;
-        return s < g.S && ch < g.C && k0c + n < g.K ? w[(k0c + n) * ws0 + ch * c.ws[1] + r * c.ws[2] + s * c.ws[3]]
-                                                    : uint16_t(0);
-      },
-      [&](int n, int k, uint16_t v) { Bs[n * g.ldb + k] = v; });
+  stage_weight(Bs, c, g, k0c, [](int ch, int r, int s) { return r * KR + 4 * s + ch; });
 
   // A rows: lanes 8i..8i+7 address matrix i (pixels +8 for odd i, columns +8 for i >= 2); the taps of
   // the last k16 step past S read as zeros (a0, a1: column 2 tig of the step; a2, a3: 8 + 2 tig).
@@ -392,7 +423,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
     const Item cur = it;
     if (item + 1 < last) it = next_of(cur), fetch(it);  // raw is free again: the next item's rows
 
-    float acc[kMT][8][4] = {};
+    float acc[kMT][8][4];
+    init_acc(acc, bias);
     const int hb_slot = ring_slot(cur.hb, g.RR);
     for (int r = 0; r < g.R; ++r) {
       const int slot = hb_slot + r * g.dh;  // < 2 RR
@@ -421,7 +453,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
         }
       }
     }
-    store_item<T, A>(acc, c, g, epi, bias, ctile, cur.n, cur.p, cur.qc * kQT, k0c, rows16);
+    store_item<T, A>(acc, c, g, epi, ctile, cur.n, cur.p, cur.qc * kQT, k0c, rows16);
   }
 }
 
