@@ -18,6 +18,7 @@
 #include "../common/epilogue.h"
 #include "cuda_util.h"
 #include "kinds.h"
+#include "gemm_sm90.cuh"  // sm90::make_desc, wgmma_m64n64_rs
 #include "mma_sync.cuh"
 
 namespace tileops::cuda {
@@ -51,14 +52,14 @@ struct SmallC {
     return (size_t(kNB) * ldb * 2 + kNB * 4 + size_t(Kp) * 12 + (size_t(RR) * row_len + size_t(kQT) * sw * C) * 2 + 15) /
            16 * 16;
   }
-  size_t smem() const { return c_tile() + size_t(kQT) * kLdc * 2; }
+  size_t smem() const { return c_tile() + size_t(kWarps) * 16 * kLdc * 2; }
   // conv_smallc4_kernel: rowp staged pixels a ring row (4 channels each), raw rows of raw_len
   // elements; B, bias, the ring, the raw rows, then the C tile
   int rowp = 0, raw_len = 0;
   __host__ __device__ size_t quad_ring() const { return size_t(kNB) * ldb * 2 + kNB * 4; }
   __host__ __device__ size_t quad_raw() const { return quad_ring() + size_t(RR) * rowp * 8; }
   __host__ __device__ size_t quad_ctile() const { return quad_raw() + size_t(RR) * raw_len * 2; }
-  size_t quad_smem() const { return quad_ctile() + size_t(kQT) * kLdc * 2; }
+  size_t quad_smem() const { return quad_ctile() + size_t(kWarps) * 16 * kLdc * 2 + 1024; }  // + B's alignment
 };
 
 // Fills shared memory from `rows` x `cols` 2-byte elements: store(r, c, load(r, c)), with kStage
@@ -93,12 +94,13 @@ __device__ __forceinline__ uint32_t a_pair(const uint16_t* px, int o0, int o1) {
   return uint32_t(px[o0]) | (uint32_t(px[o1]) << 16);
 }
 
-// The block's B rows: Bs[n][col(ch, r, s)] = w[k0c + n, ch, r, s], zeros elsewhere (columns no tap
-// maps to, channels past K). A lane holds the w offset and the column of taps e = lane + 32 i of a
+// The block's B: Bs[at(n, col(ch, r, s))] = w[k0c + n, ch, r, s], zeros elsewhere (columns no tap
+// maps to, channels past K; kNB * ldb elements in all). A lane holds the w offset and the column of taps e = lane + 32 i of a
 // channel (R*S*C <= 256, in w's own (ch, r, s) order: contiguous loads for a contiguous w), and a
 // warp loads 4 channels' taps, 32 loads in flight, before it stores them.
-template <typename Col>
-__device__ __forceinline__ void stage_weight(uint16_t* Bs, const ConvOperands& c, const SmallC& g, int k0c, Col&& col) {
+template <typename Col, typename At>
+__device__ __forceinline__ void stage_weight(uint16_t* Bs, const ConvOperands& c, const SmallC& g, int k0c, Col&& col,
+                                             At&& at) {
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   for (int i = tid; i < kNB * g.ldb / 8; i += kThreads) reinterpret_cast<uint4*>(Bs)[i] = make_uint4(0, 0, 0, 0);
   const int RS = g.R * g.S, taps = RS * g.C;
@@ -123,7 +125,7 @@ __device__ __forceinline__ void stage_weight(uint16_t* Bs, const ConvOperands& c
     for (int u = 0; u < 4; ++u)
 #pragma unroll
       for (int i = 0; i < kMaxK / 32; ++i)
-        if (src[i] >= 0) Bs[(n0 + u * kWarps) * g.ldb + dst[i]] = v[u][i];
+        if (src[i] >= 0) Bs[at(n0 + u * kWarps, dst[i])] = v[u][i];
   }
 }
 
@@ -150,14 +152,15 @@ __device__ __forceinline__ void store_item(const float (&acc)[kMT][8][4], const 
   T* y = static_cast<T*>(c.y);
   T* yrow = y + n * c.ys[0] + int64_t(p) * c.ys[2];
   if (rows16) {
-    // The warp's 32 pixels x kNB channels through shared memory (4-byte stores on distinct banks),
-    // then to y as 16-byte vectors, 8 lanes a pixel: 8 stores a thread instead of 32 of 4 bytes.
-    uint16_t* cw = ctile + warp * (kMT * 16) * kLdc;
+    // Each m16 tile of the warp (16 pixels x kNB channels) through shared memory (4-byte stores on
+    // distinct banks), then to y as 16-byte vectors, 8 lanes a pixel: 8 stores a thread instead of 32
+    // of 4 bytes.
+    uint16_t* cw = ctile + warp * 16 * kLdc;
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
+    for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int pl = mt * 16 + gid + 8 * h, ql = warp * (kMT * 16) + pl;
+        const int pl = gid + 8 * h, ql = warp * (kMT * 16) + mt * 16 + pl;
         const T* yq = yrow + int64_t(q0 + min(ql, nq - 1)) * c.ys[3];  // the residual's place
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -167,15 +170,17 @@ __device__ __forceinline__ void store_item(const float (&acc)[kMT][8][4], const 
           *reinterpret_cast<uint32_t*>(cw + pl * kLdc + k) = uint32_t(o0.x) | (uint32_t(o1.x) << 16);
         }
       }
-    __syncwarp();
+      __syncwarp();
 #pragma unroll
-    for (int i = 0; i < kMT * 16 * kNB / 8 / 32; ++i) {
-      const int id = lane + 32 * i, pl = id / (kNB / 8), v = id % (kNB / 8), ql = warp * (kMT * 16) + pl;
-      if (ql < nq)
-        *reinterpret_cast<uint4*>(yrow + int64_t(q0 + ql) * c.ys[3] + k0c + 8 * v) =
-            *reinterpret_cast<const uint4*>(cw + pl * kLdc + 8 * v);
+      for (int i = 0; i < 16 * kNB / 8 / 32; ++i) {
+        const int id = lane + 32 * i, pl = id / (kNB / 8), v = id % (kNB / 8);
+        const int ql = warp * (kMT * 16) + mt * 16 + pl;
+        if (ql < nq)
+          *reinterpret_cast<uint4*>(yrow + int64_t(q0 + ql) * c.ys[3] + k0c + 8 * v) =
+              *reinterpret_cast<const uint4*>(cw + pl * kLdc + 8 * v);
+      }
+      __syncwarp();  // the C tile is read before it is written again
     }
-    __syncwarp();  // the C tile is read before the next item writes it
   } else {
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
@@ -215,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
   int* kr = koff + g.Kp;                                      // [Kp]: r of column k; -1: padding
   int* krest = kr + g.Kp;                                     // [Kp]: (s, c) offset in a staged row
   uint16_t* tile = reinterpret_cast<uint16_t*>(krest + g.Kp); // [RR][row_len] ring of input rows, then zeros
-  uint16_t* ctile = reinterpret_cast<uint16_t*>(smallc_smem + g.c_tile());  // [kQT][kLdc]: rows16's C tile
+  uint16_t* ctile = reinterpret_cast<uint16_t*>(smallc_smem + g.c_tile());  // [kWarps][16][kLdc]: rows16's C tile
   const uint16_t* x = static_cast<const uint16_t*>(c.x);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gid = lane / 4, tig = lane % 4;
   const int k0c = blockIdx.y * kNB, zero = g.RR * g.row_len;  // zero: the padding columns' offset
@@ -231,7 +236,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
   for (int i = tid; i < kNB; i += kThreads)
     bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
   for (int i = tid; i < kQT * g.sw * g.C; i += kThreads) tile[zero + i] = 0;
-  stage_weight(Bs, c, g, k0c, [&](int ch, int r, int s) { return (r * g.S + s) * g.C + ch; });
+  stage_weight(
+      Bs, c, g, k0c, [&](int ch, int r, int s) { return (r * g.S + s) * g.C + ch; },
+      [&](int n, int k) { return n * g.ldb + k; });
 
   // The block's items are consecutive, so the next output row of the same image and chunk reads
   // the rows of this one shifted by sh: the tile is a ring of RR = (R-1)*dh + 1 input rows (input
@@ -323,11 +330,18 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
 // columns of K (16 or 32: 4 or 8 taps), the taps past S masked to zero in A (the staged values there
 // are real pixels, and Inf * 0 is NaN) and in B. x's rows arrive by 16-byte cp.async into a raw buffer
 // while the previous item computes (the general kernel waits out its loads), and are spread to quads
-// in shared memory once they land.
+// in shared memory once they land. On sm_90a the products are wgmma with A from registers (the same
+// fragments) and B by descriptor, m64n64 per m16 tile of the 4 warps: twice mma.sync's rate.
+// B: k = r KR + 4 s + ch, in atoms of 64 k x kNB rows of 128 bytes, 128-byte swizzled (wgmma's
+// K-major layout; ldmatrix reads it without bank conflicts too).
+__device__ __forceinline__ int quad_b(int n, int k) {
+  return (k >> 6) * (kNB * 64) + n * 64 + ((((k & 63) >> 3) ^ (n & 7)) << 3) + (k & 7);
+}
 template <typename T, Act A, int KR>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(ConvOperands c, SmallC g, Epilogue<T> epi) {
-  extern __shared__ __align__(16) unsigned char smallc_smem[];
-  uint16_t* Bs = reinterpret_cast<uint16_t*>(smallc_smem);                // [kNB][ldb]: k = r KR + 4 s + ch
+  extern __shared__ __align__(16) unsigned char smallc_raw_smem[];
+  unsigned char* smallc_smem = smallc_raw_smem + ((1024 - (smem_u32(smallc_raw_smem) & 1023)) & 1023);
+  uint16_t* Bs = reinterpret_cast<uint16_t*>(smallc_smem);                // quad_b(n, k); kNB * ldb elements
   float* bias = reinterpret_cast<float*>(Bs + kNB * g.ldb);                 // [kNB]
   uint16_t* ring = reinterpret_cast<uint16_t*>(smallc_smem + g.quad_ring());  // [RR][4 rowp] input rows, quads
   uint16_t* raw = reinterpret_cast<uint16_t*>(smallc_smem + g.quad_raw());    // [RR][raw_len] rows as in x
@@ -404,7 +418,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
   fetch(it);  // in flight while B is staged
   for (int i = tid; i < kNB; i += kThreads)
     bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
-  stage_weight(Bs, c, g, k0c, [](int ch, int r, int s) { return r * KR + 4 * s + ch; });
+  stage_weight(Bs, c, g, k0c, [](int ch, int r, int s) { return r * KR + 4 * s + ch; }, quad_b);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // B's stores, before wgmma reads them
+#endif
 
   // A rows: lanes 8i..8i+7 address matrix i (pixels +8 for odd i, columns +8 for i >= 2); the taps of
   // the last k16 step past S read as zeros (a0, a1: column 2 tig of the step; a2, a3: 8 + 2 tig).
@@ -426,33 +443,68 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
     float acc[kMT][8][4];
     init_acc(acc, bias);
     const int hb_slot = ring_slot(cur.hb, g.RR);
-    for (int r = 0; r < g.R; ++r) {
+    // filter row r's A fragments: kSteps k16 steps x kMT m16 tiles
+    auto load_a = [&](int r, uint32_t (&a)[kSteps][kMT][4]) {
       const int slot = hb_slot + r * g.dh;  // < 2 RR
       const uint16_t* row = ring + (slot >= g.RR ? slot - g.RR : slot) * 4 * g.rowp;
 #pragma unroll
-      for (int kk = 0; kk < kSteps; ++kk) {
-        uint32_t a[kMT][4];
+      for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          ldmatrix_x4(a[mt], row + aoff[mt] + 16 * kk);
+          ldmatrix_x4(a[kk][mt], row + aoff[mt] + 16 * kk);
           if (kk == kSteps - 1) {
-            if (mask_lo) a[mt][0] = a[mt][1] = 0;
-            if (mask_hi) a[mt][2] = a[mt][3] = 0;
+            if (mask_lo) a[kk][mt][0] = a[kk][mt][1] = 0;
+            if (mask_hi) a[kk][mt][2] = a[kk][mt][3] = 0;
           }
         }
+    };
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    // Row r's wgmma group reads one register set while row r + 1's fragments load into the other
+    // (once row r - 1's group, the last reader of that set, has retired).
+    using Tag = std::conditional_t<std::is_same<T, c10::Half>::value, __half, __nv_bfloat16>;
+    const uint64_t desc0 = sm90::make_desc(Bs, 16, 1024);
+    auto mma_row = [&](int r, const uint32_t (&a)[kSteps][kMT][4], uint32_t (&next)[kSteps][kMT][4]) {
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+      for (int kk = 0; kk < kSteps; ++kk) {
+        const int k = r * KR + 16 * kk;  // a descriptor's address field counts 16 bytes
+        const uint64_t db = desc0 + uint64_t(((k >> 6) * (kNB * 128) + (k & 63) * 2) >> 4);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+          sm90::wgmma_m64n64_rs(reinterpret_cast<float(&)[32]>(acc[mt]), a[kk][mt], db, 1, static_cast<Tag*>(nullptr));
+      }
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      if (r + 1 < g.R) {
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+        load_a(r + 1, next);
+      }
+    };
+    uint32_t a0[kSteps][kMT][4], a1[kSteps][kMT][4];
+    load_a(0, a0);
+    for (int r = 0; r < g.R; r += 2) {
+      mma_row(r, a0, a1);
+      if (r + 1 < g.R) mma_row(r + 1, a1, a0);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#else
+    for (int r = 0; r < g.R; ++r) {
+      uint32_t a[kSteps][kMT][4];
+      load_a(r, a);
+#pragma unroll
+      for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
         for (int jj = 0; jj < 4; ++jj) {  // n8 tiles 2jj and 2jj + 1, k halves: matrices 0..3
-          const int m = lane / 8, brow = (2 * jj + m / 2) * 8 + lane % 8;
+          const int m = lane / 8;
           uint32_t b[4];
-          ldmatrix_x4(b, Bs + brow * g.ldb + r * KR + 16 * kk + 8 * (m % 2));
+          ldmatrix_x4(b, Bs + quad_b((2 * jj + m / 2) * 8 + lane % 8, r * KR + 16 * kk + 8 * (m % 2)));
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt) {
-            mma_sync<T>(acc[mt][2 * jj], a[mt], b);
-            mma_sync<T>(acc[mt][2 * jj + 1], a[mt], b + 2);
+            mma_sync<T>(acc[mt][2 * jj], a[kk][mt], b);
+            mma_sync<T>(acc[mt][2 * jj + 1], a[kk][mt], b + 2);
           }
         }
-      }
     }
+#endif
     store_item<T, A>(acc, c, g, epi, ctile, cur.n, cur.p, cur.qc * kQT, k0c, rows16);
   }
 }
@@ -675,7 +727,7 @@ bool conv_fwd_smallc(const GemmArgs& a) {
   const int kr = c.S <= 4 ? 16 : 32;
   SmallC q = g;
   q.Kp = int(c.R) * kr;
-  q.ldb = q.Kp + 8;
+  q.ldb = (q.Kp + 63) / 64 * 64;  // B in atoms of 64 k (quad_b)
   q.rowp = int(((kQT - 1) * c.sw + kr / 4 + 1) / 2 * 2);  // the masked taps of the last pixel too
   q.raw_len = (q.rowp * q.C + 14 + 7) / 8 * 8;          // + the chunks' rounding at both ends
   const bool quad = c.C <= 4 && c.sw % 2 == 0 && c.dw == 1 && c.S <= 8 && c.xs[0] % 8 == 0 && c.xs[2] % 8 == 0 &&
