@@ -97,7 +97,7 @@ __device__ __forceinline__ uint32_t a_pair(const uint16_t* px, int o0, int o1) {
 // The block's B: Bs[at(n, col(ch, r, s))] = w[k0c + n, ch, r, s], zeros elsewhere (columns no tap
 // maps to, channels past K; kNB * ldb elements in all). A lane holds the w offset and the column of taps e = lane + 32 i of a
 // channel (R*S*C <= 256, in w's own (ch, r, s) order: contiguous loads for a contiguous w), and a
-// warp loads 4 channels' taps, 32 loads in flight, before it stores them.
+// warp loads 8 channels' taps, 64 loads in flight, before it stores them.
 template <typename Col, typename At>
 __device__ __forceinline__ void stage_weight(uint16_t* Bs, const ConvOperands& c, const SmallC& g, int k0c, Col&& col,
                                              At&& at) {
@@ -113,16 +113,16 @@ __device__ __forceinline__ void stage_weight(uint16_t* Bs, const ConvOperands& c
   }
   __syncthreads();  // the zeros before the taps
   const uint16_t* w = static_cast<const uint16_t*>(c.w);
-  for (int n0 = warp; n0 < kNB; n0 += 4 * kWarps) {
-    uint16_t v[4][kMaxK / 32];
+  for (int n0 = warp; n0 < kNB; n0 += 8 * kWarps) {
+    uint16_t v[8][kMaxK / 32];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < 8; ++u) {
       const int64_t k = k0c + n0 + u * kWarps;
 #pragma unroll
       for (int i = 0; i < kMaxK / 32; ++i) v[u][i] = k < g.K && src[i] >= 0 ? w[k * c.ws[0] + src[i]] : uint16_t(0);
     }
 #pragma unroll
-    for (int u = 0; u < 4; ++u)
+    for (int u = 0; u < 8; ++u)
 #pragma unroll
       for (int i = 0; i < kMaxK / 32; ++i)
         if (src[i] >= 0) Bs[at(n0 + u * kWarps, dst[i])] = v[u][i];
@@ -394,21 +394,23 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
     cp_async_commit();
   };
   // raw -> ring: pixel j of a new row as 4 channels (zeros past C and outside x)
+  // (a pixel's C elements lie in 3 consecutive 4-byte words of raw: funnel shifts and masks, no
+  // branches; the words past its C are the next pixel's or stale, masked either way)
+  const uint32_t mlo = g.C > 1 ? 0xffffffffu : 0xffffu, mhi = g.C > 3 ? 0xffffffffu : g.C > 2 ? 0xffffu : 0u;
   auto spread = [&](const Item& it) {
     const int e0 = raw_span(it).x, w_lo = it.qc * kQT * g.sw - g.pw;
     for (int h = it.lo, slot = ring_slot(h, g.RR); h < it.hb + g.RR; ++h, slot = slot + 1 == g.RR ? 0 : slot + 1) {
       const bool in_h = h >= 0 && h < g.H;
-      const uint16_t* src = raw + (h - it.lo) * g.raw_len - e0;
-      uint16_t* dst = ring + slot * 4 * g.rowp;
+      const uint32_t* src = reinterpret_cast<const uint32_t*>(raw + (h - it.lo) * g.raw_len);
+      uint2* dst = reinterpret_cast<uint2*>(ring + slot * 4 * g.rowp);
       for (int j = tid; j < g.rowp; j += kThreads) {
         const int wc = w_lo + j;
-        uint32_t lo = 0, hi = 0;
-        if (in_h && wc >= 0 && wc < g.W) {
-          const uint16_t* e = src + wc * g.C;
-          lo = e[0] | (g.C > 1 ? uint32_t(e[1]) << 16 : 0u);
-          hi = g.C > 2 ? e[2] | (g.C > 3 ? uint32_t(e[3]) << 16 : 0u) : 0u;
-        }
-        *reinterpret_cast<uint2*>(dst + 4 * j) = make_uint2(lo, hi);
+        const bool in = in_h && wc >= 0 && wc < g.W;
+        const int a = in ? wc * g.C - e0 : 0;  // the pixel's first element in the raw row
+        const uint32_t* p = src + (a >> 1);
+        const uint32_t w0 = p[0], w1 = p[1], w2 = p[2];
+        const uint32_t lo = __funnelshift_r(w0, w1, 16 * (a & 1)) & mlo, hi = __funnelshift_r(w1, w2, 16 * (a & 1)) & mhi;
+        dst[j] = in ? make_uint2(lo, hi) : make_uint2(0u, 0u);
       }
     }
   };
@@ -729,7 +731,7 @@ bool conv_fwd_smallc(const GemmArgs& a) {
   q.Kp = int(c.R) * kr;
   q.ldb = (q.Kp + 63) / 64 * 64;  // B in atoms of 64 k (quad_b)
   q.rowp = int(((kQT - 1) * c.sw + kr / 4 + 1) / 2 * 2);  // the masked taps of the last pixel too
-  q.raw_len = (q.rowp * q.C + 14 + 7) / 8 * 8;          // + the chunks' rounding at both ends
+  q.raw_len = (q.rowp * q.C + 20 + 7) / 8 * 8;  // + the chunks' rounding at both ends, + spread's 3 words
   const bool quad = c.C <= 4 && c.sw % 2 == 0 && c.dw == 1 && c.S <= 8 && c.xs[0] % 8 == 0 && c.xs[2] % 8 == 0 &&
                     c.W * c.C % 8 == 0 && reinterpret_cast<uintptr_t>(c.x) % 16 == 0 &&
                     q.quad_smem() <= size_t(kMaxSmem);
