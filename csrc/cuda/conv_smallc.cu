@@ -95,21 +95,23 @@ __device__ __forceinline__ uint32_t a_pair(const uint16_t* px, int o0, int o1) {
 }
 
 // The block's B: Bs[at(n, col(ch, r, s))] = w[k0c + n, ch, r, s], zeros elsewhere (columns no tap
-// maps to, channels past K; kNB * ldb elements in all). A lane holds the w offset and the column of taps e = lane + 32 i of a
+// maps to, channels past K; kNB * ldb elements in all). at(n, k) = at(n % 8, k) + (n - n % 8) rs: a
+// lane's columns are placed once for its warp's two values of n % 8. A lane holds the w offset and the column of taps e = lane + 32 i of a
 // channel (R*S*C <= 256, in w's own (ch, r, s) order: contiguous loads for a contiguous w), and a
 // warp loads 8 channels' taps, 64 loads in flight, before it stores them.
+static_assert(kWarps == 4, "stage_weight: channel warp + 4u has n % 8 = warp + 4 (u % 2)");
 template <typename Col, typename At>
 __device__ __forceinline__ void stage_weight(uint16_t* Bs, const ConvOperands& c, const SmallC& g, int k0c, Col&& col,
-                                             At&& at) {
+                                             At&& at, int rs) {
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   for (int i = tid; i < kNB * g.ldb / 8; i += kThreads) reinterpret_cast<uint4*>(Bs)[i] = make_uint4(0, 0, 0, 0);
   const int RS = g.R * g.S, taps = RS * g.C;
-  int src[kMaxK / 32], dst[kMaxK / 32];
+  int src[kMaxK / 32], dst[2][kMaxK / 32];  // dst[p]: n % 8 = warp + 4p (channels warp + 4u)
 #pragma unroll
   for (int i = 0; i < kMaxK / 32; ++i) {
     const int e = lane + 32 * i, ch = e / RS, r = e % RS / g.S, s = e % g.S;
     src[i] = e < taps ? int(ch * c.ws[1] + r * c.ws[2] + s * c.ws[3]) : -1;
-    dst[i] = col(ch, r, s);
+    dst[0][i] = at(warp, col(ch, r, s)), dst[1][i] = at(warp + 4, col(ch, r, s));
   }
   __syncthreads();  // the zeros before the taps
   const uint16_t* w = static_cast<const uint16_t*>(c.w);
@@ -125,7 +127,7 @@ __device__ __forceinline__ void stage_weight(uint16_t* Bs, const ConvOperands& c
     for (int u = 0; u < 8; ++u)
 #pragma unroll
       for (int i = 0; i < kMaxK / 32; ++i)
-        if (src[i] >= 0) Bs[at(n0 + u * kWarps, dst[i])] = v[u][i];
+        if (src[i] >= 0) Bs[dst[u % 2][i] + (n0 - warp + u / 2 * 8) * rs] = v[u][i];
   }
 }
 
@@ -238,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
   for (int i = tid; i < kQT * g.sw * g.C; i += kThreads) tile[zero + i] = 0;
   stage_weight(
       Bs, c, g, k0c, [&](int ch, int r, int s) { return (r * g.S + s) * g.C + ch; },
-      [&](int n, int k) { return n * g.ldb + k; });
+      [&](int n, int k) { return n * g.ldb + k; }, g.ldb);
 
   // The block's items are consecutive, so the next output row of the same image and chunk reads
   // the rows of this one shifted by sh: the tile is a ring of RR = (R-1)*dh + 1 input rows (input
@@ -420,7 +422,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
   fetch(it);  // in flight while B is staged
   for (int i = tid; i < kNB; i += kThreads)
     bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
-  stage_weight(Bs, c, g, k0c, [](int ch, int r, int s) { return r * KR + 4 * s + ch; }, quad_b);
+  stage_weight(Bs, c, g, k0c, [](int ch, int r, int s) { return r * KR + 4 * s + ch; }, quad_b, 64);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // B's stores, before wgmma reads them
 #endif
