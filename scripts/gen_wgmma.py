@@ -34,38 +34,25 @@ def one(n, ptx_type, ctype, k, has_trans):
     ) % (n, regs, ctype, guard, regs + 2, n, k, ptx_type, ptx_type, outs, regs, regs + 1, tail, cons, ins)
 
 
-def one_rs(n):
-    """TF32 with A from registers: thread t of the warpgroup holds rows 16 (t / 32) + (t % 32) / 4
-    (+8) at k = t % 4 (+4), in the order (row, k), (row + 8, k), (row, k + 4), (row + 8, k + 4)."""
+def one_rs(n, ptx_type="tf32", ctype=None):
+    """A from registers, B K-major from shared memory. TF32 (no type tag): thread t of the warpgroup
+    holds rows 16 (t / 32) + (t % 32) / 4 (+8) at k = t % 4 (+4), in the order (row, k), (row + 8, k),
+    (row, k + 4), (row + 8, k + 4). 16-bit (tagged by ctype): the mma.sync m16n8k16 A fragment of
+    each warp's 16 rows of the 64, two elements a word; the trans-b immediate 0."""
     regs = n // 2
     outs = ", ".join("%%%d" % i for i in range(regs))
     cons = ", ".join('"+f"(d[%d])' % i for i in range(regs))
     a = ", ".join("%%%d" % (regs + i) for i in range(4))
+    tag = ", %s* /*type tag*/" % ctype if ctype else ""
+    k, tail = (8, "p, 1, 1") if ptx_type == "tf32" else (16, "p, 1, 1, 0")
     return (
-        "__device__ __forceinline__ void wgmma_m64n%d_rs(float (&d)[%d], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {\n"
+        "__device__ __forceinline__ void wgmma_m64n%d_rs(float (&d)[%d], const uint32_t (&a)[4], uint64_t desc_b, int scale_d%s) {\n"
         '  asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"\n'
-        '               "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 {%s}, {%s}, %%%d, p, 1, 1;\\n}\\n"\n'
+        '               "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {%s}, {%s}, %%%d, %s;\\n}\\n"\n'
         "               : %s\n"
         '               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));\n'
         "}\n"
-    ) % (n, regs, regs + 5, n, outs, a, regs + 4, cons)
-
-
-def one_rs16(n, ptx_type, ctype):
-    """16-bit A from registers (the mma.sync m16n8k16 A fragment of each warp's 16 rows of the 64):
-    four .b32 words a thread, two elements each; B K-major from shared memory (trans-b 0)."""
-    regs = n // 2
-    outs = ", ".join("%%%d" % i for i in range(regs))
-    cons = ", ".join('"+f"(d[%d])' % i for i in range(regs))
-    a = ", ".join("%%%d" % (regs + i) for i in range(4))
-    return (
-        "__device__ __forceinline__ void wgmma_m64n%d_rs(float (&d)[%d], const uint32_t (&a)[4], uint64_t desc_b, int scale_d, %s* /*type tag*/) {\n"
-        '  asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"\n'
-        '               "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, {%s}, %%%d, p, 1, 1, 0;\\n}\\n"\n'
-        "               : %s\n"
-        '               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));\n'
-        "}\n"
-    ) % (n, regs, ctype, regs + 5, n, ptx_type, ptx_type, outs, a, regs + 4, cons)
+    ) % (n, regs, tag, regs + 5, n, k, ptx_type, ptx_type, outs, a, regs + 4, tail, cons)
 
 
 def main():
@@ -82,7 +69,7 @@ def main():
             parts.append(one(n, ptx_type, ctype, k, has_trans))
         parts.append(one_rs(n))
     for ptx_type, ctype, _, _ in TYPES[:2]:  # conv_smallc.cu's quads: m64n64, 16-bit
-        parts.append(one_rs16(64, ptx_type, ctype))
+        parts.append(one_rs(64, ptx_type, ctype))
     parts.append("#endif\n}  // namespace sm90\n}  // namespace cuda\n}  // namespace tileops\n")
     with open(OUT, "w") as f:
         f.write("\n".join(parts))
