@@ -225,7 +225,8 @@ BWD_CASES = ["1x1", "1x1_stride2", "1x1_pad1", "1x1_big_k65", "3x3", "3x3_s2", "
              "odd_13x17_c5_k65", "c3_k7", "c100_7x7", "nchw_c130_k70", "nchw_c1024_k120@7", "stem7x7", "stem7x7_224", "patch16", "patch14", "runs_c5_3x3_s3_p1",
              "runs_c6_4x4_tail", "tiles_c16_2x2", "chunked_cols", "groups2", "depthwise", "depthwise_x2", "depthwise_s2", "depthwise_5x5_s2", "depthwise_7x7",
              "depthwise_dil2", "depthwise_c67", "depthwise_96@56", "depthwise_7x7_c192", "resnet_3x3_64@56", "3x3_c64_pad130",
-             "3x3_s2_k64_odd", "3x3_s2_k64_p0", "3x3_s2_k64_p2", "3x3_s2_k64_dil2", "resnet_3x3s2_128@56"]
+             "3x3_s2_k64_odd", "3x3_s2_k64_p0", "3x3_s2_k64_p2", "3x3_s2_k64_dil2", "resnet_3x3s2_128@56",
+             "q3_3x3_s2", "q2_5x5_s2_wide", "q1_3x5_s2_dil", "q4_3x8_sw4", "stem7x7_b3"]
 
 ACTS = ["none", "relu", "gelu", "silu"]
 ACT_FN = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
@@ -440,6 +441,23 @@ def test_conv2d_fast_path_taken_cuda(kind, case, layout, kernel):
     assert any(kernel in n for n in names), "%s %s: expected %s among %s" % (case, kind, kernel, names)
     if kind == "float32":
         assert len(names) == 1, "%s: %s" % (case, names)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", ["stem7x7_224", "q3_3x3_s2", "q4_3x8_sw4"])
+def test_conv2d_wgrad_smallc_taken_cuda(kind, case):
+    """The quads' weight gradient (C <= 4 at an even stride, channels_last x and dy) runs its own kernel
+    and a reduce, with no column buffer (the values: the backward tests of the same cases)."""
+    c = CUDA_CASES[case]
+    x = torch.randn(c.x_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
+    w = torch.randn(c.w_shape, device="cuda", dtype=DTYPES[kind])
+    gy = torch.randn(c.out_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
+    st, pd, dl, g = c.params
+    pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
+    _, names = cuda_kernels(lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [False, True, False]))
+    assert any("conv_wgrad_smallc4_kernel" in n for n in names), "%s %s: %s" % (case, kind, names)
+    assert not any("im2col" in n for n in names), "%s %s: %s" % (case, kind, names)
 
 
 @pytest.mark.cuda

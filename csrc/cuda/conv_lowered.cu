@@ -946,6 +946,7 @@ bool conv_wgrad_lowered(const GemmArgs& a) {
   const at::Tensor dw = wrap(c.w, {c.K, c.C, c.R, c.S}, c.ws, a);
   const at::Tensor dy = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
   if (implicit_wgrad_sm90(a, x, dy, dw)) return true;
+  if (conv_wgrad_smallc(gathering(a, a, x))) return true;  // few channels: no column buffer
   at::Tensor cols = at::empty({c.N * c.P * c.Q, g.Kp}, cuda_options(a.dtype));
   im2col(a, x, g, 0, c.N, cols);
   // A = dY^T [K, NPQ]: of a channels_last dY a view (column-major: the Hopper kernel reads it

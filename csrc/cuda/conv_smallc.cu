@@ -325,6 +325,83 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
   }
 }
 
+// The quads' items (n, p, qc) in order, and the input rows an item stages into the ring:
+// [lo, hb + RR), lo past the rows the block's previous item left there (same image and chunk: only
+// qchunks == 1 keeps the columns).
+struct QuadItem {
+  int64_t n;
+  int p, qc, hb, lo;
+};
+// x's rows for a block of NT threads: fetch (cp.async into raw; the caller commits) and spread (raw
+// -> ring once they landed: pixel j of a new row as 4 channels, zeros past C and outside x).
+template <int NT>
+struct QuadRows {
+  const ConvOperands& c;
+  const SmallC& g;
+  uint16_t* raw;   // [RR][raw_len] rows as in x
+  uint16_t* ring;  // [RR][4 rowp] input rows, quads
+  uint32_t mlo, mhi;  // the pixel's C channels of its two words
+
+  __device__ QuadRows(const ConvOperands& c_, const SmallC& g_, uint16_t* raw_, uint16_t* ring_)
+      : c(c_), g(g_), raw(raw_), ring(ring_) {
+    mlo = g.C > 1 ? 0xffffffffu : 0xffffu, mhi = g.C > 3 ? 0xffffffffu : g.C > 2 ? 0xffffu : 0u;
+  }
+  __device__ QuadItem at(int64_t i) const {
+    QuadItem it;
+    it.qc = int(i % g.qchunks), it.p = int((i / g.qchunks) % g.P), it.n = i / g.qchunks / g.P;
+    it.hb = it.p * g.sh - g.ph, it.lo = it.hb;
+    return it;
+  }
+  __device__ QuadItem next(const QuadItem& it) const {
+    QuadItem nx = it;
+    if (++nx.qc == g.qchunks) {
+      nx.qc = 0;
+      if (++nx.p == g.P) nx.p = 0, ++nx.n;
+    }
+    nx.hb = nx.p * g.sh - g.ph;
+    const bool keep = g.qchunks == 1 && nx.n == it.n && nx.hb > it.hb;
+    nx.lo = keep ? max(nx.hb, it.hb + g.RR) : nx.hb;
+    return nx;
+  }
+  // x's elements [e0, e0 + 8 chunks) of each of the item's new rows in bounds, into raw row h - lo
+  __device__ int2 raw_span(const QuadItem& it) const {
+    const int64_t w_lo = int64_t(it.qc) * kQT * g.sw - g.pw;
+    const int64_t lo = max(w_lo * g.C, int64_t(0)) / 8 * 8;
+    const int64_t hi = (min((w_lo + g.rowp) * g.C, int64_t(g.W) * g.C) + 7) / 8 * 8;
+    return make_int2(int(lo), int(max(hi - lo, int64_t(0)) / 8));
+  }
+  __device__ void fetch(const QuadItem& it) const {
+    const int2 span = raw_span(it);
+    const int e0 = span.x, chunks = span.y, rows = it.hb + g.RR - it.lo;
+    const uint16_t* xn = static_cast<const uint16_t*>(c.x) + it.n * c.xs[0] + e0;
+    for (int r = 0; r < rows; ++r) {
+      const int h = it.lo + r;
+      if (h >= 0 && h < g.H)
+        for (int j = threadIdx.x; j < chunks; j += NT)
+          cp_async16(smem_u32(raw + r * g.raw_len + 8 * j), xn + int64_t(h) * c.xs[2] + 8 * j);
+    }
+  }
+  // (a pixel's C elements lie in 3 consecutive 4-byte words of raw: funnel shifts and masks, no
+  // branches; the words past its C are the next pixel's or stale, masked either way)
+  __device__ void spread(const QuadItem& it) const {
+    const int e0 = raw_span(it).x, w_lo = it.qc * kQT * g.sw - g.pw;
+    for (int h = it.lo, slot = ring_slot(h, g.RR); h < it.hb + g.RR; ++h, slot = slot + 1 == g.RR ? 0 : slot + 1) {
+      const bool in_h = h >= 0 && h < g.H;
+      const uint32_t* src = reinterpret_cast<const uint32_t*>(raw + (h - it.lo) * g.raw_len);
+      uint2* dst = reinterpret_cast<uint2*>(ring + slot * 4 * g.rowp);
+      for (int j = threadIdx.x; j < g.rowp; j += NT) {
+        const int wc = w_lo + j;
+        const bool in = in_h && wc >= 0 && wc < g.W;
+        const int a = in ? wc * g.C - e0 : 0;  // the pixel's first element in the raw row
+        const uint32_t* p = src + (a >> 1);
+        const uint32_t w0 = p[0], w1 = p[1], w2 = p[2];
+        const uint32_t lo = __funnelshift_r(w0, w1, 16 * (a & 1)) & mlo, hi = __funnelshift_r(w1, w2, 16 * (a & 1)) & mhi;
+        dst[j] = in ? make_uint2(lo, hi) : make_uint2(0u, 0u);
+      }
+    }
+  }
+};
+
 // Channels padded to 4 ("quads": C <= 4, an even stride along w, dilation 1 there, S <= 8, x's rows
 // 16-byte aligned). A staged pixel is then 8 bytes and pixel q's window of a filter row, S taps x 4
 // channels, starts at element 4 sw q: every 16-byte ldmatrix row is aligned, so an A fragment is one
@@ -348,78 +425,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
   uint16_t* ring = reinterpret_cast<uint16_t*>(smallc_smem + g.quad_ring());  // [RR][4 rowp] input rows, quads
   uint16_t* raw = reinterpret_cast<uint16_t*>(smallc_smem + g.quad_raw());    // [RR][raw_len] rows as in x
   uint16_t* ctile = reinterpret_cast<uint16_t*>(smallc_smem + g.quad_ctile());
-  const uint16_t* x = static_cast<const uint16_t*>(c.x);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, tig = lane % 4;
   const int k0c = blockIdx.y * kNB;
   const bool rows16 = g.rows16 && k0c + kNB <= g.K;
 
-  // Items (n, p, qc) in order; the rows an item stages: [lo, hb + RR), lo past the rows the block's
-  // previous item left in the ring (same image and chunk: only qchunks == 1 keeps the columns).
-  struct Item {
-    int64_t n;
-    int p, qc, hb, lo;
-  };
-  auto item_at = [&](int64_t i) {
-    Item it;
-    it.qc = int(i % g.qchunks), it.p = int((i / g.qchunks) % g.P), it.n = i / g.qchunks / g.P;
-    it.hb = it.p * g.sh - g.ph, it.lo = it.hb;
-    return it;
-  };
-  auto next_of = [&](const Item& it) {
-    Item nx = it;
-    if (++nx.qc == g.qchunks) {
-      nx.qc = 0;
-      if (++nx.p == g.P) nx.p = 0, ++nx.n;
-    }
-    nx.hb = nx.p * g.sh - g.ph;
-    const bool keep = g.qchunks == 1 && nx.n == it.n && nx.hb > it.hb;
-    nx.lo = keep ? max(nx.hb, it.hb + g.RR) : nx.hb;
-    return nx;
-  };
-  // x's elements [e0, e0 + 8 chunks) of each of the item's new rows in bounds, into raw row h - lo
-  auto raw_span = [&](const Item& it) {  // (e0, chunks)
-    const int64_t w_lo = int64_t(it.qc) * kQT * g.sw - g.pw;
-    const int64_t lo = max(w_lo * g.C, int64_t(0)) / 8 * 8;
-    const int64_t hi = (min((w_lo + g.rowp) * g.C, int64_t(g.W) * g.C) + 7) / 8 * 8;
-    return make_int2(int(lo), int(max(hi - lo, int64_t(0)) / 8));
-  };
-  auto fetch = [&](const Item& it) {
-    const int2 span = raw_span(it);
-    const int e0 = span.x, chunks = span.y, rows = it.hb + g.RR - it.lo;
-    const uint16_t* xn = x + it.n * c.xs[0] + e0;
-    for (int r = 0; r < rows; ++r) {
-      const int h = it.lo + r;
-      if (h >= 0 && h < g.H)
-        for (int j = tid; j < chunks; j += kThreads)
-          cp_async16(smem_u32(raw + r * g.raw_len + 8 * j), xn + int64_t(h) * c.xs[2] + 8 * j);
-    }
-    cp_async_commit();
-  };
-  // raw -> ring: pixel j of a new row as 4 channels (zeros past C and outside x)
-  // (a pixel's C elements lie in 3 consecutive 4-byte words of raw: funnel shifts and masks, no
-  // branches; the words past its C are the next pixel's or stale, masked either way)
-  const uint32_t mlo = g.C > 1 ? 0xffffffffu : 0xffffu, mhi = g.C > 3 ? 0xffffffffu : g.C > 2 ? 0xffffu : 0u;
-  auto spread = [&](const Item& it) {
-    const int e0 = raw_span(it).x, w_lo = it.qc * kQT * g.sw - g.pw;
-    for (int h = it.lo, slot = ring_slot(h, g.RR); h < it.hb + g.RR; ++h, slot = slot + 1 == g.RR ? 0 : slot + 1) {
-      const bool in_h = h >= 0 && h < g.H;
-      const uint32_t* src = reinterpret_cast<const uint32_t*>(raw + (h - it.lo) * g.raw_len);
-      uint2* dst = reinterpret_cast<uint2*>(ring + slot * 4 * g.rowp);
-      for (int j = tid; j < g.rowp; j += kThreads) {
-        const int wc = w_lo + j;
-        const bool in = in_h && wc >= 0 && wc < g.W;
-        const int a = in ? wc * g.C - e0 : 0;  // the pixel's first element in the raw row
-        const uint32_t* p = src + (a >> 1);
-        const uint32_t w0 = p[0], w1 = p[1], w2 = p[2];
-        const uint32_t lo = __funnelshift_r(w0, w1, 16 * (a & 1)) & mlo, hi = __funnelshift_r(w1, w2, 16 * (a & 1)) & mhi;
-        dst[j] = in ? make_uint2(lo, hi) : make_uint2(0u, 0u);
-      }
-    }
-  };
+  const QuadRows<kThreads> rows(c, g, raw, ring);
 
   const int64_t first = int64_t(blockIdx.x) * g.per, last = min(first + g.per, g.items);
-  Item it = item_at(first);
-  fetch(it);  // in flight while B is staged
+  QuadItem it = rows.at(first);
+  rows.fetch(it);  // in flight while B is staged
+  cp_async_commit();
   for (int i = tid; i < kNB; i += kThreads)
     bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
   stage_weight(Bs, c, g, k0c, [](int ch, int r, int s) { return r * KR + 4 * s + ch; }, quad_b, 64);
@@ -439,10 +454,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
   for (int64_t item = first; item < last; ++item) {
     cp_async_wait<0>();
     __syncthreads();  // this item's rows are in raw; the previous item's reads of the ring are done
-    spread(it);
+    rows.spread(it);
     __syncthreads();
-    const Item cur = it;
-    if (item + 1 < last) it = next_of(cur), fetch(it);  // raw is free again: the next item's rows
+    const QuadItem cur = it;
+    if (item + 1 < last) it = rows.next(cur), rows.fetch(it), cp_async_commit();  // raw is free: the next item's rows
 
     float acc[kMT][8][4];
     init_acc(acc, bias);
@@ -513,9 +528,124 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
   }
 }
 
+// The weight gradient of the quads' problems (16-bit, mma.sync): dW[k][col] = sum over output
+// pixels of dY[pixel][k] . X[pixel][col], col = r KR + 4 s + ch: the forward's staged rows read
+// transposed (ldmatrix .trans, pixels along the reduction), so no column buffer is written (the
+// general path's im2col writes N P Q x Kp elements: 153 us of the 307 at the b64 stem). A block of
+// 8 warps walks items as the forward does, x's rows and the item's dY tile (kQT pixels x kNB
+// channels, zeros past the row) arriving by cp.async during the previous item. Warp w owns column
+// tiles w and w + 8 (R KR <= 256) x all kNB channels; each block writes its sums once, to its slice
+// of a float workspace, which wgrad_reduce_kernel sums in block order (deterministic) into dW.
+constexpr int kWgWarps = 8, kWgThreads = kWgWarps * 32;
+constexpr int kLdy = kNB + 8;  // dY tile rows: the 8 rows an ldmatrix reads fall on distinct banks
+template <typename T, int KR>
+__global__ void __launch_bounds__(kWgThreads, 2) conv_wgrad_smallc4_kernel(ConvOperands c, SmallC g, float* part) {
+  extern __shared__ __align__(16) unsigned char wg_smem[];
+  uint16_t* ring = reinterpret_cast<uint16_t*>(wg_smem);  // [RR][4 rowp]
+  uint16_t* raw = ring + g.RR * 4 * g.rowp;               // [RR][raw_len]
+  uint16_t* dyt = raw + g.RR * g.raw_len;                 // [2][kQT][kLdy]
+  const QuadRows<kWgThreads> rows(c, g, raw, ring);
+  const uint16_t* dy = static_cast<const uint16_t*>(c.y);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gid = lane / 4, tig = lane % 4;
+  const int k0c = blockIdx.y * kNB, tiles = g.R * KR / 16;
+
+  // the item's dY rows: kQT pixels x kNB channels in 16-byte chunks (K % 8 == 0), zeros past the
+  // row's last pixel and past K
+  auto fetch_dy = [&](const QuadItem& it, uint16_t* dst) {
+    const int q0 = it.qc * kQT;
+    const uint16_t* src = dy + it.n * c.ys[0] + int64_t(it.p) * c.ys[2] + k0c;
+    for (int i = tid; i < kQT * kNB / 8; i += kWgThreads) {
+      const int q = i / (kNB / 8), v = i % (kNB / 8);
+      const bool in = q0 + q < g.Q && k0c + 8 * v < g.K;
+      cp_async16(smem_u32(dst + q * kLdy + 8 * v), in ? src + int64_t(q0 + q) * c.ys[3] + 8 * v : dy, in ? 16 : 0);
+    }
+  };
+
+  // A (.trans): matrix i = lane / 8 holds pixels + 8 (i / 2), columns + 8 (i % 2) of a 16 x 16 step;
+  // B (.trans): pixels + 8 (i % 2), channels + 8 (i / 2)
+  const int a_px = lane % 8 + 8 * (lane / 16), a_col = 8 * (lane / 8 % 2);
+  const int b_px = lane % 8 + 8 * (lane / 8 % 2), b_ch = 8 * (lane / 16);
+  float acc[2][8][4] = {};
+  const int64_t first = int64_t(blockIdx.x) * g.per, last = min(first + g.per, g.items);
+  QuadItem it = rows.at(first);
+  int buf = 0;
+  if (first < last) rows.fetch(it), fetch_dy(it, dyt);
+  cp_async_commit();
+  for (int64_t item = first; item < last; ++item) {
+    cp_async_wait<0>();
+    __syncthreads();  // this item's rows and dY tile landed; the previous item's reads are done
+    rows.spread(it);
+    __syncthreads();
+    const QuadItem cur = it;
+    const uint16_t* dcur = dyt + buf * kQT * kLdy;
+    if (item + 1 < last) it = rows.next(cur), rows.fetch(it), fetch_dy(it, dyt + (buf ^ 1) * kQT * kLdy);
+    cp_async_commit();
+    buf ^= 1;
+
+    const int nq = min(kQT, g.Q - cur.qc * kQT), hb_slot = ring_slot(cur.hb, g.RR);
+    const uint16_t* arow[2];  // each column tile's ring row
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const int mt = min(warp + kWgWarps * t, tiles - 1), r = mt / (KR / 16);
+      const int slot = hb_slot + r * g.dh;  // < 2 RR
+      arow[t] = ring + (slot >= g.RR ? slot - g.RR : slot) * 4 * g.rowp + (mt % (KR / 16)) * 16 + a_col;
+    }
+    for (int j0 = 0; j0 < nq; j0 += 16) {
+      uint32_t b[4][4];
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) ldmatrix_x4_trans(b[jj], dcur + (j0 + b_px) * kLdy + 16 * jj + b_ch);
+      // pixels past the row read real x values (times zero dY: Inf * 0 is NaN), so A drops them
+      const int p0 = j0 + 2 * tig, p1 = p0 + 8;
+      const uint32_t m0 = (p0 < nq ? 0xffffu : 0u) | (p0 + 1 < nq ? 0xffff0000u : 0u);
+      const uint32_t m1 = (p1 < nq ? 0xffffu : 0u) | (p1 + 1 < nq ? 0xffff0000u : 0u);
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        if (warp + kWgWarps * t >= tiles) continue;
+        uint32_t a[4];
+        ldmatrix_x4_trans(a, arow[t] + 4 * g.sw * (j0 + a_px));
+        a[0] &= m0, a[1] &= m0, a[2] &= m1, a[3] &= m1;
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          mma_sync<T>(acc[t][2 * jj], a, b[jj]);
+          mma_sync<T>(acc[t][2 * jj + 1], a, b[jj] + 2);
+        }
+      }
+    }
+  }
+  // this block's sums: part[blockIdx.x][k][col], every element written (zeros past the items)
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+    const int mt = warp + kWgWarps * t;
+    if (mt >= tiles) continue;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int k = k0c + 8 * j + 2 * tig + e % 2, col = mt * 16 + gid + 8 * (e / 2);
+        if (k < g.K) part[(int64_t(blockIdx.x) * g.K + k) * g.Kp + col] = acc[t][j][e];
+      }
+  }
+}
+
+// dW[k, ch, r, s] = the blocks' sums of column r KR + 4 s + ch, in block order, cast to T.
+template <typename T>
+__global__ void wgrad_reduce_kernel(const float* part, int blocks, ConvOperands c, SmallC g, int KR) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(g.K) * g.C * g.R * g.S) return;
+  const int s = int(i % g.S), r = int(i / g.S % g.R), ch = int(i / (g.S * g.R) % g.C);
+  const int64_t k = i / (int64_t(g.S) * g.R * g.C);
+  const float* src = part + k * g.Kp + r * KR + 4 * s + ch;
+  float sum = 0.f;
+#pragma unroll 8
+  for (int b = 0; b < blocks; ++b) sum += src[int64_t(b) * g.K * g.Kp];
+  static_cast<T*>(c.w)[k * c.ws[0] + ch * c.ws[1] + r * c.ws[2] + s * c.ws[3]] = static_cast<T>(sum);
+}
+
 // Devices on which each kernel's dynamic shared-memory limit is set (allow_smem).
 template <typename T, Act AC, int KR = 0>
 std::atomic<uint64_t> smem_set_on{0};
+template <typename T, int KR>
+std::atomic<uint64_t> wg_smem_set_on{0};
 
 // fp32 with TF32 off: no tensor cores to feed, and the implicit SIMT GEMM (gemm_conv_vec.cuh) pads
 // C to chunks of 16 channels, so this problem went through im2col (a 513 MB column buffer at the
@@ -699,14 +829,8 @@ std::atomic<uint64_t> smem_set_on{0};
 
 }  // namespace
 
-bool conv_fwd_smallc(const GemmArgs& a) {
-  const ConvOperands& c = a.conv;
-  if ((a.dtype != at::kHalf && a.dtype != at::kBFloat16) || c.groups != 1 || c.C % 8 == 0) return false;
-  if (c.R * c.S * c.C > kMaxK || c.N * c.P * c.Q == 0 || c.K == 0) return false;
-  if (c.xs[1] != 1 || c.xs[3] != c.C) return false;  // each input row (w, c) contiguous
-  const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
-  if (dev->major < 8) return false;  // mma.sync bf16
-  SmallC g;
+// The geometry both 16-bit small-C kernels share (false: an offset would not fit its int).
+bool small_geometry(const ConvOperands& c, SmallC& g) {
   g.C = int(c.C), g.H = int(c.H), g.W = int(c.W), g.K = int(c.K), g.R = int(c.R), g.S = int(c.S);
   g.P = int(c.P), g.Q = int(c.Q), g.sh = int(c.sh), g.sw = int(c.sw), g.ph = int(c.ph), g.pw = int(c.pw);
   g.dh = int(c.dh), g.dw = int(c.dw);
@@ -722,21 +846,40 @@ bool conv_fwd_smallc(const GemmArgs& a) {
   g.qchunks = int((c.Q + kQT - 1) / kQT);
   g.items = c.N * c.P * g.qchunks;
   g.RR = int((c.R - 1) * c.dh + 1);
+  return true;
+}
+
+// Quads where C <= 4, w's stride even, its dilation 1, S <= 8, and x's rows 16-byte aligned and
+// whole 16-byte chunks (cp.async reads no element past a row's end): g becomes their geometry,
+// columns r KR + 4 s + ch with KR = 16 or 32 (returned; 0: not quads).
+int quad_geometry(const ConvOperands& c, SmallC& g) {
+  if (c.C > 4 || c.sw % 2 != 0 || c.dw != 1 || c.S > 8 || c.xs[0] % 8 != 0 || c.xs[2] % 8 != 0 ||
+      c.W * c.C % 8 != 0 || reinterpret_cast<uintptr_t>(c.x) % 16 != 0)
+    return 0;
+  const int kr = c.S <= 4 ? 16 : 32;
+  g.Kp = int(c.R) * kr;
+  g.ldb = (g.Kp + 63) / 64 * 64;  // the forward's B in atoms of 64 k (quad_b)
+  g.rowp = int(((kQT - 1) * c.sw + kr / 4 + 1) / 2 * 2);  // the masked taps of the last pixel too
+  g.raw_len = (g.rowp * g.C + 20 + 7) / 8 * 8;  // + the chunks' rounding at both ends, + spread's 3 words
+  return kr;
+}
+
+bool conv_fwd_smallc(const GemmArgs& a) {
+  const ConvOperands& c = a.conv;
+  if ((a.dtype != at::kHalf && a.dtype != at::kBFloat16) || c.groups != 1 || c.C % 8 == 0) return false;
+  if (c.R * c.S * c.C > kMaxK || c.N * c.P * c.Q == 0 || c.K == 0) return false;
+  if (c.xs[1] != 1 || c.xs[3] != c.C) return false;  // each input row (w, c) contiguous
+  const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
+  if (dev->major < 8) return false;  // mma.sync bf16
+  SmallC g;
+  if (!small_geometry(c, g)) return false;
   g.pairs = c.ys[1] == 1 && reinterpret_cast<uintptr_t>(c.y) % 4 == 0 && c.ys[0] % 2 == 0 && c.ys[2] % 2 == 0 &&
             c.ys[3] % 2 == 0;
   g.rows16 = c.ys[1] == 1 && reinterpret_cast<uintptr_t>(c.y) % 16 == 0 && c.ys[0] % 8 == 0 && c.ys[2] % 8 == 0 &&
              c.ys[3] % 8 == 0;
-  // Quads (conv_smallc4_kernel) where C <= 4, w's stride even, its dilation 1, S <= 8, and x's rows
-  // 16-byte aligned and whole 16-byte chunks (cp.async reads no element past a row's end).
-  const int kr = c.S <= 4 ? 16 : 32;
   SmallC q = g;
-  q.Kp = int(c.R) * kr;
-  q.ldb = (q.Kp + 63) / 64 * 64;  // B in atoms of 64 k (quad_b)
-  q.rowp = int(((kQT - 1) * c.sw + kr / 4 + 1) / 2 * 2);  // the masked taps of the last pixel too
-  q.raw_len = (q.rowp * q.C + 20 + 7) / 8 * 8;  // + the chunks' rounding at both ends, + spread's 3 words
-  const bool quad = c.C <= 4 && c.sw % 2 == 0 && c.dw == 1 && c.S <= 8 && c.xs[0] % 8 == 0 && c.xs[2] % 8 == 0 &&
-                    c.W * c.C % 8 == 0 && reinterpret_cast<uintptr_t>(c.x) % 16 == 0 &&
-                    q.quad_smem() <= size_t(kMaxSmem);
+  const int kr = quad_geometry(c, q);
+  const bool quad = kr > 0 && q.quad_smem() <= size_t(kMaxSmem);
   if (quad) g = q;
   const size_t smem = quad ? g.quad_smem() : g.smem();
   if (smem > size_t(kMaxSmem)) return false;
@@ -825,6 +968,50 @@ bool conv_fwd_smallc_f32(const GemmArgs& a) {
     else if (stem) launch(k::conv_smallc_f32_kernel<AC, 7, 2, 4>, k::smem_set_on<AC, 7, 4>);
     else if (px == 8) launch(k::conv_smallc_f32_kernel<AC, 0, 0, 8>, k::smem_set_on<AC, 0, 8>);
     else launch(k::conv_smallc_f32_kernel<AC, 0, 0, 4>, k::smem_set_on<AC, 0, 4>);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+}
+
+
+// The quads' weight gradient (conv_wgrad_smallc4_kernel): fp16/bf16, groups 1, the forward's quad
+// conditions on x (channels_last as conv_wgrad_lowered's gather_ready left it), dY channel-contiguous
+// in 16-byte chunks (K % 8 == 0), R KR <= 256. conv_wgrad_lowered tries it before its im2col.
+bool conv_wgrad_smallc(const GemmArgs& a) {
+  const ConvOperands& c = a.conv;
+  if ((a.dtype != at::kHalf && a.dtype != at::kBFloat16) || c.groups != 1 || c.C % 8 == 0) return false;
+  if (c.R * c.S * c.C > kMaxK || c.N * c.P * c.Q == 0 || c.K == 0 || c.K % 8 != 0) return false;
+  if (c.xs[1] != 1 || c.xs[3] != c.C) return false;
+  if (c.ys[1] != 1 || c.ys[0] % 8 != 0 || c.ys[2] % 8 != 0 || c.ys[3] % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(c.y) % 16 != 0)
+    return false;
+  const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
+  if (dev->major < 8) return false;
+  SmallC g;
+  if (!small_geometry(c, g)) return false;
+  const int kr = quad_geometry(c, g);
+  if (kr == 0 || g.Kp > 16 * 2 * kWgWarps) return false;  // two column tiles a warp
+  const size_t smem = (size_t(g.RR) * 4 * g.rowp + size_t(g.RR) * g.raw_len + 2 * size_t(kQT) * kLdy) * 2;
+  if (smem > size_t(kMaxSmem)) return false;
+  const int64_t kblocks = (c.K + kNB - 1) / kNB;
+  if (kblocks > 65535) return false;
+  const int64_t want = std::max<int64_t>(1, 2 * dev->multiProcessorCount / kblocks);  // 2 blocks a SM
+  g.per = (g.items + want - 1) / want;
+  const int blocks = int((g.items + g.per - 1) / g.per);
+  const at::Tensor part = at::empty({int64_t(blocks) * c.K * g.Kp}, cuda_options(at::kFloat));
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const int64_t outs = c.K * c.C * c.R * c.S;
+  with_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same<T, c10::Half>::value || std::is_same<T, c10::BFloat16>::value) {
+      auto launch = [&](auto* kernel, std::atomic<uint64_t>& set_on) {
+        allow_smem(kernel, size_t(kMaxSmem), set_on);
+        kernel<<<dim3(unsigned(blocks), unsigned(kblocks)), kWgThreads, smem, stream>>>(c, g, part.data_ptr<float>());
+      };
+      if (kr == 16) launch(conv_wgrad_smallc4_kernel<T, 16>, wg_smem_set_on<T, 16>);
+      else launch(conv_wgrad_smallc4_kernel<T, 32>, wg_smem_set_on<T, 32>);
+      wgrad_reduce_kernel<T><<<blocks_for(outs, int64_t(1) << 30), 256, 0, stream>>>(part.const_data_ptr<float>(), blocks, c, g, kr);
+    }
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return true;

@@ -22,9 +22,12 @@ bool conv_dgrad_lowered(const GemmArgs& a);
 bool conv_wgrad_lowered(const GemmArgs& a);
 // conv_smallc.cu, for conv_fwd_lowered (forwards, and data gradients run as forwards): the fused
 // forward for C % 8 != 0, R*S*C <= 256, fp16/bf16, x rows (w, c) contiguous; and a direct SIMT
-// forward for fp32 (TF32 off), R*S*C <= 256, any strides. False when they do not apply.
+// forward for fp32 (TF32 off), R*S*C <= 256, any strides; for conv_wgrad_lowered, the fp16/bf16
+// weight gradient of C <= 4 at an even stride (x channels_last, dY channel-contiguous). False when
+// they do not apply.
 bool conv_fwd_smallc(const GemmArgs& a);
 bool conv_fwd_smallc_f32(const GemmArgs& a);
+bool conv_wgrad_smallc(const GemmArgs& a);
 // dispatch.cpp: runs fns[0] on the current stream and each other fn on a side stream (a fixed few
 // per device, from torch's pool; a nested call takes ones its callers do not hold),
 // all after the work already on the current stream and before what follows it (fork and join by
