@@ -6,8 +6,10 @@
 // new rows), where each tap row's (s, c) columns are contiguous, and builds the A fragments
 // straight from them: column k = (r, s, c) of output pixel q sits at staged element
 // q * sw * C + koff[k]. NOTES 23 has the measurements (104 us against cuDNN's 230 on that stem);
-// NOTES 67 the output tile through shared memory. The same problem in fp32 (TF32 off) has a
-// direct SIMT kernel of its own below (namespace f32).
+// NOTES 67 the output tile through shared memory. Where C <= 4 at an even stride, the "quads"
+// kernel pads staged pixels to 4 channels instead, for ldmatrix and (sm_90a) wgmma, and its weight
+// gradient reads the same rows (NOTES 68). The same problem in fp32 (TF32 off) has a direct SIMT
+// kernel of its own below (namespace f32).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
