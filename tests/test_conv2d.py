@@ -171,10 +171,10 @@ CUDA_CASES = {
     "c7_5x5_sw4_wide": Conv(1, 7, 9, 520, 16, 5, 5, (1, 4), 2),
     # ... its quads (C <= 4, even stride along w, S <= 8, rows of whole 16-byte chunks): 4 taps a row
     # with one masked and a partial channel block; 3 chunks of 128 pixels with 3 taps masked; one
-    # channel, dilation along h, two channel blocks; stride 4 with all 8 taps
+    # channel, dilation along h, two channel blocks (the second of 8); stride 4 with all 8 taps
     "q3_3x3_s2": Conv(2, 3, 24, 40, 32, 3, 3, 2, 1),
     "q2_5x5_s2_wide": Conv(1, 2, 9, 520, 16, 5, 5, 2, 2),
-    "q1_3x5_s2_dil": Conv(2, 1, 17, 40, 70, 3, 5, 2, (1, 2), (2, 1)),
+    "q1_3x5_s2_dil": Conv(2, 1, 17, 40, 72, 3, 5, 2, (1, 2), (2, 1)),
     "q4_3x8_sw4": Conv(1, 4, 10, 64, 24, 3, 8, (1, 4), (1, 3)),
     # ... and fp32 (TF32 off): the direct kernel's tiles of 8 and 16 output rows (enough blocks for
     # two a SM), the taller with a partial last tile each way and rows of 115 pixels (no float4 stores)
@@ -445,7 +445,7 @@ def test_conv2d_fast_path_taken_cuda(kind, case, layout, kernel):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("case", ["stem7x7_224", "q3_3x3_s2", "q4_3x8_sw4"])
+@pytest.mark.parametrize("case", ["stem7x7_224", "q3_3x3_s2", "q1_3x5_s2_dil", "q4_3x8_sw4"])
 def test_conv2d_wgrad_smallc_taken_cuda(kind, case):
     """The quads' weight gradient (C <= 4 at an even stride, channels_last x and dy) runs its own kernel
     and a reduce, with no column buffer (the values: the backward tests of the same cases)."""
