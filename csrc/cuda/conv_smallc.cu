@@ -614,7 +614,7 @@ __global__ void __launch_bounds__(kWgThreads, 2) conv_wgrad_smallc4_kernel(ConvO
       }
     }
   }
-  // this block's sums: part[blockIdx.x][k][col], every element written (zeros past the items)
+  // this block's sums: part[blockIdx.x][k][col], every column of its channels written
 #pragma unroll
   for (int t = 0; t < 2; ++t) {
     const int mt = warp + kWgWarps * t;
