@@ -443,19 +443,25 @@ def test_conv2d_fast_path_taken_cuda(kind, case, layout, kernel):
         assert len(names) == 1, "%s: %s" % (case, names)
 
 
-@pytest.mark.cuda
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("case", ["stem7x7_224", "q3_3x3_s2", "q1_3x5_s2_dil", "q4_3x8_sw4"])
-def test_conv2d_wgrad_smallc_taken_cuda(kind, case):
-    """The quads' weight gradient (C <= 4 at an even stride, channels_last x and dy) runs its own kernel
-    and a reduce, with no column buffer (the values: the backward tests of the same cases)."""
+def backward_kernels(case, kind, mask):
+    """The CUDA kernels torch.ops.tileops._conv2d_backward runs on a CUDA_CASES row, channels_last x and
+    dy, for the gradients `mask` asks for."""
     c = CUDA_CASES[case]
     x = torch.randn(c.x_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
     w = torch.randn(c.w_shape, device="cuda", dtype=DTYPES[kind])
     gy = torch.randn(c.out_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
     st, pd, dl, g = c.params
     pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
-    _, names = cuda_kernels(lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [False, True, False]))
+    return cuda_kernels(lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, list(mask)))[1]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", ["stem7x7_224", "q3_3x3_s2", "q1_3x5_s2_dil", "q4_3x8_sw4"])
+def test_conv2d_wgrad_smallc_taken_cuda(kind, case):
+    """The quads' weight gradient (C <= 4 at an even stride, channels_last x and dy) runs its own kernel
+    and a reduce, with no column buffer (the values: the backward tests of the same cases)."""
+    names = backward_kernels(case, kind, [False, True, False])
     assert any("conv_wgrad_smallc4_kernel" in n for n in names), "%s %s: %s" % (case, kind, names)
     assert not any("im2col" in n for n in names), "%s %s: %s" % (case, kind, names)
 
@@ -522,14 +528,8 @@ def test_conv2d_fp32_nchw_implicit_taken_cuda(case):
 def test_conv2d_dgrad_phases_taken_cuda(kind, case):
     """A data gradient of stride 2 with conv_dgrad's "phases" candidate runs as phase convolutions,
     no column buffer gathered by col2im (the values: test_conv_dgrad_candidates_cuda)."""
-    c = CUDA_CASES[case]
-    x = torch.randn(c.x_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
-    w = torch.randn(c.w_shape, device="cuda", dtype=DTYPES[kind])
-    gy = torch.randn(c.out_shape, device="cuda", dtype=DTYPES[kind]).to(memory_format=torch.channels_last)
-    st, pd, dl, g = c.params
-    pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
     with autotune.pinned("conv_dgrad", "phases"):
-        _, names = cuda_kernels(lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [True, False, False]))
+        names = backward_kernels(case, kind, [True, False, False])
     assert names and not any("col2im" in n for n in names), "%s %s: %s" % (case, kind, names)
     if kind == "bfloat16" and torch.cuda.get_device_capability() == (9, 0):
         assert any("gemm_sm90" in n for n in names), "%s: expected the Hopper kernels among %s" % (case, names)
