@@ -8,7 +8,7 @@
 #     linear       bench_matmul's ViT-B rows (matmul and linear + bias + GELU, every dtype)
 #     depthwise    bench_conv's depthwise rows
 #     cand_linear  time_candidates: the persistent configs on the linear + GELU rows
-#     cand_dw      time_candidates: the depthwise forward's candidates at batch 32 and 64
+#     cand_dw      time_candidates: the depthwise forward's candidates (all) at batch 32 and 64
 #     skinny       scripts/probe_small_matmul.py --set skinny
 #     edges, simt, tf32  scripts/probe_edges.py --set edges / simt / tf32: each matmul_sm90 (bf16
 #                  near 1024; TF32) or matmul_simt (fp32) config pinned, kernel times beside cuBLAS
@@ -54,7 +54,7 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     cand_linear) step cand_linear 240 $PY scripts/time_candidates.py --family matmul_sm90 --filter "linear|ViT" \
       --candidates pp128-c2,coop128x256-c2,coop128x192-c2 --out "$OUTDIR/cand_linear.json" ;;
     cand_dw) for b in 32 64; do step cand_dw_b$b 120 $PY scripts/time_candidates.py --family conv_depthwise \
-      --candidates strip4,strip1,tile,strip4-resident --batch $b --out "$OUTDIR/cand_dw_b$b.json"; done ;;
+      --batch $b --out "$OUTDIR/cand_dw_b$b.json"; done ;;
     host) step host_streams1 120 $PY scripts/profile_host.py --parts --out "$OUTDIR"
       TILEOPS_STREAMS=0 step host_streams0 120 $PY scripts/profile_host.py --parts --out "$OUTDIR" ;;
     vit) step vit 240 $PY scripts/probe_vit_gemms.py "$OUTDIR/vit_gemms.json" --candidates "${VIT_CANDIDATES:-}" ;;

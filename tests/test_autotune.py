@@ -15,7 +15,7 @@ import torch
 
 import tileops
 from tileops import _C, autotune
-from utils import check, cuda_kernel_counts, family, fresh_generator, persistent, randn
+from utils import check, cuda_kernel_counts, family, fresh_generator, persistent, poison, randn
 
 NAMES = ["a", "b", "c"]
 DEV = "test-device"
@@ -567,6 +567,34 @@ def test_conv_depthwise_candidates_cuda(config, kind, case):
     with autotune.pinned("conv_depthwise", config):
         run_forward(c, case, "cuda", kind, "channels_last", act="gelu", bias=True)
         run_backward_op(c, case, "cuda", kind, "channels_last", mask=(True, False, False))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(3, 32, 23, 20), (5, 96, 9, 14), (2, 12, 11, 13)],
+                         ids=["c32_many_items", "c96_tail_cols", "c12_unaligned_rows"])
+def test_conv_depthwise_rows_cuda(kind, shape):
+    """The row ring (conv_depthwise "rows"), pinned, forward with bias, a residual and ReLU against
+    float64 on poisoned memory: it runs on sm_90 where x's channels_last rows are 16-byte runs
+    (15 batches x rows: blocks walk several items, the ring wraps; 14 columns: a partial column
+    tile), and the strips stand in where they are not (12 channels x 13 columns of fp16)."""
+    n, ch, h, wd = shape
+    gen, seed = fresh_generator()
+    dt = getattr(torch, kind)
+    x = randn((n, ch, h, wd), dt, "cuda", gen).to(memory_format=torch.channels_last)
+    w = randn((ch, 1, 3, 3), dt, "cuda", gen)
+    b = randn((ch,), dt, "cuda", gen)
+    r = randn((n, ch, h, wd), dt, "cuda", gen).to(memory_format=torch.channels_last)
+    with autotune.pinned("conv_depthwise", "rows"):
+        poison("cuda", x.numel() * x.element_size())
+        y, ran = cuda_kernel_counts(lambda: tileops.conv2d(x, w, b, 1, 1, 1, ch, activation="relu", residual=r))
+    conv = torch.nn.functional.conv2d
+    ref = torch.relu(conv(x.double(), w.double(), b.double(), 1, 1, 1, ch) + r.double())
+    mag = conv(x.double().abs(), w.double().abs(), b.double().abs(), 1, 1, 1, ch) + r.double().abs()
+    check(y, ref, mag, kind, "rows %s seed %d" % (shape, seed))
+    runs = wd * ch * x.element_size() % 16 == 0
+    if torch.cuda.get_device_capability()[0] >= 9:
+        assert any("dw_fwd_rows_kernel" in k for k in ran) == runs, "%s: %s" % (shape, ran)
 
 
 @pytest.mark.cuda

@@ -13,6 +13,7 @@
 #include "autotune.h"
 #include "cuda_util.h"
 #include "kinds.h"
+#include "mbarrier.cuh"
 
 namespace tileops::cuda {
 namespace {
@@ -274,6 +275,7 @@ __device__ const T* stage_weight(const ConvOperands& c, bool flip) {
 // Blocks of 128 threads: at ~100 registers a thread, 256-thread blocks left 16 warps per SM, 128
 // leave 20.
 constexpr int kTQ = 4, kTileThreads = 128;
+constexpr int kStripV = 4;  // channels a thread of the strip and row-ring kernels
 template <typename T, int KS, int SW>
 __global__ void __launch_bounds__(kTileThreads)
     dw_fwd_tile_kernel(ConvOperands c, const T* __restrict__ w_rsc, bool flip, Epilogue<T> epi) {
@@ -404,6 +406,120 @@ __global__ void __launch_bounds__(kTileThreads) dw_fwd_strip_kernel(ConvOperands
   }
 }
 
+// The 3x3 stride-1 layers of large batches (memory-bound) on a ring of whole input rows: a
+// channels_last row of x (W x C elements) is one contiguous run, so one thread brings it into
+// shared memory with one bulk copy (cp.async.bulk, completing on the slot's mbarrier). Each
+// block walks items of `th` output rows of one image (items blockIdx.x, + gridDim.x, ...); an
+// item reads th + 2 input rows, the block's stream of rows runs on across its items, and the ring
+// keeps ring - 3 rows in flight ahead of the three an output row reads: bytes in flight without
+// registers, where the strip kernels' in-flight loads were bounded by their ~150 registers a
+// thread (12 warps an SM). A thread computes kTQ columns x 4 channels of an output row from the
+// ring (its channels fixed: the block's threads are a multiple of the channel vectors), then the
+// block syncs and thread 0 refills the slot the row above freed. Rows outside the image are
+// never loaded (thread 0 arrives on their slot so its phases stay in step) and read as zeros.
+struct RowsPlan {
+  int th, ring, items, row_bytes;
+};
+constexpr int kRowsThreads = 512, kRowsBarBytes = 128;  // the most threads; the barriers' bytes (ring <= 16)
+template <typename T, Act A>
+__global__ void __launch_bounds__(kRowsThreads) dw_fwd_rows_kernel(ConvOperands c, bool flip, Epilogue<T> epi,
+                                                                    RowsPlan pl) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int KS = 3, V = kStripV, NW = kTQ + KS - 1;
+  using Vec = VecOf<T, V>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem);
+  unsigned char* ring = smem + kRowsBarBytes;
+  const int C = int(c.C), H = int(c.H), W = int(c.W), P = int(c.P), Q = int(c.Q), CV = C / V;
+  const int units = (Q + kTQ - 1) / kTQ * CV, pb = (P + pl.th - 1) / pl.th, span = pl.th + KS - 1;
+  const int t = threadIdx.x, cv = t % CV, ph = int(c.ph), pw = int(c.pw);
+  const T* x = static_cast<const T*>(c.x);
+  if (t == 0) {
+    for (int i = 0; i < pl.ring; ++i) mbar_init(&bar[i], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  // Thread 0's side: stream positions issued so far; issue_to(end) loads positions up to end - 1,
+  // each into slot position % ring once that slot's previous row has landed (every loaded row
+  // lands before its slot is reused, or the kernel ends).
+  int issued = 0;
+  auto slot = [&](int s) { return ring + (s % pl.ring) * pl.row_bytes; };
+  auto issue_to = [&](int end) {
+    for (; issued < end; ++issued) {
+      uint64_t* b = &bar[issued % pl.ring];
+      if (issued >= pl.ring) mbar_wait(b, ((issued / pl.ring) - 1) & 1);
+      const int item = blockIdx.x + issued / span * gridDim.x, h = item % pb * pl.th - ph + issued % span;
+      if (item < pl.items && h >= 0 && h < H) {
+        mbar_expect_tx(b, pl.row_bytes);
+        bulk_load(slot(issued), x + (int64_t(item / pb) * H + h) * W * C, pl.row_bytes, b);
+      } else {
+        mbar_arrive(b);
+      }
+    }
+  };
+  if (t == 0) issue_to(pl.ring);
+  const T* w = static_cast<const T*>(c.w) + int64_t(cv) * V * c.ws[0];
+  float wf[KS][KS][V];
+#pragma unroll
+  for (int r = 0; r < KS; ++r)
+#pragma unroll
+    for (int s = 0; s < KS; ++s)
+#pragma unroll
+      for (int e = 0; e < V; ++e)
+        wf[r][s][e] = static_cast<float>(w[e * c.ws[0] + (flip ? KS - 1 - r : r) * c.ws[2] + (flip ? KS - 1 - s : s) * c.ws[3]]);
+  int s0 = 0;  // the stream position of the item's first input row
+  for (int item = blockIdx.x; item < pl.items; item += gridDim.x, s0 += span) {
+    const int n = item / pb, p0 = item % pb * pl.th;
+    for (int o = 0; o < pl.th; ++o) {
+      const int p = p0 + o;
+      if (p < P) {
+        bool hin[KS];
+#pragma unroll
+        for (int r = 0; r < KS; ++r) {
+          const int h = p - ph + r, s = s0 + o + r;
+          hin[r] = h >= 0 && h < H;
+          if (hin[r]) mbar_wait(&bar[s % pl.ring], (s / pl.ring) & 1);
+        }
+        T* y = static_cast<T*>(c.y) + (int64_t(n) * P + p) * Q * C;
+        for (int u = t; u < units; u += blockDim.x) {
+          const int q0 = u / CV * kTQ, w0 = q0 - pw;
+          Vec xv[KS][NW];
+#pragma unroll
+          for (int r = 0; r < KS; ++r) {
+            const T* row = reinterpret_cast<const T*>(slot(s0 + o + r)) + cv * V;
+#pragma unroll
+            for (int j = 0; j < NW; ++j) xv[r][j] = load_vec<Vec>(row + (w0 + j) * C, hin[r] && w0 + j >= 0 && w0 + j < W);
+          }
+          float acc[kTQ][V] = {};
+#pragma unroll
+          for (int r = 0; r < KS; ++r)
+#pragma unroll
+            for (int j = 0; j < NW; ++j) {
+              float xf[V];
+              to_floats<T>(xv[r][j], xf);
+#pragma unroll
+              for (int oq = 0; oq < kTQ; ++oq) {
+                const int s = j - oq;  // the tap of output column oq that reads column j
+                if (s < 0 || s >= KS) continue;
+#pragma unroll
+                for (int e = 0; e < V; ++e) acc[oq][e] += xf[e] * wf[r][s][e];
+              }
+            }
+#pragma unroll
+          for (int oq = 0; oq < kTQ; ++oq)
+            if (q0 + oq < Q) store_vec<T, A, V>(epi, y + (q0 + oq) * C + cv * V, acc[oq], cv * V);
+        }
+      }
+      __syncthreads();  // the item's input row o (all three after its last output row) is read
+      if (t == 0) issue_to((o + 1 < pl.th ? s0 + o + 1 : s0 + span) + pl.ring);
+    }
+  }
+  if (t == 0)  // no copy may land in the shared memory of a finished block
+    for (int s = issued - pl.ring; s < issued; ++s)
+      if (s >= 0) mbar_wait(&bar[s % pl.ring], (s / pl.ring) & 1);
+#endif
+}
+
 // The tile kernel's NCHW twin (any channel multiplier): each thread computes kTQ neighbouring
 // outputs of one row of one output channel, reading each of the (kTQ - 1) * SW + KS input values of
 // a kernel row they need once; lanes run along the row, so a warp reads contiguous runs. The
@@ -495,13 +611,14 @@ bool is_depthwise(const ConvOperands& c) { return c.groups == c.C && c.Cg == 1 &
 // dw_fwd_strip_kernel's host side: channels a thread, the most weight bytes a block stages, its
 // candidates (strips of `rows` output rows a thread, one item a thread or walked by resident
 // blocks; rows 0: the tile kernel instead), and the thread items of strips of tp rows.
-constexpr int kStripV = 4, kStripWeightMax = 16 * 1024;
+constexpr int kStripWeightMax = 16 * 1024;
 struct StripConfig {
   int rows;
   bool resident;
 };
 constexpr StripConfig kStripConfigs[] = {{4, false}, {1, false}, {0, false}, {4, true}};
-const std::vector<std::string> kStripNames = {"strip4", "strip1", "tile", "strip4-resident"};
+constexpr int kRowsCandidate = 4;  // dw_fwd_rows_kernel, after the strip configs
+const std::vector<std::string> kStripNames = {"strip4", "strip1", "tile", "strip4-resident", "rows"};
 const autotune::Family kDepthwiseFamily("conv_depthwise", [] { return kStripNames; });
 int64_t strip_items(const ConvOperands& c, int64_t tp) {
   return c.N * ((c.P + tp - 1) / tp) * ((c.Q + kTQ - 1) / kTQ) * (c.C / kStripV);
@@ -536,6 +653,61 @@ void launch_strip(const GemmArgs& a, bool flip, bool resident) {
   }
   kernel<<<unsigned(blocks), kTileThreads, 0, at::cuda::getCurrentCUDAStream()>>>(c, flip, epilogue_of<T>(a));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// dw_fwd_rows_kernel where it applies (strip_ok's layers, on sm_90 or newer, x's rows 16-byte
+// aligned runs of at most kRowsMaxRow bytes): launched, true. The ring holds about kRowsRingBytes
+// (4 to 8 rows). Items of th output rows: the th whose busiest block's rows, each output row a
+// read and a write and each item's two extra input rows counted half (mostly L2 hits: the
+// neighbouring item reads them too), are fewest.
+constexpr int64_t kRowsRingBytes = 64 * 1024, kRowsMaxRow = 24 * 1024;
+constexpr size_t kRowsSmemMax = kRowsBarBytes + 4 * kRowsMaxRow;
+bool launch_rows(const GemmArgs& a, bool flip) {
+  const auto& c = a.conv;
+  const auto* prop = at::cuda::getCurrentDeviceProperties();
+  const int64_t es = c10::elementSize(a.dtype), row = c.W * c.C * es, cv = c.C / kStripV, qt = (c.Q + kTQ - 1) / kTQ;
+  if (prop->major < 9 || row % 16 != 0 || row > kRowsMaxRow || reinterpret_cast<uintptr_t>(c.x) % 16 != 0 ||
+      cv > kRowsThreads || c.N * c.H >= (int64_t(1) << 31))
+    return false;
+  RowsPlan pl{};
+  pl.row_bytes = int(row);
+  pl.ring = int(std::clamp<int64_t>(kRowsRingBytes / row, 4, 8));
+  const int threads = int(cv * std::min<int64_t>(qt, kRowsThreads / cv));
+  const size_t smem = kRowsBarBytes + size_t(pl.ring) * size_t(row);
+  bool done = false;
+  with_dtype(a.dtype, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (!std::is_same<T, double>::value) {
+      with_act(a.act, [&](auto act) {
+        const auto kernel = dw_fwd_rows_kernel<T, decltype(act)::value>;
+        static std::atomic<uint64_t> set_on{0};
+        static PerDevice regs{};
+        allow_smem(kernel, kRowsSmemMax, set_on);
+        const int nregs = kept_per_device(regs, [&] {
+          cudaFuncAttributes fa{};
+          C10_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+          return std::max(1, fa.numRegs);
+        });
+        const int warps = (threads + 31) / 32;
+        const int64_t per_sm = std::max<int64_t>(
+            1, std::min({int64_t(prop->sharedMemPerMultiprocessor) / int64_t(smem + 1024),
+                         int64_t(prop->maxThreadsPerMultiProcessor) / (32 * warps),
+                         int64_t(prop->regsPerMultiprocessor) / (int64_t(warps) * 32 * ((nregs + 7) / 8 * 8))}));
+        const int64_t fit = per_sm * prop->multiProcessorCount;
+        int64_t best = -1;
+        for (int64_t th = 1; th <= std::min<int64_t>(c.P, 16); ++th) {
+          const int64_t items = c.N * ((c.P + th - 1) / th), per_block = (items + fit - 1) / fit;
+          const int64_t cost = per_block * (2 * th + 1);
+          if (best < 0 || cost < best) best = cost, pl.th = int(th), pl.items = int(items);
+        }
+        const unsigned blocks = unsigned(std::min<int64_t>(pl.items, fit));
+        kernel<<<blocks, threads, smem, at::cuda::getCurrentCUDAStream()>>>(c, flip, epilogue_of<T>(a), pl);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        done = true;
+      });
+    }
+  });
+  return done;
 }
 
 // fn(ks, sw) (integral constants) where the kernel width and column stride are one the tile
@@ -651,9 +823,10 @@ bool depthwise_fwd(const GemmArgs& a, bool flip) {
                                    autotune::shape_class(c.N * c.P * c.Q, c.C, 9), flip ? "flip" : "fwd"});
         },
         kStripNames, heuristic, [&](int i) {
-          // the tile kernel where it applies (16-byte channel vectors), else strips as tall as the
-          // heuristic's, one item a thread
-          StripConfig cfg = kStripConfigs[i];
+          // the row ring or the tile kernel where it applies (else resident strips, or strips as
+          // tall as the heuristic's, one item a thread)
+          if (i == kRowsCandidate && launch_rows(a, flip)) return;
+          StripConfig cfg = kStripConfigs[i == kRowsCandidate ? 3 : i];
           if (cfg.rows == 0 && depthwise_fwd_tile(a, flip)) return;
           if (cfg.rows == 0) cfg = {kStripConfigs[heuristic].rows, false};
           with_dtype(a.dtype, [&](auto t) {

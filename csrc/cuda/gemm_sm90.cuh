@@ -30,6 +30,7 @@
 
 #include "../common/epilogue.h"
 #include "../common/problems.h"
+#include "mbarrier.cuh"  // mbar_*
 #include "mma_sync.cuh"  // smem_u32, round_tf32
 #include "wgmma_ops.h"
 
@@ -75,23 +76,6 @@ constexpr int blocks_per_sm() {
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred p;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
 // A 3-D TMA tile load into this CTA's shared memory, completing on bar; cta_mask != 0: multicast
 // into every CTA of the cluster in the mask, at dst's offset, completing on the barrier at bar's
 // offset in each.
