@@ -407,57 +407,62 @@ __global__ void __launch_bounds__(kTileThreads) dw_fwd_strip_kernel(ConvOperands
 }
 
 // The 3x3 stride-1 layers of large batches (memory-bound) on a ring of whole input rows: a
-// channels_last row of x (W x C elements) is one contiguous run, so one thread brings it into
-// shared memory with one bulk copy (cp.async.bulk, completing on the slot's mbarrier). Each
-// block walks items of `th` output rows of one image (items blockIdx.x, + gridDim.x, ...); an
-// item reads th + 2 input rows, the block's stream of rows runs on across its items, and the ring
-// keeps ring - 3 rows in flight ahead of the three an output row reads: bytes in flight without
-// registers, where the strip kernels' in-flight loads were bounded by their ~150 registers a
-// thread (12 warps an SM). A thread computes kTQ columns x 4 channels of an output row from the
-// ring (its channels fixed: the block's threads are a multiple of the channel vectors), then the
-// block syncs and thread 0 refills the slot the row above freed. Rows outside the image are
-// never loaded (thread 0 arrives on their slot so its phases stay in step) and read as zeros.
+// channels_last row of x (W x C elements) is one contiguous run, so one producer thread brings it
+// into shared memory with one bulk copy (cp.async.bulk, completing on the slot's `full` barrier):
+// bytes in flight without registers, where the strip kernels' loads in flight were bounded by
+// their registers. Each block walks items of `th` output rows of one image (items blockIdx.x,
+// + gridDim.x, ...) whose th + 2 input rows stream through the ring, the stream running on across
+// items. Consumer thread t computes kTQ columns x 4 channels of every output row of the item
+// (units: a row's column tiles x channel vectors, one a thread), walking the input rows top to
+// bottom as the strips do: each row read from the ring once, added into the three output rows it
+// feeds, the finished one stored. Its warp then frees the slot (`empty`, one arrival a consumer
+// warp) for the producer (the last warp's lane 0). Rows outside the image are never loaded (the
+// producer arrives on their `full` barrier so the phases stay in step) and read as zeros. One
+// output row a thread and a block-wide sync a row (the first form) ran 1.5x slower than the
+// resident strips: three times the instructions an output.
 struct RowsPlan {
   int th, ring, items, row_bytes;
 };
-constexpr int kRowsThreads = 512, kRowsBarBytes = 128;  // the most threads; the barriers' bytes (ring <= 16)
+constexpr int kRowsUnits = 384, kRowsBarBytes = 256;  // the most consumer threads; the barriers' bytes (ring <= 16)
 template <typename T, Act A>
-__global__ void __launch_bounds__(kRowsThreads) dw_fwd_rows_kernel(ConvOperands c, bool flip, Epilogue<T> epi,
-                                                                    RowsPlan pl) {
+__global__ void __launch_bounds__(kRowsUnits + 32) dw_fwd_rows_kernel(ConvOperands c, bool flip, Epilogue<T> epi,
+                                                                       RowsPlan pl) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int KS = 3, V = kStripV, NW = kTQ + KS - 1;
   using Vec = VecOf<T, V>;
   extern __shared__ __align__(128) unsigned char smem[];
-  uint64_t* bar = reinterpret_cast<uint64_t*>(smem);
-  unsigned char* ring = smem + kRowsBarBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem);
+  uint64_t* empty = full + 16;
+  const unsigned char* ring = smem + kRowsBarBytes;
   const int C = int(c.C), H = int(c.H), W = int(c.W), P = int(c.P), Q = int(c.Q), CV = C / V;
   const int units = (Q + kTQ - 1) / kTQ * CV, pb = (P + pl.th - 1) / pl.th, span = pl.th + KS - 1;
-  const int t = threadIdx.x, cv = t % CV, ph = int(c.ph), pw = int(c.pw);
-  const T* x = static_cast<const T*>(c.x);
+  const int t = threadIdx.x, warps = blockDim.x / 32 - 1;  // consumer warps
   if (t == 0) {
-    for (int i = 0; i < pl.ring; ++i) mbar_init(&bar[i], 1);
+    for (int i = 0; i < pl.ring; ++i) mbar_init(&full[i], 1), mbar_init(&empty[i], warps);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  // Thread 0's side: stream positions issued so far; issue_to(end) loads positions up to end - 1,
-  // each into slot position % ring once that slot's previous row has landed (every loaded row
-  // lands before its slot is reused, or the kernel ends).
-  int issued = 0;
-  auto slot = [&](int s) { return ring + (s % pl.ring) * pl.row_bytes; };
-  auto issue_to = [&](int end) {
-    for (; issued < end; ++issued) {
-      uint64_t* b = &bar[issued % pl.ring];
-      if (issued >= pl.ring) mbar_wait(b, ((issued / pl.ring) - 1) & 1);
-      const int item = blockIdx.x + issued / span * gridDim.x, h = item % pb * pl.th - ph + issued % span;
-      if (item < pl.items && h >= 0 && h < H) {
-        mbar_expect_tx(b, pl.row_bytes);
-        bulk_load(slot(issued), x + (int64_t(item / pb) * H + h) * W * C, pl.row_bytes, b);
-      } else {
-        mbar_arrive(b);
+  if (t / 32 == warps) {  // the producer
+    if (t % 32 == 0) {
+      const T* x = static_cast<const T*>(c.x);
+      for (int s = 0;; ++s) {
+        const int item = blockIdx.x + s / span * gridDim.x, h = item % pb * pl.th - int(c.ph) + s % span;
+        if (item >= pl.items) break;
+        if (s >= pl.ring) mbar_wait(&empty[s % pl.ring], (s / pl.ring - 1) & 1);
+        uint64_t* b = &full[s % pl.ring];
+        if (h >= 0 && h < H) {
+          mbar_expect_tx(b, pl.row_bytes);
+          bulk_load(const_cast<unsigned char*>(ring) + (s % pl.ring) * pl.row_bytes, x + (int64_t(item / pb) * H + h) * W * C,
+                    pl.row_bytes, b);
+        } else {
+          mbar_arrive(b);
+        }
       }
     }
-  };
-  if (t == 0) issue_to(pl.ring);
+    return;
+  }
+  const bool active = t < units;
+  const int cv = t % CV, q0 = t / CV * kTQ, w0 = q0 - int(c.pw);
   const T* w = static_cast<const T*>(c.w) + int64_t(cv) * V * c.ws[0];
   float wf[KS][KS][V];
 #pragma unroll
@@ -467,56 +472,56 @@ __global__ void __launch_bounds__(kRowsThreads) dw_fwd_rows_kernel(ConvOperands 
 #pragma unroll
       for (int e = 0; e < V; ++e)
         wf[r][s][e] = static_cast<float>(w[e * c.ws[0] + (flip ? KS - 1 - r : r) * c.ws[2] + (flip ? KS - 1 - s : s) * c.ws[3]]);
+  float a0[kTQ][V] = {}, a1[kTQ][V] = {}, a2[kTQ][V] = {};
   int s0 = 0;  // the stream position of the item's first input row
   for (int item = blockIdx.x; item < pl.items; item += gridDim.x, s0 += span) {
-    const int n = item / pb, p0 = item % pb * pl.th;
-    for (int o = 0; o < pl.th; ++o) {
-      const int p = p0 + o;
-      if (p < P) {
-        bool hin[KS];
+    const int n = item / pb, p0 = item % pb * pl.th, h0 = p0 - int(c.ph);
+    T* y = static_cast<T*>(c.y) + (int64_t(n) * P + p0) * Q * C + q0 * C + cv * V;
+    // input row r: `done` (output row r - 2) gets kernel row 2 and is stored, `mid` (r - 1) kernel
+    // row 1, `fresh` (r) starts at kernel row 0; the three rotate (at compile time) row to row
+    auto step = [&](float(&done)[kTQ][V], float(&mid)[kTQ][V], float(&fresh)[kTQ][V], int r) {
+      const int s = s0 + r, h = h0 + r;
+      const bool hin = h >= 0 && h < H;
+      if (hin) mbar_wait(&full[s % pl.ring], (s / pl.ring) & 1);
+      Vec xv[NW];
+      const T* row = reinterpret_cast<const T*>(ring + (s % pl.ring) * pl.row_bytes) + cv * V;
 #pragma unroll
-        for (int r = 0; r < KS; ++r) {
-          const int h = p - ph + r, s = s0 + o + r;
-          hin[r] = h >= 0 && h < H;
-          if (hin[r]) mbar_wait(&bar[s % pl.ring], (s / pl.ring) & 1);
-        }
-        T* y = static_cast<T*>(c.y) + (int64_t(n) * P + p) * Q * C;
-        for (int u = t; u < units; u += blockDim.x) {
-          const int q0 = u / CV * kTQ, w0 = q0 - pw;
-          Vec xv[KS][NW];
+      for (int j = 0; j < NW; ++j) xv[j] = load_vec<Vec>(row + (w0 + j) * C, active && hin && w0 + j >= 0 && w0 + j < W);
 #pragma unroll
-          for (int r = 0; r < KS; ++r) {
-            const T* row = reinterpret_cast<const T*>(slot(s0 + o + r)) + cv * V;
+      for (int oq = 0; oq < kTQ; ++oq)
 #pragma unroll
-            for (int j = 0; j < NW; ++j) xv[r][j] = load_vec<Vec>(row + (w0 + j) * C, hin[r] && w0 + j >= 0 && w0 + j < W);
+        for (int e = 0; e < V; ++e) fresh[oq][e] = 0.f;
+#pragma unroll
+      for (int j = 0; j < NW; ++j) {
+        float xf[V];
+        to_floats<T>(xv[j], xf);
+#pragma unroll
+        for (int oq = 0; oq < kTQ; ++oq) {
+          const int k = j - oq;  // the tap of output column oq that reads column j
+          if (k < 0 || k >= KS) continue;
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            done[oq][e] += xf[e] * wf[2][k][e];
+            mid[oq][e] += xf[e] * wf[1][k][e];
+            fresh[oq][e] += xf[e] * wf[0][k][e];
           }
-          float acc[kTQ][V] = {};
-#pragma unroll
-          for (int r = 0; r < KS; ++r)
-#pragma unroll
-            for (int j = 0; j < NW; ++j) {
-              float xf[V];
-              to_floats<T>(xv[r][j], xf);
-#pragma unroll
-              for (int oq = 0; oq < kTQ; ++oq) {
-                const int s = j - oq;  // the tap of output column oq that reads column j
-                if (s < 0 || s >= KS) continue;
-#pragma unroll
-                for (int e = 0; e < V; ++e) acc[oq][e] += xf[e] * wf[r][s][e];
-              }
-            }
-#pragma unroll
-          for (int oq = 0; oq < kTQ; ++oq)
-            if (q0 + oq < Q) store_vec<T, A, V>(epi, y + (q0 + oq) * C + cv * V, acc[oq], cv * V);
         }
       }
-      __syncthreads();  // the item's input row o (all three after its last output row) is read
-      if (t == 0) issue_to((o + 1 < pl.th ? s0 + o + 1 : s0 + span) + pl.ring);
+      __syncwarp();
+      if (t % 32 == 0) mbar_arrive(&empty[s % pl.ring]);
+      if (active && r >= KS - 1 && p0 + r - (KS - 1) < P) {
+        T* yr = y + int64_t(r - (KS - 1)) * Q * C;
+#pragma unroll
+        for (int oq = 0; oq < kTQ; ++oq)
+          if (q0 + oq < Q) store_vec<T, A, V>(epi, yr + oq * C, done[oq], cv * V);
+      }
+    };
+    for (int r = 0; r < span; r += 3) {
+      step(a0, a1, a2, r);
+      if (r + 1 < span) step(a1, a2, a0, r + 1);
+      if (r + 2 < span) step(a2, a0, a1, r + 2);
     }
   }
-  if (t == 0)  // no copy may land in the shared memory of a finished block
-    for (int s = issued - pl.ring; s < issued; ++s)
-      if (s >= 0) mbar_wait(&bar[s % pl.ring], (s / pl.ring) & 1);
 #endif
 }
 
@@ -656,23 +661,23 @@ void launch_strip(const GemmArgs& a, bool flip, bool resident) {
 }
 
 // dw_fwd_rows_kernel where it applies (strip_ok's layers, on sm_90 or newer, x's rows 16-byte
-// aligned runs of at most kRowsMaxRow bytes): launched, true. The ring holds about kRowsRingBytes
-// (4 to 8 rows). Items of th output rows: the th whose busiest block's rows, each output row a
-// read and a write and each item's two extra input rows counted half (mostly L2 hits: the
-// neighbouring item reads them too), are fewest.
-constexpr int64_t kRowsRingBytes = 64 * 1024, kRowsMaxRow = 24 * 1024;
+// aligned runs of at most kRowsMaxRow bytes, at most kRowsUnits units a row): launched, true. The
+// ring holds about kRowsRingBytes (4 to 16 rows). Items of th output rows: the th whose busiest
+// block's rows, each output row a read and a write and each item's two extra input rows counted
+// half (mostly L2 hits: the neighbouring item reads them too), are fewest.
+constexpr int64_t kRowsRingBytes = 96 * 1024, kRowsMaxRow = 24 * 1024;
 constexpr size_t kRowsSmemMax = kRowsBarBytes + 4 * kRowsMaxRow;
 bool launch_rows(const GemmArgs& a, bool flip) {
   const auto& c = a.conv;
   const auto* prop = at::cuda::getCurrentDeviceProperties();
-  const int64_t es = c10::elementSize(a.dtype), row = c.W * c.C * es, cv = c.C / kStripV, qt = (c.Q + kTQ - 1) / kTQ;
+  const int64_t es = c10::elementSize(a.dtype), row = c.W * c.C * es, units = (c.Q + kTQ - 1) / kTQ * (c.C / kStripV);
   if (prop->major < 9 || row % 16 != 0 || row > kRowsMaxRow || reinterpret_cast<uintptr_t>(c.x) % 16 != 0 ||
-      cv > kRowsThreads || c.N * c.H >= (int64_t(1) << 31))
+      units > kRowsUnits || c.N * c.H >= (int64_t(1) << 31))
     return false;
   RowsPlan pl{};
   pl.row_bytes = int(row);
-  pl.ring = int(std::clamp<int64_t>(kRowsRingBytes / row, 4, 8));
-  const int threads = int(cv * std::min<int64_t>(qt, kRowsThreads / cv));
+  pl.ring = int(std::clamp<int64_t>(kRowsRingBytes / row, 4, 16));
+  const int threads = int((units + 31) / 32 * 32 + 32);
   const size_t smem = kRowsBarBytes + size_t(pl.ring) * size_t(row);
   bool done = false;
   with_dtype(a.dtype, [&](auto t) {
@@ -688,14 +693,14 @@ bool launch_rows(const GemmArgs& a, bool flip) {
           C10_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
           return std::max(1, fa.numRegs);
         });
-        const int warps = (threads + 31) / 32;
+        const int64_t warps = threads / 32;
         const int64_t per_sm = std::max<int64_t>(
             1, std::min({int64_t(prop->sharedMemPerMultiprocessor) / int64_t(smem + 1024),
-                         int64_t(prop->maxThreadsPerMultiProcessor) / (32 * warps),
-                         int64_t(prop->regsPerMultiprocessor) / (int64_t(warps) * 32 * ((nregs + 7) / 8 * 8))}));
+                         int64_t(prop->maxThreadsPerMultiProcessor) / threads,
+                         int64_t(prop->regsPerMultiprocessor) / (warps * ((32 * nregs + 255) / 256 * 256))}));
         const int64_t fit = per_sm * prop->multiProcessorCount;
         int64_t best = -1;
-        for (int64_t th = 1; th <= std::min<int64_t>(c.P, 16); ++th) {
+        for (int64_t th = 1; th <= std::min<int64_t>(c.P, 32); ++th) {
           const int64_t items = c.N * ((c.P + th - 1) / th), per_block = (items + fit - 1) / fit;
           const int64_t cost = per_block * (2 * th + 1);
           if (best < 0 || cost < best) best = cost, pl.th = int(th), pl.items = int(items);
