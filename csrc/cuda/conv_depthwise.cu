@@ -155,25 +155,34 @@ __global__ void dw_wgrad_finish_kernel(const Acc* __restrict__ partial, int64_t 
 template <typename T, int V>
 using VecOf = std::conditional_t<V * sizeof(T) == 16, uint4, uint2>;
 
-// The vector epilogue of V channels from channel ch0 at dst: + residual (one vector at the
-// output's offset; vec_ok: aligned), + bias, activation, one vector store.
+// The vector epilogue of V channels whose bias is already in acc, at dst: + residual (one vector
+// at the output's offset; vec_ok: aligned), activation, one vector store.
 template <typename T, Act A, int V>
-__device__ __forceinline__ void store_vec(const Epilogue<T>& epi, T* dst, float (&acc)[V], int ch0) {
+__device__ __forceinline__ void store_act(const Epilogue<T>& epi, T* dst, const float (&acc)[V]) {
   using Vec = VecOf<T, V>;
+  float v[V];
+#pragma unroll
+  for (int e = 0; e < V; ++e) v[e] = acc[e];
   if (epi.residual != nullptr) {
     const Vec rv = *reinterpret_cast<const Vec*>(epi.residual + (dst - epi.out_base));
     const T* re = reinterpret_cast<const T*>(&rv);
 #pragma unroll
-    for (int e = 0; e < V; ++e) acc[e] += static_cast<float>(re[e]);
+    for (int e = 0; e < V; ++e) v[e] += static_cast<float>(re[e]);
   }
   Vec out;
   T* oe = reinterpret_cast<T*>(&out);
 #pragma unroll
-  for (int e = 0; e < V; ++e) {
-    const float b = epi.bias != nullptr ? static_cast<float>(epi.bias[ch0 + e]) : 0.f;
-    oe[e] = epi.template finish<A>(acc[e] + b);
-  }
+  for (int e = 0; e < V; ++e) oe[e] = epi.template finish<A>(v[e]);
   *reinterpret_cast<Vec*>(dst) = out;
+}
+// The same from channel ch0 on, the bias (when given) added first.
+template <typename T, Act A, int V>
+__device__ __forceinline__ void store_vec(const Epilogue<T>& epi, T* dst, float (&acc)[V], int ch0) {
+  if (epi.bias != nullptr) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] += static_cast<float>(epi.bias[ch0 + e]);
+  }
+  store_act<T, A, V>(epi, dst, acc);
 }
 
 // The V values of a vector of T as floats.
@@ -189,6 +198,20 @@ __device__ __forceinline__ void to_floats(const Vec& v, float (&f)[V]) {
 template <typename Vec, typename T>
 __device__ __forceinline__ Vec load_vec(const T* p, bool in) {
   return in ? *reinterpret_cast<const Vec*>(p) : Vec{};
+}
+
+// A vector of 8 or 16 bytes from shared memory at (shared-window) address addr, or zeros where
+// `in` is false. volatile: kept after the mbarrier wait that says the bytes have landed.
+template <typename Vec>
+__device__ __forceinline__ Vec lds_vec(uint32_t addr, bool in) {
+  Vec v{};
+  if (!in) return v;
+  if constexpr (sizeof(Vec) == 8) {
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
+  } else {
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  }
+  return v;
 }
 
 // Partial grad_weight of channels_last dense x and dy, one output per channel, a kernel KS
@@ -463,8 +486,11 @@ __global__ void __launch_bounds__(kRowsUnits + 32) dw_fwd_rows_kernel(ConvOperan
   }
   const bool active = t < units;
   const int cv = t % CV, q0 = t / CV * kTQ, w0 = q0 - int(c.pw);
+  unsigned cols = 0;  // bit j: column w0 + j lies inside the row
+#pragma unroll
+  for (int j = 0; j < NW; ++j) cols |= unsigned(active && w0 + j >= 0 && w0 + j < W) << j;
   const T* w = static_cast<const T*>(c.w) + int64_t(cv) * V * c.ws[0];
-  float wf[KS][KS][V];
+  float wf[KS][KS][V], bias[V];
 #pragma unroll
   for (int r = 0; r < KS; ++r)
 #pragma unroll
@@ -472,25 +498,34 @@ __global__ void __launch_bounds__(kRowsUnits + 32) dw_fwd_rows_kernel(ConvOperan
 #pragma unroll
       for (int e = 0; e < V; ++e)
         wf[r][s][e] = static_cast<float>(w[e * c.ws[0] + (flip ? KS - 1 - r : r) * c.ws[2] + (flip ? KS - 1 - s : s) * c.ws[3]]);
-  float a0[kTQ][V] = {}, a1[kTQ][V] = {}, a2[kTQ][V] = {};
-  int s0 = 0;  // the stream position of the item's first input row
-  for (int item = blockIdx.x; item < pl.items; item += gridDim.x, s0 += span) {
-    const int n = item / pb, p0 = item % pb * pl.th, h0 = p0 - int(c.ph);
-    T* y = static_cast<T*>(c.y) + (int64_t(n) * P + p0) * Q * C + q0 * C + cv * V;
-    // input row r: `done` (output row r - 2) gets kernel row 2 and is stored, `mid` (r - 1) kernel
-    // row 1, `fresh` (r) starts at kernel row 0; the three rotate (at compile time) row to row
-    auto step = [&](float(&done)[kTQ][V], float(&mid)[kTQ][V], float(&fresh)[kTQ][V], int r) {
-      const int s = s0 + r, h = h0 + r;
-      const bool hin = h >= 0 && h < H;
-      if (hin) mbar_wait(&full[s % pl.ring], (s / pl.ring) & 1);
-      Vec xv[NW];
-      const T* row = reinterpret_cast<const T*>(ring + (s % pl.ring) * pl.row_bytes) + cv * V;
 #pragma unroll
-      for (int j = 0; j < NW; ++j) xv[j] = load_vec<Vec>(row + (w0 + j) * C, active && hin && w0 + j >= 0 && w0 + j < W);
+  for (int e = 0; e < V; ++e) bias[e] = epi.bias != nullptr ? static_cast<float>(epi.bias[cv * V + e]) : 0.f;
+  float a0[kTQ][V] = {}, a1[kTQ][V] = {}, a2[kTQ][V] = {};
+  // the ring slot of the stream's next row and the parity of its `full` phase, stepped row by row
+  // (no division in the loop)
+  int slot = 0;
+  uint32_t parity = 0;
+  // the thread's first column in slot 0, as a shared-window address (32-bit math, no generic
+  // pointer to convert at each load)
+  const uint32_t xs = smem_u32(ring) + uint32_t((w0 * C + cv * V) * int(sizeof(T))), col_bytes = C * sizeof(T);
+  for (int item = blockIdx.x; item < pl.items; item += gridDim.x) {
+    const int n = item / pb, p0 = item % pb * pl.th, h0 = p0 - int(c.ph), rows = min(pl.th, P - p0);
+    T* y = static_cast<T*>(c.y) + (int64_t(n) * P + p0) * Q * C + q0 * C + cv * V;  // output row r - 2 when r >= 2
+    // input row r: `done` (output row r - 2) gets kernel row 2 and is stored, `mid` (r - 1) kernel
+    // row 1, `fresh` (r) starts at the bias plus kernel row 0; the three rotate (at compile time)
+    // row to row
+    auto step = [&](float(&done)[kTQ][V], float(&mid)[kTQ][V], float(&fresh)[kTQ][V], int r) {
+      const int h = h0 + r;
+      const bool hin = h >= 0 && h < H;
+      if (hin) mbar_wait(&full[slot], parity);
+      const uint32_t row = xs + uint32_t(slot * pl.row_bytes);
+      Vec xv[NW];
+#pragma unroll
+      for (int j = 0; j < NW; ++j) xv[j] = lds_vec<Vec>(row + j * col_bytes, hin && (cols >> j & 1));
 #pragma unroll
       for (int oq = 0; oq < kTQ; ++oq)
 #pragma unroll
-        for (int e = 0; e < V; ++e) fresh[oq][e] = 0.f;
+        for (int e = 0; e < V; ++e) fresh[oq][e] = bias[e];
 #pragma unroll
       for (int j = 0; j < NW; ++j) {
         float xf[V];
@@ -508,12 +543,15 @@ __global__ void __launch_bounds__(kRowsUnits + 32) dw_fwd_rows_kernel(ConvOperan
         }
       }
       __syncwarp();
-      if (t % 32 == 0) mbar_arrive(&empty[s % pl.ring]);
-      if (active && r >= KS - 1 && p0 + r - (KS - 1) < P) {
-        T* yr = y + int64_t(r - (KS - 1)) * Q * C;
+      if (t % 32 == 0) mbar_arrive(&empty[slot]);
+      if (++slot == pl.ring) slot = 0, parity ^= 1;
+      if (r >= KS - 1 && r - (KS - 1) < rows) {
+        if (active) {
 #pragma unroll
-        for (int oq = 0; oq < kTQ; ++oq)
-          if (q0 + oq < Q) store_vec<T, A, V>(epi, yr + oq * C, done[oq], cv * V);
+          for (int oq = 0; oq < kTQ; ++oq)
+            if (q0 + oq < Q) store_act<T, A, V>(epi, y + oq * C, done[oq]);
+        }
+        y += int64_t(Q) * C;
       }
     };
     for (int r = 0; r < span; r += 3) {
