@@ -598,6 +598,21 @@ def test_conv_depthwise_rows_cuda(kind, shape):
 
 
 @pytest.mark.cuda
+def test_conv_depthwise_rows_default_cuda():
+    """Unpinned, a large-batch 3x3 depthwise layer (MobileNet's 96@56 at batch 16, where resident strips
+    of 4 would leave two blocks per SM) takes the row ring on sm_90, forward and data gradient."""
+    x = torch.randn(16, 96, 56, 56, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    w = torch.randn(96, 1, 3, 3, device="cuda", dtype=torch.bfloat16)
+    gy = torch.randn_like(x)
+    _, fwd = cuda_kernel_counts(lambda: tileops.conv2d(x, w, None, 1, 1, 1, 96))
+    _, bwd = cuda_kernel_counts(lambda: torch.ops.tileops._conv2d_backward(gy, x, w, [1, 1], [1, 1], [1, 1], 96,
+                                                                        [True, False, False]))
+    if torch.cuda.get_device_capability()[0] >= 9:
+        assert any("dw_fwd_rows_kernel" in k for k in fwd), fwd
+        assert any("dw_fwd_rows_kernel" in k for k in bwd), bwd
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("config", CONV_FWD_PERSISTENT)
 def test_conv_fwd_sm90_persistent_refuses_residual_cuda(config):
     """A pinned persistent conv candidate asked for a fused residual (which its epilogue does not

@@ -854,12 +854,15 @@ bool depthwise_fwd_tile(const GemmArgs& a, bool flip) {
 // leave at least two blocks per SM, else strips of one (small batches). Measured on an H100, bf16
 // b32 / b64 32@112 and 96@56 (results/h100/c2d6059/k4/cand_dw_b*.json, us): resident strips of 4
 // 29.4 / 53.3 and 23.1 / 42.6, strips of 4 one item a thread 30.9 / 57.0 and 24.5 / 47.5, the tile
-// kernel 34.7 / 63.4 and 29.3 / 54.2, cuDNN 30.2 / 55.3 and 22.9 / 45.5.
+// kernel 34.7 / 63.4 and 29.3 / 54.2, cuDNN 30.2 / 55.3 and 22.9 / 45.5. Where the resident strips
+// were taken, the row ring (where it applies; else the resident strips): on an H200, bf16 b64
+// (results/h200/<sha>/r3/f/cand_dw_b64.json, us) 32@112 38.4 against the resident strips' 43.1 and
+// cuDNN's 50.0, 96@56 28.4 against 33.9 and 40.5.
 bool depthwise_fwd(const GemmArgs& a, bool flip) {
   const auto& c = a.conv;
   if (strip_ok(a)) {
     const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-    const int heuristic = strip_items(c, 4) >= 2 * sms * kTileThreads ? 3 : 1;
+    const int heuristic = strip_items(c, 4) >= 2 * sms * kTileThreads ? kRowsCandidate : 1;
     autotune::run(
         [&] {
           return autotune::op_key({"conv_depthwise", c10::toString(a.dtype),
@@ -868,10 +871,11 @@ bool depthwise_fwd(const GemmArgs& a, bool flip) {
         kStripNames, heuristic, [&](int i) {
           // the row ring or the tile kernel where it applies (else resident strips, or strips as
           // tall as the heuristic's, one item a thread)
+          constexpr int kResident = 3;
           if (i == kRowsCandidate && launch_rows(a, flip)) return;
-          StripConfig cfg = kStripConfigs[i == kRowsCandidate ? 3 : i];
+          StripConfig cfg = kStripConfigs[i == kRowsCandidate ? kResident : i];
           if (cfg.rows == 0 && depthwise_fwd_tile(a, flip)) return;
-          if (cfg.rows == 0) cfg = {kStripConfigs[heuristic].rows, false};
+          if (cfg.rows == 0) cfg = {kStripConfigs[heuristic == kRowsCandidate ? kResident : heuristic].rows, false};
           with_dtype(a.dtype, [&](auto t) {
             using T = decltype(t);
             if constexpr (!std::is_same<T, double>::value) {
