@@ -856,7 +856,7 @@ bool depthwise_fwd_tile(const GemmArgs& a, bool flip) {
 // 29.4 / 53.3 and 23.1 / 42.6, strips of 4 one item a thread 30.9 / 57.0 and 24.5 / 47.5, the tile
 // kernel 34.7 / 63.4 and 29.3 / 54.2, cuDNN 30.2 / 55.3 and 22.9 / 45.5. Where the resident strips
 // were taken, the row ring (where it applies; else the resident strips): on an H200, bf16 b64
-// (results/h200/<sha>/r3/f/cand_dw_b64.json, us) 32@112 38.4 against the resident strips' 43.1 and
+// (results/h200/253f6bd/r3/f/cand_dw_b64.json, us) 32@112 38.4 against the resident strips' 43.1 and
 // cuDNN's 50.0, 96@56 28.4 against 33.9 and 40.5.
 bool depthwise_fwd(const GemmArgs& a, bool flip) {
   const auto& c = a.conv;
