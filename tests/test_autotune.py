@@ -451,6 +451,35 @@ def test_conv_fwd_sm90_candidates_cuda(config, case):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(3, 9, 13, 64, (3, 3), 1), (2, 12, 10, 72, (3, 3), 0), (1, 7, 30, 128, (3, 1), (1, 0)),
+                                   (2, 6, 9, 64, (2, 2), 0), (2, 56, 56, 64, (3, 3), 1)],
+                         ids=["13wide_many_rows", "k72_p0", "k128_3x1", "2x2_even", "resnet_64@56"])
+def test_conv_fwd_rows64_cuda(kind, shape):
+    """The 64-channel stride-1 kernel (conv_fwd_sm90's `rows64`, its default for at most 64 output
+    channels), forward with bias, a residual and ReLU against float64 on poisoned memory: items of
+    128 pixels spanning many output rows (13 wide), no padding, a partial output-channel block (72)
+    and two blocks (128), unequal and even kernels; pinned, and its kernel's name checked on sm_90."""
+    n, h, wd, k, (r, sk), pad = shape
+    gen, seed = fresh_generator()
+    dt = getattr(torch, kind)
+    x = randn((n, 64, h, wd), dt, "cuda", gen).to(memory_format=torch.channels_last)
+    w = randn((k, 64, r, sk), dt, "cuda", gen).to(memory_format=torch.channels_last) / 8
+    b = randn((k,), dt, "cuda", gen)
+    conv = torch.nn.functional.conv2d
+    ref0 = conv(x.double(), w.double(), b.double(), 1, pad)
+    res = randn(tuple(ref0.shape), dt, "cuda", gen).to(memory_format=torch.channels_last)
+    with autotune.pinned("conv_fwd_sm90", "rows64"):
+        poison("cuda", ref0.numel() * x.element_size())
+        y, ran = cuda_kernel_counts(lambda: tileops.conv2d(x, w, b, 1, pad, activation="relu", residual=res))
+    ref = torch.relu(ref0 + res.double())
+    mag = conv(x.double().abs(), w.double().abs(), b.double().abs(), 1, pad) + res.double().abs()
+    check(y, ref, mag, kind, "rows64 %s seed %d" % (shape, seed))
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert any("conv_rows64_kernel" in name for name in ran), "%s: %s" % (shape, ran)
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("config", family("conv_dgrad"))
 @pytest.mark.parametrize("kind", ["float32", "bfloat16"])
 @pytest.mark.parametrize("case", ["3x3_s2_k64_odd", "3x3_s2_k64_p0", "3x3_s2_k64_p2", "3x3_s2_k64_dil2",

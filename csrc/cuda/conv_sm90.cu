@@ -79,6 +79,7 @@ void run_conv_candidates(const GemmArgs& g, const char* family, const std::vecto
 std::vector<std::string> fwd_names() {  // conv_fwd_sm90
   std::vector<std::string> v = {"bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"};
   for (const PersistentChoice& c : persistent_choices()) v.push_back(kSm90Names[c.config] + "-im2col");
+  v.push_back("rows64");  // conv_fwd_rows64 (conv_smallc.cu), last: the indices above stay
   return v;
 }
 const std::vector<std::string> kWgradSm90Names = {"bn64", "bn128", "bn64-im2col", "bn128-im2col"};  // conv_wgrad_sm90
@@ -199,8 +200,16 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // stop splitting: 512@7 at batch 32 (104 of them) went 23.2 -> 27.1 us (6e0d0d5/t1/conv.json).
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool can_persist = im2col && persistent_refusal(g, false) == nullptr;
+  const int kRows64 = int(kNames.size()) - 1;
+  // 64 input channels, unit stride, at most 64 output channels (ResNet's 3x3 64@56): the weight
+  // resident and each input row staged once an item (conv_fwd_rows64)
+  const auto& cv = g.conv;
+  const bool rows64 = cv.C == 64 && g.N <= 64 && cv.sh == 1 && cv.sw == 1 && cv.dh == 1 && cv.dw == 1 &&
+                      cv.R * cv.S > 1 && cv.R * cv.S <= 9;
   int heuristic = im2col ? kBn128Im2col : kBn64x2;
-  if (g.N <= 64 || 2 * output_tiles(g, 64) <= sms) {
+  if (rows64) {
+    heuristic = kRows64;  // falls back to bn64x2-im2col where its kernel does not apply
+  } else if (g.N <= 64 || 2 * output_tiles(g, 64) <= sms) {
     heuristic = kBn64x2Im2col;  // gathers where no im2col map can be made
   } else if (can_persist && output_tiles(g, 128) >= 2 * sms) {
     heuristic = kFirstPersist + persistent_pick(g, sms);
@@ -211,6 +220,10 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   run_conv_candidates(g, "conv_fwd_sm90", kNames, heuristic, [&](int i, auto tag) {
     using T = decltype(tag);
     constexpr auto G = sm90::Gather::ConvFwd, I = sm90::Gather::ConvFwdIm2col;
+    if (i == kRows64) {
+      if (conv_fwd_rows64(g)) return;
+      i = kBn64x2Im2col;
+    }
     if (i >= kFirstPersist) {
       const char* refusal = persistent_refusal(g, false);
       TORCH_CHECK(refusal == nullptr, refusal);

@@ -643,6 +643,141 @@ __global__ void wgrad_reduce_kernel(const float* part, int blocks, ConvOperands 
   static_cast<T*>(c.w)[k * c.ws[0] + ch * c.ws[1] + r * c.ws[2] + s * c.ws[3]] = static_cast<T>(sum);
 }
 
+// 64 input channels at unit stride and dilation (ResNet's first stage, 3x3 64@56), 16-bit on
+// sm_90a: the Hopper implicit GEMM loads each k tile of A by TMA im2col, every input pixel once per
+// tap (9 times for 3x3) and the weight once per 128-pixel tile, and is bound by those L2 reads
+// (0.82x cuDNN at b64). Here a resident block keeps the whole weight slice (kNB x R S 64, <= 72 KiB)
+// in shared memory and walks items of kQT consecutive output pixels of one image (which may span
+// output rows: the image's pixels as one run, store_item's q), staging the input rows the item
+// reads, whole (Q + S - 1 pixels of 128 bytes, each row's 16-byte chunks swizzled by pixel % 8, so
+// the 8 rows of an ldmatrix fall on distinct banks), by cp.async during the previous item. A
+// fragments come from those rows by ldmatrix at each tap's shift, and feed wgmma m64n64 with A from
+// registers (the quads' scheme: a tap's fragments load while the previous tap's group runs).
+struct Rows64 {
+  int R, S, P, Q, W, H, ph, pw, K;
+  int slot;        // bytes a staged row takes (1024-aligned: the swizzle's phase is pixel % 8)
+  int mr;          // staged rows an item may read
+  int per_image;   // items of an image
+  int64_t items;
+  __host__ __device__ size_t bias_at() const { return size_t(kNB) * R * S * 128; }
+  __host__ __device__ size_t rows_at() const { return bias_at() + 1024; }
+  __host__ __device__ size_t ctile_at() const { return rows_at() + 2 * size_t(mr) * slot; }
+  size_t smem() const { return ctile_at() + size_t(kWarps) * 16 * kLdc * 2 + 1024; }
+};
+template <typename T, Act A>
+__global__ void __launch_bounds__(kThreads, 1) conv_rows64_kernel(ConvOperands c, Rows64 g, SmallC sg, Epilogue<T> epi,
+                                                                   const T* __restrict__ b, int64_t ldb) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(16) unsigned char rows64_raw_smem[];
+  unsigned char* sm = rows64_raw_smem + ((1024 - (smem_u32(rows64_raw_smem) & 1023)) & 1023);
+  uint16_t* Bs = reinterpret_cast<uint16_t*>(sm);  // quad_b(n, k), k = (r S + s) 64 + ch
+  float* bias = reinterpret_cast<float*>(sm + g.bias_at());
+  unsigned char* stage = sm + g.rows_at();  // two buffers of mr rows
+  uint16_t* ctile = reinterpret_cast<uint16_t*>(sm + g.ctile_at());
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int k0c = blockIdx.y * kNB, taps = g.R * g.S, PQ = g.P * g.Q;
+  const T* x = static_cast<const T*>(c.x);
+
+  // item i: image i / per_image, pixels [m0, m0 + kQT) of its P Q; its first staged row
+  auto first_row = [&](int64_t i, int& n, int& m0) {
+    n = int(i / g.per_image), m0 = int(i % g.per_image) * kQT;
+    return m0 / g.Q - g.ph;
+  };
+  // the item's rows h0.. into buffer `buf` (zeros outside x), 8 chunks of 16 bytes a pixel
+  auto fetch = [&](int64_t i, int buf) {
+    int n, m0;
+    const int h0 = first_row(i, n, m0), wb = g.Q + g.S - 1, per_row = wb * 8;
+    const uint32_t base = smem_u32(stage) + uint32_t(buf * g.mr * g.slot);
+    const T* xn = x + int64_t(n) * c.xs[0];
+    for (int e = tid; e < g.mr * per_row; e += kThreads) {
+      const int j = e / per_row, rem = e - j * per_row, px = rem >> 3, ch = rem & 7;
+      const int h = h0 + j, w = px - g.pw;
+      const bool in = h >= 0 && h < g.H && w >= 0 && w < g.W;
+      const T* src = in ? xn + int64_t(h) * c.xs[2] + int64_t(w) * c.xs[3] + ch * 8 : x;
+      cp_async16(base + uint32_t(j * g.slot + px * 128 + ((ch ^ (px & 7)) << 4)), src, in ? 16 : 0);
+    }
+  };
+
+  // the weight slice (16-byte copies into the swizzled atoms) and the bias
+  for (int e = tid; e < kNB * taps * 8; e += kThreads) {
+    const int n = e / (taps * 8), v = e - n * (taps * 8);
+    const bool in = k0c + n < g.K;
+    cp_async16(smem_u32(Bs + quad_b(n, 8 * v)), in ? b + int64_t(k0c + n) * ldb + 8 * v : b, in ? 16 : 0);
+  }
+  for (int i = tid; i < kNB; i += kThreads)
+    bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
+  int64_t item = blockIdx.x;
+  if (item < g.items) fetch(item, 0);
+  cp_async_commit();
+
+  using Tag = std::conditional_t<std::is_same<T, c10::Half>::value, __half, __nv_bfloat16>;
+  const uint64_t desc0 = sm90::make_desc(Bs, 16, 1024);
+  for (int buf = 0; item < g.items; item += gridDim.x, buf ^= 1) {
+    cp_async_wait<0>();
+    __syncthreads();  // this item's rows (and the weight) landed; the other buffer's readers are done
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async wrote B, wgmma reads it
+    if (item + gridDim.x < g.items) fetch(item + gridDim.x, buf ^ 1);
+    cp_async_commit();
+    int n, m0;
+    const int h0 = first_row(item, n, m0);
+    // lane's ldmatrix row: pixel m of tile mt, its staged row and column at tap (0, 0); matrices
+    // 2, 3 take the k step's second 8 channels (chunk + 1)
+    uint32_t arow[kMT];
+    int acol[kMT];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      const int m = min(m0 + warp * (kMT * 16) + mt * 16 + lane % 8 + 8 * (lane / 8 % 2), PQ - 1);
+      acol[mt] = m % g.Q;
+      arow[mt] = smem_u32(stage) + uint32_t(buf * g.mr * g.slot + (m / g.Q - g.ph - h0) * g.slot);
+    }
+    auto load_a = [&](int t, uint32_t (&a)[4][kMT][4]) {
+      const int r = t / g.S, s = t - r * g.S;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        const int px = acol[mt] + s;
+        const uint32_t row = arow[mt] + uint32_t(r * g.slot + px * 128);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const uint32_t addr = row + uint32_t(((2 * kk + lane / 16) ^ (px & 7)) << 4);
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                       : "=r"(a[kk][mt][0]), "=r"(a[kk][mt][1]), "=r"(a[kk][mt][2]), "=r"(a[kk][mt][3])
+                       : "r"(addr));
+        }
+      }
+    };
+    float acc[kMT][8][4];
+    init_acc(acc, bias);
+    auto mma_tap = [&](int t, const uint32_t (&a)[4][kMT][4], uint32_t (&next)[4][kMT][4]) {
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const int k = t * 64 + 16 * kk;  // a descriptor's address field counts 16 bytes
+        const uint64_t db = desc0 + uint64_t(((k >> 6) * (kNB * 128) + (k & 63) * 2) >> 4);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+          sm90::wgmma_m64n64_rs(reinterpret_cast<float(&)[32]>(acc[mt]), a[kk][mt], db, 1, static_cast<Tag*>(nullptr));
+      }
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      if (t + 1 < taps) {
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+        load_a(t + 1, next);
+      }
+    };
+    uint32_t a0[4][kMT][4], a1[4][kMT][4];
+    load_a(0, a0);
+    for (int t = 0; t < taps; t += 2) {
+      mma_tap(t, a0, a1);
+      if (t + 1 < taps) mma_tap(t + 1, a1, a0);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    store_item<T, A>(acc, c, sg, epi, ctile, n, 0, m0, k0c, sg.rows16);
+  }
+  cp_async_wait<0>();
+#endif
+}
+template <typename T, Act AC>
+std::atomic<uint64_t> rows64_set_on{0};
+
 // Devices on which each kernel's dynamic shared-memory limit is set (allow_smem).
 template <typename T, Act AC, int KR = 0>
 std::atomic<uint64_t> smem_set_on{0};
@@ -912,6 +1047,55 @@ bool conv_fwd_smallc(const GemmArgs& a) {
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return true;
+}
+
+// conv_rows64_kernel where it applies: fp16/bf16 on an sm_90a build and GPU, C == 64, groups 1,
+// unit strides and dilations, R S <= 9, x channels_last dense (16-byte pixels), y channel-contiguous
+// in 16-byte vectors, the weight rows (a.mm.b, K x R S 64 in (r, s, c) order, row stride a.mm.sb[2])
+// 16-byte aligned. One resident block per SM (up to ~180 KiB of shared memory) and output-channel
+// block; false where it does not apply.
+bool conv_fwd_rows64(const GemmArgs& a) {
+#if defined(TILEOPS_HAVE_SM90A)
+  const ConvOperands& c = a.conv;
+  if ((a.dtype != at::kHalf && a.dtype != at::kBFloat16) || c.groups != 1 || c.C != 64 || c.R * c.S > 9) return false;
+  if (c.sh != 1 || c.sw != 1 || c.dh != 1 || c.dw != 1 || c.N * c.P * c.Q == 0 || c.K == 0) return false;
+  const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
+  if (dev->major != 9 || dev->minor != 0) return false;
+  if (!nhwc_dense(c.xs, c.C, c.H, c.W) || !nhwc_dense(c.ys, c.K, c.P, c.Q) ||
+      reinterpret_cast<uintptr_t>(c.x) % 16 != 0 || reinterpret_cast<uintptr_t>(c.y) % 16 != 0 || c.K % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(a.mm.b) % 16 != 0 || a.mm.sb[2] % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(a.residual) % 16 != 0 || c.P * c.Q >= (int64_t(1) << 30))
+    return false;
+  Rows64 g{int(c.R), int(c.S), int(c.P), int(c.Q), int(c.W), int(c.H), int(c.ph), int(c.pw), int(c.K), 0, 0, 0, 0};
+  g.slot = int((int64_t(c.Q + c.S - 1) * 128 + 1023) / 1024 * 1024);
+  g.mr = int((kQT - 1 + c.Q - 1) / c.Q + 1 + c.R - 1);
+  g.per_image = int((c.P * c.Q + kQT - 1) / kQT);
+  g.items = c.N * g.per_image;
+  const size_t smem = g.smem();
+  if (smem > size_t(227 * 1024)) return false;
+  SmallC sg{};
+  sg.Q = int(c.P * c.Q), sg.K = int(c.K), sg.pairs = true, sg.rows16 = true;
+  const int64_t kblocks = c.K / kNB + (c.K % kNB != 0);
+  const dim3 grid(unsigned(std::min<int64_t>(g.items, std::max<int64_t>(1, dev->multiProcessorCount / kblocks))),
+                  unsigned(kblocks));
+  with_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same<T, c10::Half>::value || std::is_same<T, c10::BFloat16>::value) {
+      with_act(a.act, [&](auto act) {
+        constexpr Act AC = decltype(act)::value;
+        const auto kernel = conv_rows64_kernel<T, AC>;
+        allow_smem(kernel, size_t(227 * 1024), rows64_set_on<T, AC>);
+        kernel<<<grid, kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+            c, g, sg, epilogue_of<T>(a), static_cast<const T*>(a.mm.b), a.mm.sb[2]);
+      });
+    }
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+#else
+  (void)a;
+  return false;
+#endif
 }
 
 // The fp32 kernel above: fp32 with TF32 off, groups 1, R*S*C <= 256, any strides. conv_fwd_lowered

@@ -28,6 +28,9 @@ bool conv_wgrad_lowered(const GemmArgs& a);
 bool conv_fwd_smallc(const GemmArgs& a);
 bool conv_fwd_smallc_f32(const GemmArgs& a);
 bool conv_wgrad_smallc(const GemmArgs& a);
+// conv_smallc.cu, for conv_fwd_sm90: 64 input channels at unit stride (ResNet's 3x3 64@56), the
+// weight resident and the input rows staged once an item (conv_rows64_kernel). False when it does not apply.
+bool conv_fwd_rows64(const GemmArgs& a);
 // dispatch.cpp: runs fns[0] on the current stream and each other fn on a side stream (a fixed few
 // per device, from torch's pool; a nested call takes ones its callers do not hold),
 // all after the work already on the current stream and before what follows it (fork and join by
