@@ -147,11 +147,12 @@ __device__ __forceinline__ void init_acc(float (&acc)[kMT][8][4], const float* b
 // The epilogue of one item (image n, output row p, pixels [q0, q0 + kQT)) of a block's kNB channels
 // from k0c: accumulator (mt, j, 2h + e) is pixel row gid + 8h of tile mt, channel 8j + 2tig + e, its
 // bias added (init_acc). rows16: the C tile through shared memory (ctile, a warp's rows of it).
+// warp: the warp's place among the item's kWarps.
 template <typename T, Act A>
 __device__ __forceinline__ void store_item(const float (&acc)[kMT][8][4], const ConvOperands& c, const SmallC& g,
                                            const Epilogue<T>& epi, uint16_t* ctile, int64_t n,
-                                           int p, int q0, int k0c, bool rows16) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
+                                           int p, int q0, int k0c, bool rows16, int warp) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   const int nq = min(kQT, g.Q - q0);
   T* y = static_cast<T*>(c.y);
   T* yrow = y + n * c.ys[0] + int64_t(p) * c.ys[2];
@@ -317,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
       }
     }
 
-    store_item<T, A>(acc, c, g, epi, ctile, n, p, q0, k0c, rows16);
+    store_item<T, A>(acc, c, g, epi, ctile, n, p, q0, k0c, rows16, threadIdx.x / 32);
     prev_hb = hb;
     have = g.qchunks == 1;  // with several chunks the next item stages other columns
     if (++qc == g.qchunks) {
@@ -526,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
         }
     }
 #endif
-    store_item<T, A>(acc, c, g, epi, ctile, cur.n, cur.p, cur.qc * kQT, k0c, rows16);
+    store_item<T, A>(acc, c, g, epi, ctile, cur.n, cur.p, cur.qc * kQT, k0c, rows16, threadIdx.x / 32);
   }
 }
 
@@ -647,12 +648,14 @@ __global__ void wgrad_reduce_kernel(const float* part, int blocks, ConvOperands 
 // sm_90a: the Hopper implicit GEMM loads each k tile of A by TMA im2col, every input pixel once per
 // tap (9 times for 3x3) and the weight once per 128-pixel tile, and is bound by those L2 reads
 // (0.82x cuDNN at b64). Here a resident block keeps the whole weight slice (kNB x R S 64, <= 72 KiB)
-// in shared memory and walks items of kQT consecutive output pixels of one image (which may span
-// output rows: the image's pixels as one run, store_item's q), staging the input rows the item
-// reads, whole (Q + S - 1 pixels of 128 bytes, each row's 16-byte chunks swizzled by pixel % 8, so
-// the 8 rows of an ldmatrix fall on distinct banks), by cp.async during the previous item. A
-// fragments come from those rows by ldmatrix at each tap's shift, and feed wgmma m64n64 with A from
-// registers (the quads' scheme: a tap's fragments load while the previous tap's group runs).
+// in shared memory, and each of its two warpgroups walks items of kQT consecutive output pixels of
+// one image (which may span output rows: the image's pixels as one run, store_item's q), staging
+// the input rows its item reads, whole (Q + S - 1 pixels of 128 bytes, each row's 16-byte chunks
+// swizzled by pixel % 8, so the 8 rows of an ldmatrix fall on distinct banks), by cp.async. A
+// fragments come from those rows by ldmatrix at each tap's shift and feed wgmma m64n64 with A from
+// registers (the quads' scheme: a tap's fragments load while the previous tap's group runs). The
+// two warpgroups drift apart, so one's staging and epilogue overlap the other's products (one
+// warpgroup a block, staging inside its own loop, ran 1.6x slower than bn64x2-im2col).
 struct Rows64 {
   int R, S, P, Q, W, H, ph, pw, K;
   int slot;        // bytes a staged row takes (1024-aligned: the swizzle's phase is pixel % 8)
@@ -662,62 +665,69 @@ struct Rows64 {
   __host__ __device__ size_t bias_at() const { return size_t(kNB) * R * S * 128; }
   __host__ __device__ size_t rows_at() const { return bias_at() + 1024; }
   __host__ __device__ size_t ctile_at() const { return rows_at() + 2 * size_t(mr) * slot; }
-  size_t smem() const { return ctile_at() + size_t(kWarps) * 16 * kLdc * 2 + 1024; }
+  size_t smem() const { return ctile_at() + 2 * size_t(kWarps) * 16 * kLdc * 2 + 1024; }
 };
 template <typename T, Act A>
-__global__ void __launch_bounds__(kThreads, 1) conv_rows64_kernel(ConvOperands c, Rows64 g, SmallC sg, Epilogue<T> epi,
-                                                                   const T* __restrict__ b, int64_t ldb) {
+__global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(ConvOperands c, Rows64 g, SmallC sg,
+                                                                       Epilogue<T> epi, const T* __restrict__ b,
+                                                                       int64_t ldb) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) unsigned char rows64_raw_smem[];
   unsigned char* sm = rows64_raw_smem + ((1024 - (smem_u32(rows64_raw_smem) & 1023)) & 1023);
   uint16_t* Bs = reinterpret_cast<uint16_t*>(sm);  // quad_b(n, k), k = (r S + s) 64 + ch
   float* bias = reinterpret_cast<float*>(sm + g.bias_at());
-  unsigned char* stage = sm + g.rows_at();  // two buffers of mr rows
-  uint16_t* ctile = reinterpret_cast<uint16_t*>(sm + g.ctile_at());
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int tid = threadIdx.x, lane = tid % 32, wg = tid / kThreads, wtid = tid % kThreads, wwarp = wtid / 32;
+  const uint32_t stage = smem_u32(sm + g.rows_at()) + uint32_t(wg * g.mr * g.slot);  // this warpgroup's rows
+  uint16_t* ctile = reinterpret_cast<uint16_t*>(sm + g.ctile_at()) + wg * kWarps * 16 * kLdc;
   const int k0c = blockIdx.y * kNB, taps = g.R * g.S, PQ = g.P * g.Q;
+  const bool rows16 = sg.rows16 && k0c + kNB <= g.K;
   const T* x = static_cast<const T*>(c.x);
+  auto wg_sync = [&] { asm volatile("bar.sync %0, %1;" ::"r"(1 + wg), "n"(kThreads) : "memory"); };
 
   // item i: image i / per_image, pixels [m0, m0 + kQT) of its P Q; its first staged row
   auto first_row = [&](int64_t i, int& n, int& m0) {
     n = int(i / g.per_image), m0 = int(i % g.per_image) * kQT;
     return m0 / g.Q - g.ph;
   };
-  // the item's rows h0.. into buffer `buf` (zeros outside x), 8 chunks of 16 bytes a pixel
-  auto fetch = [&](int64_t i, int buf) {
+  // the item's rows h0.. (zeros outside x), 8 chunks of 16 bytes a pixel, by the warpgroup
+  auto fetch = [&](int64_t i) {
     int n, m0;
-    const int h0 = first_row(i, n, m0), wb = g.Q + g.S - 1, per_row = wb * 8;
-    const uint32_t base = smem_u32(stage) + uint32_t(buf * g.mr * g.slot);
+    const int h0 = first_row(i, n, m0), per_row = (g.Q + g.S - 1) * 8;
     const T* xn = x + int64_t(n) * c.xs[0];
-    for (int e = tid; e < g.mr * per_row; e += kThreads) {
-      const int j = e / per_row, rem = e - j * per_row, px = rem >> 3, ch = rem & 7;
-      const int h = h0 + j, w = px - g.pw;
-      const bool in = h >= 0 && h < g.H && w >= 0 && w < g.W;
-      const T* src = in ? xn + int64_t(h) * c.xs[2] + int64_t(w) * c.xs[3] + ch * 8 : x;
-      cp_async16(base + uint32_t(j * g.slot + px * 128 + ((ch ^ (px & 7)) << 4)), src, in ? 16 : 0);
+    for (int j = 0; j < g.mr; ++j) {
+      const int h = h0 + j;
+      const bool hin = h >= 0 && h < g.H;
+      const T* xr = xn + int64_t(hin ? h : 0) * c.xs[2] + (8 * (wtid & 7) - int64_t(g.pw) * c.xs[3]);
+      for (int e = wtid; e < per_row; e += kThreads) {
+        const int px = e >> 3, ch = e & 7, w = px - g.pw;
+        const bool in = hin && w >= 0 && w < g.W;
+        cp_async16(stage + uint32_t(j * g.slot + px * 128 + ((ch ^ (px & 7)) << 4)), in ? xr + int64_t(px) * c.xs[3] : x,
+                   in ? 16 : 0);
+      }
     }
   };
 
-  // the weight slice (16-byte copies into the swizzled atoms) and the bias
-  for (int e = tid; e < kNB * taps * 8; e += kThreads) {
+  // the weight slice (16-byte copies into the swizzled atoms) and the bias, by the whole block
+  for (int e = tid; e < kNB * taps * 8; e += 2 * kThreads) {
     const int n = e / (taps * 8), v = e - n * (taps * 8);
     const bool in = k0c + n < g.K;
     cp_async16(smem_u32(Bs + quad_b(n, 8 * v)), in ? b + int64_t(k0c + n) * ldb + 8 * v : b, in ? 16 : 0);
   }
-  for (int i = tid; i < kNB; i += kThreads)
+  for (int i = tid; i < kNB; i += 2 * kThreads)
     bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
-  int64_t item = blockIdx.x;
-  if (item < g.items) fetch(item, 0);
+  const int64_t step = 2 * int64_t(gridDim.x);
+  int64_t item = blockIdx.x + int64_t(wg) * gridDim.x;
+  if (item < g.items) fetch(item);
   cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();  // the weight, the bias and each warpgroup's first rows
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async wrote B, wgmma reads it
 
   using Tag = std::conditional_t<std::is_same<T, c10::Half>::value, __half, __nv_bfloat16>;
   const uint64_t desc0 = sm90::make_desc(Bs, 16, 1024);
-  for (int buf = 0; item < g.items; item += gridDim.x, buf ^= 1) {
+  for (; item < g.items; item += step) {
     cp_async_wait<0>();
-    __syncthreads();  // this item's rows (and the weight) landed; the other buffer's readers are done
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async wrote B, wgmma reads it
-    if (item + gridDim.x < g.items) fetch(item + gridDim.x, buf ^ 1);
-    cp_async_commit();
+    wg_sync();  // the item's rows landed
     int n, m0;
     const int h0 = first_row(item, n, m0);
     // lane's ldmatrix row: pixel m of tile mt, its staged row and column at tap (0, 0); matrices
@@ -726,9 +736,9 @@ __global__ void __launch_bounds__(kThreads, 1) conv_rows64_kernel(ConvOperands c
     int acol[kMT];
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
-      const int m = min(m0 + warp * (kMT * 16) + mt * 16 + lane % 8 + 8 * (lane / 8 % 2), PQ - 1);
+      const int m = min(m0 + wwarp * (kMT * 16) + mt * 16 + lane % 8 + 8 * (lane / 8 % 2), PQ - 1);
       acol[mt] = m % g.Q;
-      arow[mt] = smem_u32(stage) + uint32_t(buf * g.mr * g.slot + (m / g.Q - g.ph - h0) * g.slot);
+      arow[mt] = stage + uint32_t((m / g.Q - g.ph - h0) * g.slot);
     }
     auto load_a = [&](int t, uint32_t (&a)[4][kMT][4]) {
       const int r = t / g.S, s = t - r * g.S;
@@ -770,7 +780,10 @@ __global__ void __launch_bounds__(kThreads, 1) conv_rows64_kernel(ConvOperands c
       if (t + 1 < taps) mma_tap(t + 1, a1, a0);
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    store_item<T, A>(acc, c, sg, epi, ctile, n, 0, m0, k0c, sg.rows16);
+    wg_sync();  // every warp's ldmatrix reads of the rows are done: the next item's rows may land
+    if (item + step < g.items) fetch(item + step);
+    cp_async_commit();
+    store_item<T, A>(acc, c, sg, epi, ctile, n, 0, m0, k0c, rows16, wwarp);
   }
   cp_async_wait<0>();
 #endif
@@ -1085,7 +1098,7 @@ bool conv_fwd_rows64(const GemmArgs& a) {
         constexpr Act AC = decltype(act)::value;
         const auto kernel = conv_rows64_kernel<T, AC>;
         allow_smem(kernel, size_t(227 * 1024), rows64_set_on<T, AC>);
-        kernel<<<grid, kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+        kernel<<<grid, 2 * kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
             c, g, sg, epilogue_of<T>(a), static_cast<const T*>(a.mm.b), a.mm.sb[2]);
       });
     }
