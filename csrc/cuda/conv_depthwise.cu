@@ -345,6 +345,20 @@ __global__ void __launch_bounds__(kTileThreads)
   });
 }
 
+// A thread's KS x KS taps of channels ch0.. (V of them) as floats, read from c.w itself (flipped
+// along R and S where asked: the data gradient as a forward).
+template <typename T, int KS, int V>
+__device__ __forceinline__ void thread_weights(const ConvOperands& c, int ch0, bool flip, float (&wf)[KS][KS][V]) {
+  const T* w = static_cast<const T*>(c.w) + int64_t(ch0) * c.ws[0];
+#pragma unroll
+  for (int r = 0; r < KS; ++r)
+#pragma unroll
+    for (int s = 0; s < KS; ++s)
+#pragma unroll
+      for (int e = 0; e < V; ++e)
+        wf[r][s][e] = static_cast<float>(w[e * c.ws[0] + (flip ? KS - 1 - r : r) * c.ws[2] + (flip ? KS - 1 - s : s) * c.ws[3]]);
+}
+
 // 3x3 (KS x KS) at unit stride and dilation, channels_last, one output per channel: each thread
 // computes TP x kTQ outputs (rows p0.., columns q0..) for V = 4 channels, walking the TP + KS - 1
 // input rows they read top to bottom, each row loaded once (its loads issued while the row above
@@ -386,15 +400,8 @@ __global__ void __launch_bounds__(kTileThreads) dw_fwd_strip_kernel(ConvOperands
   };
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < items) start(i);
-  const T* w = static_cast<const T*>(c.w) + int64_t(cv) * V * c.ws[0];
   float wf[KS][KS][V];
-#pragma unroll
-  for (int r = 0; r < KS; ++r)
-#pragma unroll
-    for (int s = 0; s < KS; ++s)
-#pragma unroll
-      for (int e = 0; e < V; ++e)
-        wf[r][s][e] = static_cast<float>(w[e * c.ws[0] + (flip ? KS - 1 - r : r) * c.ws[2] + (flip ? KS - 1 - s : s) * c.ws[3]]);
+  thread_weights<T>(c, cv * V, flip, wf);
   for (; i < items; i += stride) {
     if (y == nullptr) start(i);
     float acc[TP][kTQ][V] = {};
@@ -489,15 +496,8 @@ __global__ void __launch_bounds__(kRowsUnits + 32) dw_fwd_rows_kernel(ConvOperan
   unsigned cols = 0;  // bit j: column w0 + j lies inside the row
 #pragma unroll
   for (int j = 0; j < NW; ++j) cols |= unsigned(active && w0 + j >= 0 && w0 + j < W) << j;
-  const T* w = static_cast<const T*>(c.w) + int64_t(cv) * V * c.ws[0];
   float wf[KS][KS][V], bias[V];
-#pragma unroll
-  for (int r = 0; r < KS; ++r)
-#pragma unroll
-    for (int s = 0; s < KS; ++s)
-#pragma unroll
-      for (int e = 0; e < V; ++e)
-        wf[r][s][e] = static_cast<float>(w[e * c.ws[0] + (flip ? KS - 1 - r : r) * c.ws[2] + (flip ? KS - 1 - s : s) * c.ws[3]]);
+  thread_weights<T>(c, cv * V, flip, wf);
 #pragma unroll
   for (int e = 0; e < V; ++e) bias[e] = epi.bias != nullptr ? static_cast<float>(epi.bias[cv * V + e]) : 0.f;
   float a0[kTQ][V] = {}, a1[kTQ][V] = {}, a2[kTQ][V] = {};
