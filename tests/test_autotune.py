@@ -226,8 +226,9 @@ def test_families_list_their_candidates():
     assert autotune.candidates("matmul_simt")[:4] == ["vec128", "vec128x64", "vec64", "reg64"]
     assert autotune.candidates("conv_dgrad") == ["phases", "col2im"]
     assert "pp128-c2" in autotune.candidates("matmul_sm90")
-    assert [c + "-im2col" for c in ["coop128x256-c2", "coop128x192-c2", "pp128-c2"]] == \
-        autotune.candidates("conv_fwd_sm90")[-3:]
+    assert [c + "-im2col" for c in ["coop128x256-c2", "coop128x192-c2", "pp128-c2"]] + ["rows64"] == \
+        autotune.candidates("conv_fwd_sm90")[-4:]
+    assert autotune.candidates("conv_depthwise") == ["strip4", "strip1", "tile", "strip4-resident", "rows"]
     with pytest.raises(RuntimeError, match="no family 'matmul_sm91'; this build has: conv_depthwise, conv_dgrad"):
         autotune.candidates("matmul_sm91")
     # a pin by family name is checked at once; a glob only where it matches a call
