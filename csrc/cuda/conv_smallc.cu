@@ -21,6 +21,7 @@
 #include "cuda_util.h"
 #include "kinds.h"
 #include "gemm_sm90.cuh"  // sm90::make_desc, wgmma_m64n64_rs
+#include "sm90_host.cuh"  // hopper::tiled_map
 #include "mma_sync.cuh"
 
 namespace tileops::cuda {
@@ -669,7 +670,8 @@ struct Rows64 {
   size_t smem() const { return ctile_at() + 2 * size_t(kWarps) * 16 * kLdc * 2 + 1024; }
 };
 template <typename T, Act A>
-__global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(ConvOperands c, Rows64 g, SmallC sg,
+__global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __grid_constant__ CUtensorMap xmap,
+                                                                       ConvOperands c, Rows64 g, SmallC sg,
                                                                        Epilogue<T> epi, const T* __restrict__ b,
                                                                        int64_t ldb) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -677,6 +679,7 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(ConvOperan
   unsigned char* sm = rows64_raw_smem + ((1024 - (smem_u32(rows64_raw_smem) & 1023)) & 1023);
   uint16_t* Bs = reinterpret_cast<uint16_t*>(sm);  // quad_b(n, k), k = (r S + s) 64 + ch
   float* bias = reinterpret_cast<float*>(sm + g.bias_at());
+  uint64_t* full = reinterpret_cast<uint64_t*>(sm + g.bias_at() + 512);  // a warpgroup's rows landed
   const int tid = threadIdx.x, lane = tid % 32, wg = tid / kThreads, wtid = tid % kThreads, wwarp = wtid / 32;
   const uint32_t stage = smem_u32(sm + g.rows_at()) + uint32_t(wg * g.mr * g.slot);  // this warpgroup's rows
   uint16_t* ctile = reinterpret_cast<uint16_t*>(sm + g.ctile_at()) + wg * kWarps * 16 * kLdc;
@@ -690,22 +693,20 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(ConvOperan
     n = int(i / g.per_image), m0 = int(i % g.per_image) * kQT;
     return m0 / g.Q - g.ph;
   };
-  // the item's rows h0.. (zeros outside x), 8 chunks of 16 bytes a pixel, by the warpgroup
+  // the item's rows h0.. by TMA (x's 4-D map: a box of 64 channels x Q + S - 1 pixels from w = -pw,
+  // zeros outside x, 128-byte swizzled as ldmatrix reads them), issued by the warpgroup's thread 0
+  const uint32_t row_bytes = uint32_t(g.Q + g.S - 1) * 128;
   auto fetch = [&](int64_t i) {
+    if (wtid != 0) return;
     int n, m0;
-    const int h0 = first_row(i, n, m0), per_row = (g.Q + g.S - 1) * 8;
-    const T* xn = x + int64_t(n) * c.xs[0];
-    for (int j = 0; j < g.mr; ++j) {
-      const int h = h0 + j;
-      const bool hin = h >= 0 && h < g.H;
-      const T* xr = xn + int64_t(hin ? h : 0) * c.xs[2] + (8 * (wtid & 7) - int64_t(g.pw) * c.xs[3]);
-      for (int e = wtid; e < per_row; e += kThreads) {
-        const int px = e >> 3, ch = e & 7, w = px - g.pw;
-        const bool in = hin && w >= 0 && w < g.W;
-        cp_async16(stage + uint32_t(j * g.slot + px * 128 + ((ch ^ (px & 7)) << 4)), in ? xr + int64_t(px) * c.xs[3] : x,
-                   in ? 16 : 0);
-      }
-    }
+    const int h0 = first_row(i, n, m0);
+    mbar_expect_tx(&full[wg], uint32_t(g.mr) * row_bytes);
+    for (int j = 0; j < g.mr; ++j)
+      asm volatile(
+          "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+          "[%2];" ::"r"(stage + uint32_t(j * g.slot)),
+          "l"(&xmap), "r"(smem_u32(&full[wg])), "r"(0), "r"(-g.pw), "r"(h0 + j), "r"(n)
+          : "memory");
   };
 
   // the weight slice (16-byte copies into the swizzled atoms) and the bias, by the whole block
@@ -716,19 +717,23 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(ConvOperan
   }
   for (int i = tid; i < kNB; i += 2 * kThreads)
     bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
+  if (tid == 0) {
+    mbar_init(&full[0], 1), mbar_init(&full[1], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();  // the weight, the bias, the barriers
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async wrote B, wgmma reads it
   const int64_t step = 2 * int64_t(gridDim.x);
   int64_t item = blockIdx.x + int64_t(wg) * gridDim.x;
   if (item < g.items) fetch(item);
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();  // the weight, the bias and each warpgroup's first rows
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async wrote B, wgmma reads it
+  uint32_t parity = 0;
 
   using Tag = std::conditional_t<std::is_same<T, c10::Half>::value, __half, __nv_bfloat16>;
   const uint64_t desc0 = sm90::make_desc(Bs, 16, 1024);
-  for (; item < g.items; item += step) {
-    cp_async_wait<0>();
-    wg_sync();  // the item's rows landed
+  for (; item < g.items; item += step, parity ^= 1) {
+    mbar_wait(&full[wg], parity);  // the item's rows landed
     int n, m0;
     const int h0 = first_row(item, n, m0);
     // lane's ldmatrix row: pixel m of tile mt, its staged row and column at tap (0, 0); matrices
@@ -783,10 +788,8 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(ConvOperan
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     wg_sync();  // every warp's ldmatrix reads of the rows are done: the next item's rows may land
     if (item + step < g.items) fetch(item + step);
-    cp_async_commit();
     store_item<T, A>(acc, c, sg, epi, ctile, n, 0, m0, k0c, rows16, wwarp);
   }
-  cp_async_wait<0>();
 #endif
 }
 template <typename T, Act AC>
@@ -1087,6 +1090,11 @@ bool conv_fwd_rows64(const GemmArgs& a) {
   g.items = c.N * g.per_image;
   const size_t smem = g.smem();
   if (smem > size_t(227 * 1024)) return false;
+  if (c.Q + c.S - 1 > 256) return false;  // a TMA box side
+  const uint64_t dims[4] = {uint64_t(c.C), uint64_t(c.W), uint64_t(c.H), uint64_t(c.N)};
+  const uint64_t strides[3] = {uint64_t(c.xs[3]) * 2, uint64_t(c.xs[2]) * 2, uint64_t(c.xs[0]) * 2};
+  const uint32_t box[4] = {64, uint32_t(c.Q + c.S - 1), 1, 1};
+  const CUtensorMap xmap = hopper::tiled_map(c.x, a.dtype, 4, dims, strides, box);
   SmallC sg{};
   sg.Q = int(c.P * c.Q), sg.K = int(c.K), sg.pairs = true, sg.rows16 = true;
   const int64_t kblocks = c.K / kNB + (c.K % kNB != 0);
@@ -1100,7 +1108,7 @@ bool conv_fwd_rows64(const GemmArgs& a) {
         const auto kernel = conv_rows64_kernel<T, AC>;
         allow_smem(kernel, size_t(227 * 1024), rows64_set_on<T, AC>);
         kernel<<<grid, 2 * kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
-            c, g, sg, epilogue_of<T>(a), static_cast<const T*>(a.mm.b), a.mm.sb[2]);
+            xmap, c, g, sg, epilogue_of<T>(a), static_cast<const T*>(a.mm.b), a.mm.sb[2]);
       });
     }
   });

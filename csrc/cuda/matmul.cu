@@ -44,6 +44,21 @@ EncodeIm2col encode_im2col() {
   return fn;
 }
 
+CUtensorMap tiled_map(const void* base, at::ScalarType st, int rank, const uint64_t* dims, const uint64_t* strides,
+                      const uint32_t* box) {
+  TORCH_INTERNAL_ASSERT(rank >= 1 && rank <= 5);
+  CUtensorMap m;
+  cuuint64_t d[5], s[4];
+  cuuint32_t b[5], es[5];
+  for (int i = 0; i < rank; ++i) d[i] = dims[i], b[i] = box[i], es[i] = 1;
+  for (int i = 0; i + 1 < rank; ++i) s[i] = strides[i];
+  const CUresult r = encode_tiled()(&m, tma_type(st), cuuint32_t(rank), const_cast<void*>(base), d, s, b, es,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  TORCH_CHECK(r == CUDA_SUCCESS, "tileops: cuTensorMapEncodeTiled failed with error ", int(r));
+  return m;
+}
+
 CUtensorMapDataType tma_type(at::ScalarType st) {
   return st == at::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
          : st == at::kHalf   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16

@@ -22,6 +22,10 @@ using EncodeIm2col = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t,
                                   CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
                                   CUtensorMapFloatOOBfill);
 EncodeIm2col encode_im2col();  // the driver's cuTensorMapEncodeIm2col
+// A tiled map of `rank` dims (inner first; strides in bytes of dims 1..), boxes `box`, 128-byte
+// swizzle, reads past the tensor as zeros.
+CUtensorMap tiled_map(const void* base, at::ScalarType st, int rank, const uint64_t* dims, const uint64_t* strides,
+                      const uint32_t* box);
 CUtensorMapDataType tma_type(at::ScalarType st);
 // The map of a [batch][rows][cols] matrix with a unit stride along cols (row and batch strides
 // in elements; a batch stride of 0, one matrix for every batch entry, is given as rows * s_row),
