@@ -200,14 +200,20 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // stop splitting: 512@7 at batch 32 (104 of them) went 23.2 -> 27.1 us (6e0d0d5/t1/conv.json).
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool can_persist = im2col && persistent_refusal(g, false) == nullptr;
-  // rows64 (conv_fwd_rows64: 64 input channels at unit stride, the weight resident and each input
-  // row staged once an item; bn64x2-im2col where its kernel does not apply) is a candidate only: on
-  // 3x3 64@56 (H200, results/h200/74b5d1f/s2, s3) 55.6 us at b64 against bn64x2-im2col's 51.6
-  // (cuDNN 40.2), 9.9 us of kernel at b1 against 7.4 + a 3.6 us split-K reduce; issue-bound (30% of
-  // the issue slots, two warps a scheduler), its cp.async staging and epilogue in line with the MMAs.
+  // 64 input channels at unit stride, at most 64 output channels (ResNet's 3x3 64@56): rows64
+  // (conv_fwd_rows64: the weight resident, each input row loaded once an item by TMA;
+  // bn64x2-im2col where its kernel does not apply). H200, bf16 3x3 64@56, us (results/h200/
+  // 237c57f/s5): b64 45.4 against bn64x2-im2col's 51.3 (cuDNN 39.9), b32 26.6 / 26.0 (26.1), b1
+  // per call 14.6 / 19.5 (12.7; one launch where bn64x2-im2col splits K and reduces). Its rows by
+  // cp.async instead (74b5d1f/s2): 55.6 at b64, the staging's instructions in line with the MMAs.
   const int kRows64 = int(kNames.size()) - 1;
+  const auto& cv = g.conv;
+  const bool rows64 = cv.C == 64 && g.N <= 64 && cv.sh == 1 && cv.sw == 1 && cv.dh == 1 && cv.dw == 1 &&
+                      cv.R * cv.S > 1 && cv.R * cv.S <= 9;
   int heuristic = im2col ? kBn128Im2col : kBn64x2;
-  if (g.N <= 64 || 2 * output_tiles(g, 64) <= sms) {
+  if (rows64) {
+    heuristic = kRows64;
+  } else if (g.N <= 64 || 2 * output_tiles(g, 64) <= sms) {
     heuristic = kBn64x2Im2col;  // gathers where no im2col map can be made
   } else if (can_persist && output_tiles(g, 128) >= 2 * sms) {
     heuristic = kFirstPersist + persistent_pick(g, sms);

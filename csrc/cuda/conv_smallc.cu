@@ -648,16 +648,17 @@ __global__ void wgrad_reduce_kernel(const float* part, int blocks, ConvOperands 
 // 64 input channels at unit stride and dilation (ResNet's first stage, 3x3 64@56), 16-bit on
 // sm_90a: the Hopper implicit GEMM loads each k tile of A by TMA im2col, every input pixel once per
 // tap (9 times for 3x3) and the weight once per 128-pixel tile, and is bound by those L2 reads
-// (0.82x cuDNN at b64). Here (conv_fwd_sm90's candidate rows64; not its default, being slower:
-// conv_sm90.cu says by how much) a resident block keeps the whole weight slice (kNB x R S 64, <= 72
-// KiB) in shared memory, and each of its two warpgroups walks items of kQT consecutive output
-// pixels of one image (which may span output rows: the image's pixels as one run, store_item's q),
-// staging the input rows its item reads, whole (Q + S - 1 pixels of 128 bytes, each row's 16-byte
-// chunks swizzled by pixel % 8, so the 8 rows of an ldmatrix fall on distinct banks), by cp.async.
+// (0.82x cuDNN at b64). Here (conv_fwd_sm90's rows64; its default for such layers, conv_sm90.cu
+// has the times) a resident block keeps the whole weight slice (kNB x R S 64, <= 72 KiB) in shared
+// memory, and each of its two warpgroups walks items of kQT consecutive output pixels of one image
+// (which may span output rows: the image's pixels as one run, store_item's q), loading the input
+// rows its item reads, whole (Q + S - 1 pixels of 128 bytes from w = -pw, zeros outside x), by one
+// 4-D TMA tile load a row, 128-byte swizzled (chunk ^ pixel % 8: the 8 rows of an ldmatrix fall on
+// distinct banks).
 // A fragments come from those rows by ldmatrix at each tap's shift and feed wgmma m64n64 with A
 // from registers (the quads' scheme: a tap's fragments load while the previous tap's group runs).
-// The two warpgroups drift apart, so one's staging and epilogue overlap the other's products (one
-// warpgroup a block, staging inside its own loop, ran 1.6x slower than bn64x2-im2col).
+// The two warpgroups drift apart, so one's loads and epilogue overlap the other's products (one
+// warpgroup a block ran 1.6x slower than bn64x2-im2col; two with the rows by cp.async, 1.08x).
 struct Rows64 {
   int R, S, P, Q, W, H, ph, pw, K;
   int slot;        // bytes a staged row takes (1024-aligned: the swizzle's phase is pixel % 8)
