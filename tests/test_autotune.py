@@ -457,7 +457,8 @@ def test_conv_fwd_sm90_candidates_cuda(config, case):
                                    (2, 6, 9, 64, (2, 2), 0), (2, 56, 56, 64, (3, 3), 1)],
                          ids=["13wide_many_rows", "k72_p0", "k128_3x1", "2x2_even", "resnet_64@56"])
 def test_conv_fwd_rows64_cuda(kind, shape):
-    """The 64-channel stride-1 kernel (conv_fwd_sm90's candidate `rows64`), forward with bias, a residual and ReLU against float64 on poisoned memory: items of
+    """The 64-channel stride-1 kernel (conv_fwd_sm90's `rows64`, its default for at most 64 output
+    channels), forward with bias, a residual and ReLU against float64 on poisoned memory: items of
     128 pixels spanning many output rows (13 wide), no padding, a partial output-channel block (72)
     and two blocks (128), unequal and even kernels; pinned, and its kernel's name checked on sm_90."""
     n, h, wd, k, (r, sk), pad = shape
