@@ -207,9 +207,8 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // per call 14.6 / 19.5 (12.7; one launch where bn64x2-im2col splits K and reduces). Its rows by
   // cp.async instead (74b5d1f/s2): 55.6 at b64, the staging's instructions in line with the MMAs.
   const int kRows64 = int(kNames.size()) - 1;
-  const auto& cv = g.conv;
-  const bool rows64 = cv.C == 64 && g.N <= 64 && cv.sh == 1 && cv.sw == 1 && cv.dh == 1 && cv.dw == 1 &&
-                      cv.R * cv.S > 1 && cv.R * cv.S <= 9;
+  // (the layer's shape is conv_fwd_rows64's to check; here only which layers it is meant for)
+  const bool rows64 = g.conv.C == 64 && g.N <= 64 && g.conv.R * g.conv.S > 1;
   int heuristic = im2col ? kBn128Im2col : kBn64x2;
   if (rows64) {
     heuristic = kRows64;

@@ -686,7 +686,6 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
   uint16_t* ctile = reinterpret_cast<uint16_t*>(sm + g.ctile_at()) + wg * kWarps * 16 * kLdc;
   const int k0c = blockIdx.y * kNB, taps = g.R * g.S, PQ = g.P * g.Q;
   const bool rows16 = sg.rows16 && k0c + kNB <= g.K;
-  const T* x = static_cast<const T*>(c.x);
   auto wg_sync = [&] { asm volatile("bar.sync %0, %1;" ::"r"(1 + wg), "n"(kThreads) : "memory"); };
 
   // item i: image i / per_image, pixels [m0, m0 + kQT) of its P Q; its first staged row
@@ -702,12 +701,7 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
     int n, m0;
     const int h0 = first_row(i, n, m0);
     mbar_expect_tx(&full[wg], uint32_t(g.mr) * row_bytes);
-    for (int j = 0; j < g.mr; ++j)
-      asm volatile(
-          "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
-          "[%2];" ::"r"(stage + uint32_t(j * g.slot)),
-          "l"(&xmap), "r"(smem_u32(&full[wg])), "r"(0), "r"(-g.pw), "r"(h0 + j), "r"(n)
-          : "memory");
+    for (int j = 0; j < g.mr; ++j) sm90::tma_load_4d(stage + uint32_t(j * g.slot), &xmap, &full[wg], 0, -g.pw, h0 + j, n);
   };
 
   // the weight slice (16-byte copies into the swizzled atoms) and the bias, by the whole block
@@ -754,12 +748,7 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
         const int px = acol[mt] + s;
         const uint32_t row = arow[mt] + uint32_t(r * g.slot + px * 128);
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          const uint32_t addr = row + uint32_t(((2 * kk + lane / 16) ^ (px & 7)) << 4);
-          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                       : "=r"(a[kk][mt][0]), "=r"(a[kk][mt][1]), "=r"(a[kk][mt][2]), "=r"(a[kk][mt][3])
-                       : "r"(addr));
-        }
+        for (int kk = 0; kk < 4; ++kk) ldmatrix_x4(a[kk][mt], row + uint32_t(((2 * kk + lane / 16) ^ (px & 7)) << 4));
       }
     };
     float acc[kMT][8][4];
@@ -1019,15 +1008,23 @@ int quad_geometry(const ConvOperands& c, SmallC& g) {
   return kr;
 }
 
-bool conv_fwd_smallc(const GemmArgs& a) {
+// What both 16-bit small-C problems (forward and the quads' weight gradient) need: fp16/bf16,
+// groups 1, C % 8 != 0, R*S*C <= kMaxK, each input row (w, c) contiguous, mma.sync bf16 (sm_80+),
+// int offsets (small_geometry, which fills g).
+bool small_16bit(const GemmArgs& a, SmallC& g) {
   const ConvOperands& c = a.conv;
   if ((a.dtype != at::kHalf && a.dtype != at::kBFloat16) || c.groups != 1 || c.C % 8 == 0) return false;
   if (c.R * c.S * c.C > kMaxK || c.N * c.P * c.Q == 0 || c.K == 0) return false;
-  if (c.xs[1] != 1 || c.xs[3] != c.C) return false;  // each input row (w, c) contiguous
-  const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
-  if (dev->major < 8) return false;  // mma.sync bf16
+  if (c.xs[1] != 1 || c.xs[3] != c.C) return false;
+  if (at::cuda::getCurrentDeviceProperties()->major < 8) return false;
+  return small_geometry(c, g);
+}
+
+bool conv_fwd_smallc(const GemmArgs& a) {
+  const ConvOperands& c = a.conv;
   SmallC g;
-  if (!small_geometry(c, g)) return false;
+  if (!small_16bit(a, g)) return false;
+  const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
   g.pairs = c.ys[1] == 1 && reinterpret_cast<uintptr_t>(c.y) % 4 == 0 && c.ys[0] % 2 == 0 && c.ys[2] % 2 == 0 &&
             c.ys[3] % 2 == 0;
   g.rows16 = c.ys[1] == 1 && reinterpret_cast<uintptr_t>(c.y) % 16 == 0 && c.ys[0] % 8 == 0 && c.ys[2] % 8 == 0 &&
@@ -1090,7 +1087,7 @@ bool conv_fwd_rows64(const GemmArgs& a) {
   g.per_image = int((c.P * c.Q + kQT - 1) / kQT);
   g.items = c.N * g.per_image;
   const size_t smem = g.smem();
-  if (smem > size_t(227 * 1024)) return false;
+  if (smem > dev->sharedMemPerBlockOptin) return false;
   if (c.Q + c.S - 1 > 256) return false;  // a TMA box side
   const uint64_t dims[4] = {uint64_t(c.C), uint64_t(c.W), uint64_t(c.H), uint64_t(c.N)};
   const uint64_t strides[3] = {uint64_t(c.xs[3]) * 2, uint64_t(c.xs[2]) * 2, uint64_t(c.xs[0]) * 2};
@@ -1107,7 +1104,7 @@ bool conv_fwd_rows64(const GemmArgs& a) {
       with_act(a.act, [&](auto act) {
         constexpr Act AC = decltype(act)::value;
         const auto kernel = conv_rows64_kernel<T, AC>;
-        allow_smem(kernel, size_t(227 * 1024), rows64_set_on<T, AC>);
+        allow_smem(kernel, dev->sharedMemPerBlockOptin, rows64_set_on<T, AC>);
         kernel<<<grid, 2 * kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
             xmap, c, g, sg, epilogue_of<T>(a), static_cast<const T*>(a.mm.b), a.mm.sb[2]);
       });
@@ -1188,16 +1185,12 @@ bool conv_fwd_smallc_f32(const GemmArgs& a) {
 // in 16-byte chunks (K % 8 == 0), R KR <= 256. conv_wgrad_lowered tries it before its im2col.
 bool conv_wgrad_smallc(const GemmArgs& a) {
   const ConvOperands& c = a.conv;
-  if ((a.dtype != at::kHalf && a.dtype != at::kBFloat16) || c.groups != 1 || c.C % 8 == 0) return false;
-  if (c.R * c.S * c.C > kMaxK || c.N * c.P * c.Q == 0 || c.K == 0 || c.K % 8 != 0) return false;
-  if (c.xs[1] != 1 || c.xs[3] != c.C) return false;
-  if (c.ys[1] != 1 || c.ys[0] % 8 != 0 || c.ys[2] % 8 != 0 || c.ys[3] % 8 != 0 ||
+  if (c.K % 8 != 0 || c.ys[1] != 1 || c.ys[0] % 8 != 0 || c.ys[2] % 8 != 0 || c.ys[3] % 8 != 0 ||
       reinterpret_cast<uintptr_t>(c.y) % 16 != 0)
     return false;
-  const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
-  if (dev->major < 8) return false;
   SmallC g;
-  if (!small_geometry(c, g)) return false;
+  if (!small_16bit(a, g)) return false;
+  const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
   const int kr = quad_geometry(c, g);
   if (kr == 0 || g.Kp > 16 * 2 * kWgWarps) return false;  // two column tiles a warp
   const size_t smem = (size_t(g.RR) * 4 * g.rowp + size_t(g.RR) * g.raw_len + 2 * size_t(kQT) * kLdy) * 2;

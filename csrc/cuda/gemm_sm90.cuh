@@ -95,6 +95,15 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
         : "memory");
   }
 }
+// A 4-D TMA tile load into this CTA's shared memory (shared-window address dst), completing on bar.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2,
+                                            int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2];" ::"r"(dst),
+      "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
 // A 3-D TMA tile store of shared memory (laid out as map's box, its swizzle) to global memory at
 // (c0, c1, c2); parts of the box outside the tensor are not written. Completes in a bulk group.
 __device__ __forceinline__ void tma_store(const void* src, const CUtensorMap* map, int c0, int c1, int c2) {

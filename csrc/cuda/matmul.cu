@@ -71,15 +71,8 @@ namespace {
 // operands are the copies copy_round_tf32 already rounded.
 CUtensorMap tensor_map(const void* base, at::ScalarType st, const uint64_t dims[3], const uint64_t strides[2],
                        uint32_t box0, uint32_t box1) {
-  CUtensorMap m;
-  const cuuint64_t d[3] = {dims[0], dims[1], dims[2]};
-  const cuuint64_t s[2] = {strides[0], strides[1]};
-  const cuuint32_t box[3] = {box0, box1, 1}, es[3] = {1, 1, 1};
-  const CUresult r = encode_tiled()(&m, tma_type(st), 3, const_cast<void*>(base), d, s, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  TORCH_CHECK(r == CUDA_SUCCESS, "tileops: cuTensorMapEncodeTiled failed with error ", int(r));
-  return m;
+  const uint32_t box[3] = {box0, box1, 1};
+  return hopper::tiled_map(base, st, 3, dims, strides, box);
 }
 
 }  // namespace

@@ -26,10 +26,13 @@ __device__ __forceinline__ uint32_t round_tf32(float v) {
 
 // Four 8x8 b16 matrices: lanes 8i..8i+7 give matrix i's row addresses (16 bytes each); thread t
 // receives row t / 4, 32-bit word t % 4 of each.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, uint32_t addr) {  // addr: shared window
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
+  ldmatrix_x4(r, smem_u32(p));
 }
 
 // The same with each 8x8 matrix transposed: thread t receives column t / 4, rows 2 (t % 4) and
