@@ -524,13 +524,16 @@ def test_conv_dgrad_phases_in_one_cuda(config, kind, case):
 
 
 # Weight gradients on the Hopper implicit GEMM: (conv, whether its R*S*C x K weight is small enough
-# to be written straight into grad_weight, conv_lowered.cu's kWgradDirectMax = 2^17 elements).
+# to be written straight into a KCRS grad_weight, conv_lowered.cu's kWgradDirectMax = 2^17
+# elements). A channels_last grad_weight is written straight, down dW^T's columns, at any size.
 WGRAD_DIRECT = {
     "1x1_split": ((4, 64, 14, 14, 96, 1, 1), True),          # a long reduction: split-K, the reduce writes dw
     "3x3_split": ((8, 64, 28, 28, 128, 3, 3, 1, 1), True),   # 73728 elements
     "3x3_one_pass": ((1, 64, 16, 16, 64, 3, 3, 1, 1), True),  # 4 k tiles: no split, the epilogue writes dw
     "3x3_strided": ((2, 128, 15, 15, 64, 3, 3, 2, 1), True),
-    "3x3_buffered": ((2, 128, 14, 14, 128, 3, 3, 1, 1), False),  # 147456: a buffer, then tap_transpose
+    "3x3_buffered": ((2, 128, 14, 14, 128, 3, 3, 1, 1), False),  # 147456: KCRS through a buffer and tap_transpose
+    "3x3_k72_split": ((3, 64, 20, 20, 72, 3, 3, 1, 1), True),  # 576 rows (a half 128-row tile), 72 columns
+    "3x3_k200_one_pass": ((1, 192, 6, 6, 200, 3, 3, 1, 1), False),  # 345600 elements, a short reduction
 }
 
 
@@ -541,12 +544,13 @@ WGRAD_DIRECT = {
 @pytest.mark.parametrize("case", list(WGRAD_DIRECT))
 def test_conv_wgrad_direct_cuda(config, kind, w_layout, case):
     """The Hopper weight gradient, each tile pinned, for weights of both layouts: grad_weight
-    against float64 on poisoned memory, then the kernels: on sm_90 a small weight is written by
-    the GEMM (or its split-K reduce) through grad_weight's strides, no transposition after it; a
-    larger one goes through a buffer and one tap_transpose."""
+    against float64 on poisoned memory, then the kernels: on sm_90 a channels_last or small
+    weight is written by the GEMM (or its split-K reduce) through grad_weight's strides, no
+    transposition after it; a larger KCRS one goes through a buffer and one tap_transpose."""
     from test_conv2d import Conv, run_backward_op
 
-    shape, direct = WGRAD_DIRECT[case]
+    shape, small = WGRAD_DIRECT[case]
+    direct = small or w_layout == "channels_last" or shape[5] * shape[6] == 1
     c = Conv(*shape)
     with autotune.pinned("conv_wgrad_sm90", config):
         _, (x, w, gy) = run_backward_op(c, case, "cuda", kind, "channels_last", mask=(False, True, False),

@@ -471,27 +471,33 @@ bool implicit_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& wr,
 // residual there (the epilogue would read it by its offset from C).
 bool grouped_rows(const at::Tensor& y) { return y.stride(1) == 1 && y.stride(0) == y.size(2) * y.stride(2); }
 
-// Weights of at most this many elements take the weight gradient's output straight into dw (its
-// rows, (r, s, c), through a grouped-row map; its columns, k, dw's k stride apart): the stores
-// scatter 2-byte values, which is cheaper than the tap_transpose launch only while dw is small.
-// H200, b32 (results/h200/fcbbf4b/x1-direct22 with every ResNet weight direct): 1x1 256->64 25.6
-// -> 23.4 us; 3x3 128@28 (147456 elements) 22.2 -> 23.0 (its reduce 3.3 -> 6.3 us against a 2.3
-// us transposition), 256@14 23.9 -> 29.3, 512@7 31.7 -> 48.6.
+// Weights of at most this many elements, in a layout other than channels_last, take the weight
+// gradient's output straight into dw (its rows, (r, s, c), through a grouped-row map; its columns,
+// k, dw's k stride apart): the stores scatter 2-byte values, which is cheaper than the
+// tap_transpose launch only while dw is small. H200, b32 (results/h200/fcbbf4b/x1-direct22 with
+// every ResNet weight direct): 1x1 256->64 25.6 -> 23.4 us; 3x3 128@28 (147456 elements) 22.2 ->
+// 23.0 (its reduce 3.3 -> 6.3 us against a 2.3 us transposition), 256@14 23.9 -> 29.3, 512@7 31.7
+// -> 48.6.
 constexpr int64_t kWgradDirectMax = int64_t(1) << 17;
 
 // Hopper implicit weight gradient (no column buffer): dW^T [R*S*C, K] = cols(x)^T . dY with the
-// columns gathered inside the kernel, dY's rows read in place (channels_last). Into dw itself where
-// it is small and its taps are one stride apart (KCRS and channels_last both: row (t, c) at t *
-// dw's s stride + c * its c stride, rq = C), else into a [R*S*C, K] buffer that one tap_transpose
-// writes into dw's (K, C, R, S) in whatever layout dw has.
+// columns gathered inside the kernel, dY's rows read in place (channels_last). A channels_last dw
+// [K, R*S*C] is dW^T column-major: the kernel stores 16-byte runs down its columns (and a split's
+// reduce writes dw's rows), any size. Else into dw itself where it is small and its taps are one
+// stride apart (KCRS: row (t, c) at t * dw's s stride + c * its c stride, rq = C), else into a
+// [R*S*C, K] buffer that one tap_transpose writes into dw's (K, C, R, S) in whatever layout dw has.
 bool implicit_wgrad_sm90(const GemmArgs& a, const at::Tensor& x, const at::Tensor& dy, const at::Tensor& dw) {
   const auto& c = a.conv;
   if (x.element_size() != 2 || !nhwc_dense(x) || !nhwc_dense(dy)) return false;
   const int64_t npq = c.N * c.P * c.Q, rsc = c.R * c.S * c.C;
-  const bool direct = rsc * c.K <= kWgradDirectMax && dw.stride(2) == c.S * dw.stride(3);
+  const bool cols = dw.is_contiguous(at::MemoryFormat::ChannelsLast);  // 1x1: KCRS too
+  const bool direct = cols || (rsc * c.K <= kWgradDirectMax && dw.stride(2) == c.S * dw.stride(3));
   at::Tensor dwt;
   MatmulOperands mm{nullptr, dy.const_data_ptr(), nullptr, {0, 0, 0}, {0, c.K, 1}, {0, c.K, 1}};
-  if (direct) {
+  if (cols) {
+    mm.c = dw.data_ptr();
+    mm.sc[1] = 1, mm.sc[2] = rsc;
+  } else if (direct) {
     mm.c = dw.data_ptr();
     mm.sc[1] = dw.stride(1), mm.sc[2] = dw.stride(0), mm.rq = c.C, mm.srq = dw.stride(3);
   } else {

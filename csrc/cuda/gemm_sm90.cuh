@@ -57,6 +57,13 @@ constexpr size_t smem_bytes() {
 // copies; the Im2col variants load the same tiles by TMA in im2col mode (one thread).
 enum class Gather { None, ConvFwd, ConvWgrad, ConvFwdIm2col, ConvWgradIm2col };
 
+// How the one-tile kernel writes C: element by element; 16-byte vectors along rows (rows and base
+// 16-byte aligned: vec_stores); or 16-byte vectors down columns, for 16-bit C that is column-major
+// with no residual or bias (cols_stores: a weight gradient's dW^T [R*S*C, K] that is a
+// channels_last dw [K, R*S*C], written without a transposition after it). With split-K, Cols also
+// writes the fp32 partials column-major, so the reduce runs on the transposed problem.
+enum class Store : int { Elements, Rows, Cols };
+
 // TMA im2col conventions the documentation leaves open, in one place: the order of the map's
 // pixel-box corners and of a load's offsets, and the upper corner's origin. Confirmed on an H200
 // by test_conv_fwd_sm90_candidates_cuda (3x5 kernel, stride 2x1, padding 1x2: any other choice
@@ -396,6 +403,7 @@ __device__ __forceinline__ void conv_wgrad_producer(const ConvOperands& cv, cons
 // PaddedStaging: rows CP elements apart, CP padded so the fragment writes hit 32 distinct banks.
 template <int CP>
 struct PaddedStaging {
+  static constexpr bool kPairs = true;  // a fragment's column pair is adjacent: one store
   static __device__ __forceinline__ int at(int r, int c) { return r * CP + c; }
 };
 // SwizzledStaging (ES-byte outputs): the block as column chunks of [ROWS][CW], CW = 128 / ES
@@ -405,10 +413,20 @@ struct PaddedStaging {
 template <int ROWS, int ES>
 struct SwizzledStaging {
   static constexpr int CW = ROW_BYTES / ES, VEC = 16 / ES;
+  static constexpr bool kPairs = true;
   static __device__ __forceinline__ int at(int r, int c) {
     return (c / CW) * (ROWS * CW) + r * CW + ((((c % CW) / VEC) ^ (r % 8)) * VEC) + c % VEC;
   }
 };
+// ColumnStaging (16-bit C stored down its columns, Store::Cols): column c's rows contiguous, columns
+// RP elements apart (RP = rows + 8: columns 16-byte aligned; a warp's fragment writes land on 16
+// distinct words, two lanes a word, and a quarter warp's 16-byte reads on 128 contiguous bytes).
+template <int RP>
+struct ColumnStaging {
+  static constexpr bool kPairs = false;  // a fragment's column pair is RP apart: two stores
+  static __device__ __forceinline__ int at(int r, int c) { return c * RP + r; }
+};
+
 
 // stage_fragment: warpgroup thread t's part of an m64 x BN wgmma accumulator d into staging rows
 // row0..row0+63, plus the tile's bias from shared memory; RAW: as fp32, for a store loop that adds
@@ -429,7 +447,11 @@ __device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stag
 #pragma unroll
       for (int e = 0; e < 2; ++e) v[e] = d[j * 4 + half * 2 + e] + (has_bias ? bias_s[c + e] : 0.f);
       if constexpr (RAW) {
+        static_assert(L::kPairs, "fp32 staging (a residual's) is by rows");
         *reinterpret_cast<float2*>(stage + L::at(r, c)) = make_float2(v[0], v[1]);
+      } else if constexpr (!L::kPairs) {
+        stage[L::at(r, c)] = epi.template finish<A>(v[0]);
+        stage[L::at(r, c + 1)] = epi.template finish<A>(v[1]);
       } else {  // the pair as one store (half the shared-memory store instructions)
         struct alignas(2 * sizeof(S)) Pair {
           S e[2];
@@ -506,6 +528,27 @@ __device__ __forceinline__ void store_staged(const T* stage, const MatmulProblem
     }
   }
 }
+
+// store_columns (Store::Cols): ROWS x BN outputs staged by columns (ColumnStaging<RP>) to a
+// column-major C (rows one element apart) from (m0, n0) on, 16 bytes of a column a thread: eight
+// threads write one column's 128 contiguous bytes.
+template <int ROWS, int BN, int RP, typename T>
+__device__ __forceinline__ void store_columns(const T* stage, const MatmulProblem<T>& p, int g, int64_t m0, int64_t n0,
+                                              int64_t M, int64_t N, int t) {
+  static_assert(sizeof(T) == 2 && ROWS % 8 == 0 && RP % 8 == 0, "16-byte columns of 16-bit outputs");
+  constexpr int VEC = 8, CH = ROWS / VEC;  // elements per store; stores per column
+#pragma unroll 4
+  for (int i = t; i < BN * CH; i += 128) {
+    const int c = i / CH, r = (i % CH) * VEC;
+    const int64_t m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    T* dst = p.c(p.row_c(g, m), n);
+    const T* src = stage + c * RP + r;
+    if (m + VEC <= M) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+    else
+      for (int e = 0; e < M - m; ++e) dst[e] = src[e];
+  }
+}
 #endif
 
 // Split-K: blockIdx.z = g * splits + split; each split runs k tiles [split * kt_per_split,
@@ -535,7 +578,7 @@ struct SplitK {
 template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G, bool A_MN_MAJOR>
 __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
                                                const MatmulProblem<T>& p, int64_t M, int64_t N, int64_t K,
-                                               const Epilogue<T>& epi, int batch_a, int batch_b, bool vec_store,
+                                               const Epilogue<T>& epi, int batch_a, int batch_b, Store store,
                                                const SplitK& sk, const ConvOperands& conv, int z, int b_k0) {
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
   // CONV: A comes from a conv input; GATHER: by the producer warpgroup's cp.async copies
@@ -662,6 +705,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
     // columns 8j + 2*(lane%4) (+1)
     if (sk.partial) {  // split-K: raw fp32 partials; each quad of lanes writes one 32-byte sector
       float* out = sk.partial + int64_t(z) * M * N;
+      const bool cols = store == Store::Cols;  // column-major (N x M): 8 lanes' rows fill a sector
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int64_t m = m0 + (wg - 1) * 64 + warp * 16 + lane / 4 + half * 8;
@@ -670,7 +714,10 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
         for (int j = 0; j < BN / 8; ++j) {
           const int64_t n = n0 + j * 8 + (lane % 4) * 2;
           const float v0 = d[j * 4 + half * 2], v1 = d[j * 4 + half * 2 + 1];
-          if (n + 1 < N && N % 2 == 0) {
+          if (cols) {
+            if (n < N) out[n * M + m] = v0;
+            if (n + 1 < N) out[(n + 1) * M + m] = v1;
+          } else if (n + 1 < N && N % 2 == 0) {
             *reinterpret_cast<float2*>(out + m * N + n) = make_float2(v0, v1);
           } else {
             if (n < N) out[m * N + n] = v0;
@@ -686,6 +733,19 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
     // the fp32 pre-activation (+ bias), and the store loop adds the residual, read 16 bytes at a
     // time at the output's offset, before the activation: one rounding, as torch's reference.
     asm volatile("bar.sync 1, 256;" ::: "memory");
+    if constexpr (sizeof(T) == 2) {
+      if (store == Store::Cols) {  // no residual, no bias (cols_stores)
+        constexpr int RP = 64 + 8;
+        T* cstage = As + (wg - 1) * BN * RP;
+        with_act(epi.act, [&](auto act) {
+          stage_fragment<decltype(act)::value, BN, ColumnStaging<RP>, false>(d, cstage, 0, nullptr, false, epi, t);
+        });
+        asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
+        store_columns<64, BN, RP>(cstage, p, g, m0 + (wg - 1) * 64, n0, M, N, t);
+        return;
+      }
+    }
+    const bool vec_store = store == Store::Rows;
     constexpr int CP = BN + 8;  // padded pitch: the fragment writes below hit 32 distinct banks
     const bool has_res = epi.residual != nullptr;
     T* stage = As + (wg - 1) * 64 * CP;
@@ -748,9 +808,9 @@ template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G = Gather::No
 __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                      MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
-                     bool vec_store, SplitK sk, ConvOperands conv) {
+                     Store store, SplitK sk, ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  gemm_sm90_tile<T, BN, B_MN_MAJOR, STAGES, G, A_MN_MAJOR>(tm_a, tm_b, p, M, N, K, epi, batch_a, batch_b, vec_store,
+  gemm_sm90_tile<T, BN, B_MN_MAJOR, STAGES, G, A_MN_MAJOR>(tm_a, tm_b, p, M, N, K, epi, batch_a, batch_b, store,
                                                            sk, conv, int(blockIdx.z), 0);
 #else
   __trap();  // built without sm_90a: the host never launches this
@@ -803,7 +863,8 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     }
     return;
   }
-  gemm_sm90_tile<T, BN, false, STAGES, Gather::ConvFwdIm2col, false>(f.a, tm_b, f.p, f.M, N, f.K, epi, 1, 1, vec_store,
+  gemm_sm90_tile<T, BN, false, STAGES, Gather::ConvFwdIm2col, false>(f.a, tm_b, f.p, f.M, N, f.K, epi, 1, 1,
+                                                                     vec_store ? Store::Rows : Store::Elements,
                                                                      SplitK{}, f.conv, 0, f.b_k0);
 #else
   __trap();  // built without sm_90a: the host never launches this

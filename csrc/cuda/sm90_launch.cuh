@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
+#include <utility>
 
 #include "autotune.h"
 #include "cuda_util.h"
@@ -26,11 +27,31 @@ bool vec_stores(const GemmArgs& a) {
          reinterpret_cast<uintptr_t>(a.out_base) % 16 == 0;
 }
 
+// ... or 16-byte stores down the columns of a column-major 16-bit C (sm90::Store::Cols): rows one
+// element apart, columns and base 16-byte aligned, no residual or bias (the split-K reduce then
+// runs on the transposed problem, whose bias would be per row).
+template <typename T>
+bool cols_stores(const GemmArgs& a) {
+  const auto& o = a.mm;
+  return sizeof(T) == 2 && o.sc[1] == 1 && o.rq == 0 && o.sc[2] % 8 == 0 && o.sc[0] % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(o.c) % 16 == 0 && a.residual == nullptr && a.bias == nullptr;
+}
+
+// The problem with M and N swapped and C read transposed: what a Store::Cols split-K's partials
+// (column-major) sum into.
+inline GemmArgs transposed_c(GemmArgs a) {
+  std::swap(a.M, a.N);
+  std::swap(a.mm.sc[1], a.mm.sc[2]);
+  return a;
+}
+
 template <typename T, int BN, int STAGES, bool MN, sm90::Gather G = sm90::Gather::None, bool A_MN = false>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb,
                  bool allow_split = true) {
   constexpr int BK = sm90::bk<T>;
-  const bool vec = vec_stores<T>(a);
+  const sm90::Store store = vec_stores<T>(a)   ? sm90::Store::Rows
+                            : cols_stores<T>(a) ? sm90::Store::Cols
+                                                : sm90::Store::Elements;
   auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, G, A_MN>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   static std::atomic<uint64_t> set_on{0};
@@ -49,9 +70,10 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   }
   const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
                   unsigned(a.batch * sk.splits));
-  kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, vec, sk, a.conv);
+  kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, store, sk, a.conv);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (sk.splits > 1) splitk_reduce<T, float>(sk.partial, sk.splits, a);
+  if (sk.splits > 1)
+    splitk_reduce<T, float>(sk.partial, sk.splits, store == sm90::Store::Cols ? transposed_c(a) : a);
 }
 
 // The persistent kernels (sm90::gemm_sm90_persistent_kernel; TM x BN tiles, COOP: cooperative,
