@@ -584,6 +584,42 @@ def test_conv_dgrad_1x1_one_gemm_cuda(kind, w_layout, shape):
     assert len(gemms) == 1 and not any("tap_transpose" in n for n in ran), "%s: %s" % (shape, ran)
 
 
+# Stride-1 data gradients in 16 bits whose forward-conv problem takes a one-tile Hopper kernel:
+# (N, C, H, W, K, R, S, stride, padding, dilation). dx's channels (the GEMM's N) are the weight's
+# C: 72 and 200 leave partial column tiles; batch1_56 splits K.
+DGRAD_FLIPPED = {
+    "3x3_c128_k64": (2, 128, 12, 10, 64, 3, 3, 1, 1),
+    "3x3_c72_k128_odd": (1, 72, 13, 11, 128, 3, 3, 1, 1),
+    "5x5_c200_k64_pad2": (2, 200, 9, 7, 64, 5, 5, 1, 2),
+    "3x3_dil2": (1, 128, 15, 15, 64, 3, 3, 1, 2, 2),
+    "3x3_256@14_b1": (1, 256, 14, 14, 256, 3, 3, 1, 1),
+    "1x3_valid": (2, 96, 8, 9, 128, 1, 3, 1, 0),
+}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("w_layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("case", list(DGRAD_FLIPPED))
+def test_conv_dgrad_flipped_in_place_cuda(kind, w_layout, case):
+    """A stride-1 16-bit data gradient: dx against float64 on poisoned memory, then the kernels:
+    on sm_90 with a channels_last weight, one Hopper GEMM that reads the weight in place, its taps
+    flipped (conv_dgrad_flipped_sm90), and no transposition; a KCRS weight is transposed first."""
+    from test_conv2d import Conv, run_backward_op
+
+    c = Conv(*DGRAD_FLIPPED[case])
+    _, (x, w, gy) = run_backward_op(c, case, "cuda", kind, "channels_last", mask=(True, False, False),
+                                    w_layout=w_layout)
+    st, pd, dl, g = c.params
+    pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
+    _, ran = cuda_kernel_counts(
+        lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [True, False, False]))
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert any("gemm_sm90_kernel" in n for n in ran), "%s: %s" % (case, ran)
+        transposes = sum(k for n, k in ran.items() if "tap_transpose" in n)
+        assert transposes == (0 if w_layout == "channels_last" else 1), "%s: %s" % (case, ran)
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("config", family("conv_depthwise"))
 @pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])

@@ -808,6 +808,21 @@ bool dgrad_1x1(const GemmArgs& a) {
   return true;
 }
 
+// A stride-1 data gradient in 16 bits on Hopper with w read in place (conv_dgrad_flipped_sm90): its
+// one phase (ph, pw), dx and w channels_last-dense, dx written as the GEMM's rows. False: not taken.
+bool flipped_in_place(const GemmArgs& a, const DgradPhase& ph, const DgradPhase& pw, const at::Tensor& dy) {
+  const auto& c = a.conv;
+  if (c10::elementSize(a.dtype) != 2 || c.groups != 1 || !tileops::nhwc_dense(c.ws, c.C, c.R, c.S) ||
+      !tileops::nhwc_dense(c.xs, c.C, c.H, c.W) || ph.out != c.H || pw.out != c.W || ph.taps != c.R || pw.taps != c.S)
+    return false;
+  const GemmArgs f = dgrad_as_forward(a, ph, pw, 0, 0, dy.const_data_ptr(), dy.strides().data(), c.w, c.ws);
+  const auto& fc = f.conv;
+  MatmulOperands mm{nullptr, c.w, c.x, {0, 0, 0}, {0, 0, 0}, {0, c.C, 1}};
+  GemmArgs g = lowered(f, Fused{}, 1, fc.N * fc.P * fc.Q, fc.K, fc.R * fc.S * fc.C, mm);
+  g.conv = fc;
+  return conv_dgrad_flipped_sm90(g, c.w);
+}
+
 // The data gradient as one forward conv per phase of dx (kinds.h, dgrad_phase), on the forward's
 // fast paths (1x1 GEMM, Hopper implicit GEMM); the Hopper one-tile kernels write an even-sized
 // phase in place; strided ones on Hopper, all phases in one launch (phases_in_one).
@@ -860,6 +875,7 @@ void dgrad_phases(const GemmArgs& a) {
   for (const auto& [ah, aw] : live) {
     phases.push_back([&, ah = ah, aw = aw] {
       const DgradPhase &ph = along_h[ah], &pw = along_w[aw];
+      if (c.sh == 1 && c.sw == 1 && flipped_in_place(a, ph, pw, dy)) return;
       // where conv_fwd_lowered would take the fp32 implicit kernel, it gets the taps in place: its own
       // [tap][c][ldb] copy reads any strides, so the rows copy would be a second pass for nothing
       const Taps f = flipped(ph, pw);

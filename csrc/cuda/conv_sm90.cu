@@ -163,28 +163,21 @@ bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vect
   return true;
 }
 
-bool conv_fwd_sm90(const GemmArgs& g) {
-  if (!conv_sm90_ok(g) || sm90_layout(g).b != Major::K) return false;  // B = weight rows [K, R*S*C], K-major
-  const int64_t sb[3] = {0, g.mm.sb[2], 1};
-  // The tile width over output channels, the depth of the ring and how A arrives, autotuned like
-  // matmul's (family "conv_fwd_sm90"). bn64 / bn128: one block per SM, deep rings; bn64x2: a
-  // 4-stage ring, two blocks per SM (sm90::blocks_per_sm); all three gather A with cp.async.
-  // "-im2col": the same tile loaded by TMA in im2col mode (one thread), the cp.async gather where
-  // no im2col map can be made. Then the persistent kernels (clusters of two) with A by im2col
-  // loads, which need the im2col map and no residual: matmul's persistent_choices(). (A
-  // 64-wide ping-pong, pp128x64-c2, measured no faster than bn64x2-im2col on 3x3 64@56 b64, 50.3
-  // against 50.7 us, and slower elsewhere: iterations-conv/cand_19979d4_b64.json; dropped.)
+namespace {
+// conv_fwd_sm90's candidates by index (fwd_names): the one-tile kernels, the persistent ones from
+// kFirstPersist on, rows64 last.
+constexpr int kBn64x2 = 2, kBn64x2Im2col = 3, kBn128Im2col = 4, kFirstPersist = 5;
+
+// conv_fwd_sm90's heuristic: the candidate for conv g (im2col: whether its x has an im2col map).
+int fwd_heuristic(const GemmArgs& g, bool im2col) {
   const auto& persist = persistent_choices();
-  static const std::vector<std::string> kNames = fwd_names();
-  constexpr int kBn64x2 = 2, kBn64x2Im2col = 3, kBn128Im2col = 4, kFirstPersist = 5;
+  static const int kRows64 = int(fwd_names().size()) - 1;
   static const int kCoop256 = [&] {  // coop128x256-c2-im2col
     for (int j = 0; j < int(persist.size()); ++j)
       if (persist[j].config == sm90_index("coop128x256-c2")) return kFirstPersist + j;
     TORCH_INTERNAL_ASSERT(false, "tileops: coop128x256-c2 is not a persistent choice");
     return -1;
   }();
-  CUtensorMap ma;
-  const bool im2col = im2col_map(g, sm90::BM, &ma);
   // The heuristic (H200, results/h200/iterations-conv/cand_32fc427_b32.json, _b64: ResNet-50's
   // 3x3 and strided layers at batch 32 and 64): 64 output channels, bn64x2-im2col (two blocks per
   // SM hide each other's epilogue); else the persistent kernels where matmul would take them
@@ -206,7 +199,6 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // 237c57f/s5): b64 45.4 against bn64x2-im2col's 51.3 (cuDNN 39.9), b32 26.6 / 26.0 (26.1), b1
   // per call 14.6 / 19.5 (12.7; one launch where bn64x2-im2col splits K and reduces). Its rows by
   // cp.async instead (74b5d1f/s2): 55.6 at b64, the staging's instructions in line with the MMAs.
-  const int kRows64 = int(kNames.size()) - 1;
   // (the layer's shape is conv_fwd_rows64's to check; here only which layers it is meant for)
   const bool rows64 = g.conv.C == 64 && g.N <= 64 && g.conv.R * g.conv.S > 1;
   int heuristic = im2col ? kBn128Im2col : kBn64x2;
@@ -220,6 +212,27 @@ bool conv_fwd_sm90(const GemmArgs& g) {
     const int64_t waves128 = (output_tiles(g, 128) + sms - 1) / sms;
     if (2.0 * double(cluster_waves(g, 256, sms)) < 1.12 * double(waves128)) heuristic = kCoop256;
   }
+  return heuristic;
+}
+}  // namespace
+
+bool conv_fwd_sm90(const GemmArgs& g) {
+  if (!conv_sm90_ok(g) || sm90_layout(g).b != Major::K) return false;  // B = weight rows [K, R*S*C], K-major
+  const int64_t sb[3] = {0, g.mm.sb[2], 1};
+  // The tile width over output channels, the depth of the ring and how A arrives, autotuned like
+  // matmul's (family "conv_fwd_sm90"). bn64 / bn128: one block per SM, deep rings; bn64x2: a
+  // 4-stage ring, two blocks per SM (sm90::blocks_per_sm); all three gather A with cp.async.
+  // "-im2col": the same tile loaded by TMA in im2col mode (one thread), the cp.async gather where
+  // no im2col map can be made. Then the persistent kernels (clusters of two) with A by im2col
+  // loads, which need the im2col map and no residual: matmul's persistent_choices(). (A
+  // 64-wide ping-pong, pp128x64-c2, measured no faster than bn64x2-im2col on 3x3 64@56 b64, 50.3
+  // against 50.7 us, and slower elsewhere: iterations-conv/cand_19979d4_b64.json; dropped.)
+  const auto& persist = persistent_choices();
+  static const std::vector<std::string> kNames = fwd_names();
+  CUtensorMap ma;
+  const bool im2col = im2col_map(g, sm90::BM, &ma);
+  const int heuristic = fwd_heuristic(g, im2col);
+  const int kRows64 = int(kNames.size()) - 1;
   run_conv_candidates(g, "conv_fwd_sm90", kNames, heuristic, [&](int i, auto tag) {
     using T = decltype(tag);
     constexpr auto G = sm90::Gather::ConvFwd, I = sm90::Gather::ConvFwdIm2col;
@@ -243,6 +256,31 @@ bool conv_fwd_sm90(const GemmArgs& g) {
     if (i == 0) launch_sm90<T, 64, 8, false, G>(g, mb, mb, 1, 1);  // no im2col variant
     else if (wide) launch_conv<T, 128, 6, false, G, I>(g, by_tma, ma, mb);
     else launch_conv<T, 64, 4, false, G, I>(g, by_tma, ma, mb);
+  });
+  return true;
+}
+
+bool conv_dgrad_flipped_sm90(const GemmArgs& g, const void* w) {
+  const auto& c = g.conv;  // the forward conv of dY: C = w's output channels, K (= g.N) its input ones
+  if (!conv_sm90_ok(g) || g.residual != nullptr || g.bias != nullptr || reinterpret_cast<uintptr_t>(w) % 16 != 0 ||
+      g.N % 8 != 0)
+    return false;
+  CUtensorMap ma;
+  if (!im2col_map(g, sm90::BM, &ma)) return false;
+  // Only where conv_fwd_sm90 would take a one-tile im2col kernel on the transposed weight (a wider
+  // choice, persistent or rows64, outruns the transposition it needs)
+  const int h = fwd_heuristic(g, true);
+  if (h != kBn64x2Im2col && h != kBn128Im2col) return false;
+  const int64_t taps = c.R * c.S;
+  with_dtype(g.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (sizeof(T) == 2) {
+      constexpr auto I = sm90::Gather::ConvFwdIm2col;
+      // w channels_last as [taps][K][C]: rows of K (w's output channels, this GEMM's k) C * taps apart
+      const CUtensorMap mb = matrix_map(w, g.dtype, g.N, c.C, taps, taps * g.N, g.N, 64, sm90::bk<T>);
+      if (h == kBn128Im2col) launch_sm90<T, 128, 6, true, I>(g, ma, mb, 1, 1);
+      else launch_sm90<T, 64, 4, true, I>(g, ma, mb, 1, 1);
+    }
   });
   return true;
 }

@@ -324,7 +324,10 @@ __device__ __forceinline__ void conv_fwd_producer(const ConvOperands& cv, const 
 // one load fills PIXELS rows of 64 channels at one tap; B by TMA as in the plain GEMM.
 // ConvFwdIm2col: each k tile is one load of the tile's 128 pixels at tap (r, s), channels c0...;
 // B's k tiles from column b_k0 on (a data-gradient phase's taps in a weight of all phases).
-template <typename T, int BN, int STAGES>
+// B_FLIP: B is MN-major, a stride-1 data gradient's forward weight w read in place, its taps
+// flipped: tm_b maps w (channels_last) as [taps][K][C] (C innermost), and k tile (r, s, c0) of
+// this conv is w's tap R*S - 1 - (r*S + s), rows (w's output channels) c0.., columns n0...
+template <typename T, int BN, int STAGES, bool B_FLIP = false>
 __device__ __forceinline__ void conv_im2col_producer(const ConvOperands& cv, const CUtensorMap& tm_a,
                                                      const CUtensorMap& tm_b, T* As, T* Bs, uint64_t* full,
                                                      uint64_t* empty, int m0, int n0, int kt0, int ktiles,
@@ -334,7 +337,12 @@ __device__ __forceinline__ void conv_im2col_producer(const ConvOperands& cv, con
   Tap tap(cv, int64_t(kt0) * BK);
   tma_producer<STAGES>(full, empty, ktiles, (BM + BN) * BK * sizeof(T), [&](int kt, int st) {
     tma_load_im2col_tap(As + st * BM * BK, &tm_a, &full[st], cv, px, tap);
-    tma_load_tile<BN, BK, false>(Bs + st * BN * BK, &tm_b, &full[st], n0, b_k0 + (kt0 + kt) * BK, 0);
+    if constexpr (B_FLIP) {
+      const int flipped = int(cv.R * cv.S) - 1 - (tap.r * int(cv.S) + tap.s);
+      tma_load_tile<BN, BK, true>(Bs + st * BN * BK, &tm_b, &full[st], n0, int(tap.c0), flipped);
+    } else {
+      tma_load_tile<BN, BK, false>(Bs + st * BN * BK, &tm_b, &full[st], n0, b_k0 + (kt0 + kt) * BK, 0);
+    }
     tap.next(cv, BK);
   });
 }
@@ -588,8 +596,9 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
   static_assert(!(A_MN_MAJOR && kTf32<T>), "MN-major A: 16-bit types only");
   static_assert((G != Gather::ConvWgrad && G != Gather::ConvWgradIm2col) || (A_MN_MAJOR && B_MN_MAJOR),
                 "the weight-gradient gather fills MN-major A atoms and reads dY as MN-major B");
-  static_assert(!((G == Gather::ConvFwd || G == Gather::ConvFwdIm2col) && (A_MN_MAJOR || B_MN_MAJOR)),
-                "the forward gather fills K-major A");
+  static_assert(!((G == Gather::ConvFwd || G == Gather::ConvFwdIm2col) && A_MN_MAJOR) &&
+                    !(G == Gather::ConvFwd && B_MN_MAJOR),
+                "the forward gather fills K-major A; MN-major B (a flipped weight) only with im2col loads");
   using F = std::conditional_t<std::is_same<T, c10::BFloat16>::value, __nv_bfloat16,
                                std::conditional_t<kTf32<T>, float, __half>>;
   constexpr int BK = bk<T>, KSTEP = 32 / int(sizeof(T));  // one wgmma consumes 32 bytes of each row
@@ -625,7 +634,8 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       if constexpr (REBALANCE) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
       if (t == 0) {
         if constexpr (G == Gather::ConvFwdIm2col) {
-          conv_im2col_producer<T, BN, STAGES>(conv, tm_a, tm_b, As, Bs, full, empty, m0, n0, kt0, ktiles, b_k0);
+          conv_im2col_producer<T, BN, STAGES, B_MN_MAJOR>(conv, tm_a, tm_b, As, Bs, full, empty, m0, n0, kt0, ktiles,
+                                                          b_k0);
         } else if constexpr (G == Gather::ConvWgradIm2col) {
           conv_wgrad_im2col_producer<T, BN, STAGES>(conv, tm_a, tm_b, As, Bs, full, empty, M, m0, n0, kt0, ktiles);
         } else {

@@ -53,6 +53,11 @@ bool conv_fwd_sm90(const GemmArgs& a);
 // `before` runs right before the launch (the caller's copy of the taps into that weight).
 bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vector<int64_t>& b_k0, int64_t cols,
                             int64_t ld, const std::function<void()>& before);
+// conv_sm90.cu: a stride-1 data gradient as conv_fwd_sm90's forward conv a of dY (a.mm: C, dx's
+// rows), with B the forward weight w itself, channels_last-dense [K][R][S][C], read MN-major with
+// its taps flipped in the kernel: no transposition of w first. Only where conv_fwd_sm90 would run
+// a one-tile im2col kernel; false (nothing run) elsewhere.
+bool conv_dgrad_flipped_sm90(const GemmArgs& a, const void* w);
 // conv_sm90.cu: implicit-GEMM weight gradient on Hopper, dW^T [R*S*C, K] = cols(x)^T . dY; a.mm
 // holds B (dY rows [N*P*Q, K], MN-major) and C, a.conv the channels_last input. False as above.
 bool conv_wgrad_sm90(const GemmArgs& a);
