@@ -593,6 +593,16 @@ std::vector<std::pair<std::string, std::string>> pins() {
   return s.pin_list;
 }
 
+bool steered(const std::string& op_key) {
+  State& s = state();
+  if (s.on.load()) return true;
+  if (s.npins.load() == 0) return false;
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (const auto& p : s.pin_list)
+    if (pin_matches(p.first, op_key)) return true;
+  return false;
+}
+
 void clear(bool memory, bool disk) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);

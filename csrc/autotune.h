@@ -86,6 +86,10 @@ void pin(const std::string& pattern, const std::string& candidate);
 void unpin(const std::string& pattern);  // no-op when not pinned
 void unpin_all();
 std::vector<std::pair<std::string, std::string>> pins();  // oldest first
+// Whether a choice for op_key could be other than its heuristic's: autotuning is on or a pin
+// matches it. For a call site with a fast path outside its family's candidates, which it takes
+// only where the family is not steered.
+bool steered(const std::string& op_key);
 
 // Cache management. clear(memory): forget every choice in this process (the disk file is not
 // read again, so each class is re-measured and its new choice written over the old one);

@@ -523,6 +523,18 @@ def test_conv_dgrad_phases_in_one_cuda(config, kind, case):
         assert not any("fill" in n.lower() for n in ran), "%s: %s" % (case, ran)
 
 
+def backward_kernels(c, case, kind, w_layout, mask):
+    """run_backward_op's checks of conv c (x channels_last, the weight in w_layout, the gradients
+    in mask) against float64, then {kernel: launches} of one more call of the backward op."""
+    from test_conv2d import run_backward_op
+
+    _, (x, w, gy) = run_backward_op(c, case, "cuda", kind, "channels_last", mask=mask, w_layout=w_layout)
+    st, pd, dl, g = c.params
+    pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
+    _, ran = cuda_kernel_counts(lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, list(mask)))
+    return ran
+
+
 # Weight gradients on the Hopper implicit GEMM: (conv, whether its R*S*C x K weight is small enough
 # to be written straight into a KCRS grad_weight, conv_lowered.cu's kWgradDirectMax = 2^17
 # elements). A channels_last grad_weight is written straight, down dW^T's columns, at any size.
@@ -547,18 +559,12 @@ def test_conv_wgrad_direct_cuda(config, kind, w_layout, case):
     against float64 on poisoned memory, then the kernels: on sm_90 a channels_last or small
     weight is written by the GEMM (or its split-K reduce) through grad_weight's strides, no
     transposition after it; a larger KCRS one goes through a buffer and one tap_transpose."""
-    from test_conv2d import Conv, run_backward_op
+    from test_conv2d import Conv
 
     shape, small = WGRAD_DIRECT[case]
     direct = small or w_layout == "channels_last" or shape[5] * shape[6] == 1
-    c = Conv(*shape)
     with autotune.pinned("conv_wgrad_sm90", config):
-        _, (x, w, gy) = run_backward_op(c, case, "cuda", kind, "channels_last", mask=(False, True, False),
-                                        w_layout=w_layout)
-        st, pd, dl, g = c.params
-        pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
-        _, ran = cuda_kernel_counts(
-            lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [False, True, False]))
+        ran = backward_kernels(Conv(*shape), case, kind, w_layout, (False, True, False))
     if torch.cuda.get_device_capability() == (9, 0):
         assert any("gemm_sm90" in n for n in ran), "%s: %s" % (case, ran)
         transposes = sum(k for n, k in ran.items() if "tap_transpose" in n)
@@ -605,19 +611,29 @@ def test_conv_dgrad_flipped_in_place_cuda(kind, w_layout, case):
     """A stride-1 16-bit data gradient: dx against float64 on poisoned memory, then the kernels:
     on sm_90 with a channels_last weight, one Hopper GEMM that reads the weight in place, its taps
     flipped (conv_dgrad_flipped_sm90), and no transposition; a KCRS weight is transposed first."""
-    from test_conv2d import Conv, run_backward_op
+    from test_conv2d import Conv
 
-    c = Conv(*DGRAD_FLIPPED[case])
-    _, (x, w, gy) = run_backward_op(c, case, "cuda", kind, "channels_last", mask=(True, False, False),
-                                    w_layout=w_layout)
-    st, pd, dl, g = c.params
-    pair = [(v, v) if isinstance(v, int) else v for v in (st, pd, dl)]
-    _, ran = cuda_kernel_counts(
-        lambda: torch.ops.tileops._conv2d_backward(gy, x, w, *pair, g, [True, False, False]))
+    ran = backward_kernels(Conv(*DGRAD_FLIPPED[case]), case, kind, w_layout, (True, False, False))
     if torch.cuda.get_device_capability() == (9, 0):
         assert any("gemm_sm90_kernel" in n for n in ran), "%s: %s" % (case, ran)
         transposes = sum(k for n, k in ran.items() if "tap_transpose" in n)
         assert transposes == (0 if w_layout == "channels_last" else 1), "%s: %s" % (case, ran)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", ["bn64x2-im2col", "pp128-c2-im2col"])
+def test_conv_dgrad_flipped_steered_by_pin_cuda(config):
+    """A pin on conv_fwd_sm90 steers a stride-1 data gradient too: the weight is transposed and
+    the pinned kernel runs (the in-place kernel is the heuristic's path only)."""
+    from test_conv2d import Conv
+
+    case = "3x3_c128_k64"
+    with autotune.pinned("conv_fwd_sm90", config):
+        ran = backward_kernels(Conv(*DGRAD_FLIPPED[case]), case, "bfloat16", "channels_last", (True, False, False))
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert sum(k for n, k in ran.items() if "tap_transpose" in n) == 1, ran
+        persistent = any("persistent" in n for n in ran)
+        assert persistent == config.startswith("pp"), ran
 
 
 @pytest.mark.cuda

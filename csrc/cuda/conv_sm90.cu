@@ -68,11 +68,11 @@ void run_candidates(at::ScalarType dtype, const char* family, int64_t M, int64_t
       });
 }
 // ... for one conv GEMM g, keyed by its kernel size
+std::string conv_detail(const GemmArgs& g) { return "r" + std::to_string(g.conv.R) + "s" + std::to_string(g.conv.S); }
 template <typename Launch>
 void run_conv_candidates(const GemmArgs& g, const char* family, const std::vector<std::string>& names, int heuristic,
                          Launch&& launch) {
-  run_candidates(g.dtype, family, g.M, g.N, g.K, "r" + std::to_string(g.conv.R) + "s" + std::to_string(g.conv.S),
-                 names, heuristic, std::forward<Launch>(launch));
+  run_candidates(g.dtype, family, g.M, g.N, g.K, conv_detail(g), names, heuristic, std::forward<Launch>(launch));
 }
 
 // The families' candidates (autotune::Family), each described where it runs.
@@ -264,6 +264,12 @@ bool conv_dgrad_flipped_sm90(const GemmArgs& g, const void* w) {
   const auto& c = g.conv;  // the forward conv of dY: C = w's output channels, K (= g.N) its input ones
   if (!conv_sm90_ok(g) || g.residual != nullptr || g.bias != nullptr || reinterpret_cast<uintptr_t>(w) % 16 != 0 ||
       g.N % 8 != 0)
+    return false;
+  // The heuristic's path: where autotuning or a pin steers conv_fwd_sm90 for this problem, the
+  // caller's transposed weight and conv_fwd_sm90 run instead
+  if (autotune::active() &&
+      autotune::steered(autotune::op_key({"conv_fwd_sm90", c10::toString(g.dtype),
+                                          autotune::shape_class(g.M, g.N, g.K, 1), conv_detail(g)})))
     return false;
   CUtensorMap ma;
   if (!im2col_map(g, sm90::BM, &ma)) return false;
