@@ -812,7 +812,8 @@ bool dgrad_1x1(const GemmArgs& a) {
 // one phase (ph, pw), dx and w channels_last-dense, dx written as the GEMM's rows. False: not taken.
 bool flipped_in_place(const GemmArgs& a, const DgradPhase& ph, const DgradPhase& pw, const at::Tensor& dy) {
   const auto& c = a.conv;
-  if (c10::elementSize(a.dtype) != 2 || c.groups != 1 || !tileops::nhwc_dense(c.ws, c.C, c.R, c.S) ||
+  // (dtype and channel counts: conv_dgrad_flipped_sm90's conv_sm90_ok)
+  if (c.groups != 1 || !tileops::nhwc_dense(c.ws, c.C, c.R, c.S) ||
       !tileops::nhwc_dense(c.xs, c.C, c.H, c.W) || ph.out != c.H || pw.out != c.W || ph.taps != c.R || pw.taps != c.S)
     return false;
   const GemmArgs f = dgrad_as_forward(a, ph, pw, 0, 0, dy.const_data_ptr(), dy.strides().data(), c.w, c.ws);

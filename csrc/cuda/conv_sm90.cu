@@ -54,6 +54,13 @@ bool im2col_map(const GemmArgs& g, int pixels, CUtensorMap* m) {
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// fn(T{}) for the 16-bit type of dtype (the Hopper conv kernels' types; conv_sm90_ok checked it).
+template <typename Fn>
+void with_16bit(at::ScalarType dtype, Fn&& fn) {
+  if (dtype == at::kBFloat16) fn(c10::BFloat16{});
+  else fn(c10::Half{});
+}
+
 // One of a conv family's candidates, autotuned like matmul's under its own family name, keyed by
 // the dtype, the GEMM's (M, N, K) class and `detail`; launch(i, T{}) with T the 16-bit type.
 template <typename Launch>
@@ -62,13 +69,13 @@ void run_candidates(at::ScalarType dtype, const char* family, int64_t M, int64_t
                     Launch&& launch) {
   autotune::run(
       [&] { return autotune::op_key({family, c10::toString(dtype), autotune::shape_class(M, N, K, 1), detail}); },
-      names, heuristic, [&](int i) {
-        if (dtype == at::kBFloat16) launch(i, c10::BFloat16{});
-        else launch(i, c10::Half{});
-      });
+      names, heuristic, [&](int i) { with_16bit(dtype, [&](auto tag) { launch(i, tag); }); });
 }
-// ... for one conv GEMM g, keyed by its kernel size
+// ... for one conv GEMM g, keyed by its kernel size (conv_key: that key)
 std::string conv_detail(const GemmArgs& g) { return "r" + std::to_string(g.conv.R) + "s" + std::to_string(g.conv.S); }
+std::string conv_key(const GemmArgs& g, const char* family) {
+  return autotune::op_key({family, c10::toString(g.dtype), autotune::shape_class(g.M, g.N, g.K, 1), conv_detail(g)});
+}
 template <typename Launch>
 void run_conv_candidates(const GemmArgs& g, const char* family, const std::vector<std::string>& names, int heuristic,
                          Launch&& launch) {
@@ -167,11 +174,14 @@ namespace {
 // conv_fwd_sm90's candidates by index (fwd_names): the one-tile kernels, the persistent ones from
 // kFirstPersist on, rows64 last.
 constexpr int kBn64x2 = 2, kBn64x2Im2col = 3, kBn128Im2col = 4, kFirstPersist = 5;
+int rows64_index() {
+  static const int i = int(fwd_names().size()) - 1;
+  return i;
+}
 
 // conv_fwd_sm90's heuristic: the candidate for conv g (im2col: whether its x has an im2col map).
 int fwd_heuristic(const GemmArgs& g, bool im2col) {
   const auto& persist = persistent_choices();
-  static const int kRows64 = int(fwd_names().size()) - 1;
   static const int kCoop256 = [&] {  // coop128x256-c2-im2col
     for (int j = 0; j < int(persist.size()); ++j)
       if (persist[j].config == sm90_index("coop128x256-c2")) return kFirstPersist + j;
@@ -203,7 +213,7 @@ int fwd_heuristic(const GemmArgs& g, bool im2col) {
   const bool rows64 = g.conv.C == 64 && g.N <= 64 && g.conv.R * g.conv.S > 1;
   int heuristic = im2col ? kBn128Im2col : kBn64x2;
   if (rows64) {
-    heuristic = kRows64;
+    heuristic = rows64_index();
   } else if (g.N <= 64 || 2 * output_tiles(g, 64) <= sms) {
     heuristic = kBn64x2Im2col;  // gathers where no im2col map can be made
   } else if (can_persist && output_tiles(g, 128) >= 2 * sms) {
@@ -232,11 +242,10 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   CUtensorMap ma;
   const bool im2col = im2col_map(g, sm90::BM, &ma);
   const int heuristic = fwd_heuristic(g, im2col);
-  const int kRows64 = int(kNames.size()) - 1;
   run_conv_candidates(g, "conv_fwd_sm90", kNames, heuristic, [&](int i, auto tag) {
     using T = decltype(tag);
     constexpr auto G = sm90::Gather::ConvFwd, I = sm90::Gather::ConvFwdIm2col;
-    if (i == kRows64) {
+    if (i == rows64_index()) {
       if (conv_fwd_rows64(g)) return;
       i = kBn64x2Im2col;
     }
@@ -267,26 +276,21 @@ bool conv_dgrad_flipped_sm90(const GemmArgs& g, const void* w) {
     return false;
   // The heuristic's path: where autotuning or a pin steers conv_fwd_sm90 for this problem, the
   // caller's transposed weight and conv_fwd_sm90 run instead
-  if (autotune::active() &&
-      autotune::steered(autotune::op_key({"conv_fwd_sm90", c10::toString(g.dtype),
-                                          autotune::shape_class(g.M, g.N, g.K, 1), conv_detail(g)})))
-    return false;
-  CUtensorMap ma;
-  if (!im2col_map(g, sm90::BM, &ma)) return false;
+  if (autotune::active() && autotune::steered(conv_key(g, "conv_fwd_sm90"))) return false;
   // Only where conv_fwd_sm90 would take a one-tile im2col kernel on the transposed weight (a wider
-  // choice, persistent or rows64, outruns the transposition it needs)
+  // choice, persistent or rows64, outruns the transposition it needs); decided before any map is
+  // encoded, so the caller's path pays no encoding for nothing
   const int h = fwd_heuristic(g, true);
-  if (h != kBn64x2Im2col && h != kBn128Im2col) return false;
+  CUtensorMap ma;
+  if ((h != kBn64x2Im2col && h != kBn128Im2col) || !im2col_map(g, sm90::BM, &ma)) return false;
   const int64_t taps = c.R * c.S;
-  with_dtype(g.dtype, [&](auto tag) {
+  with_16bit(g.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (sizeof(T) == 2) {
-      constexpr auto I = sm90::Gather::ConvFwdIm2col;
-      // w channels_last as [taps][K][C]: rows of K (w's output channels, this GEMM's k) C * taps apart
-      const CUtensorMap mb = matrix_map(w, g.dtype, g.N, c.C, taps, taps * g.N, g.N, 64, sm90::bk<T>);
-      if (h == kBn128Im2col) launch_sm90<T, 128, 6, true, I>(g, ma, mb, 1, 1);
-      else launch_sm90<T, 64, 4, true, I>(g, ma, mb, 1, 1);
-    }
+    constexpr auto I = sm90::Gather::ConvFwdIm2col;
+    // w channels_last as [taps][K][C]: rows of K (w's output channels, this GEMM's k) C * taps apart
+    const CUtensorMap mb = matrix_map(w, g.dtype, g.N, c.C, taps, taps * g.N, g.N, 64, sm90::bk<T>);
+    if (h == kBn128Im2col) launch_sm90<T, 128, 6, true, I>(g, ma, mb, 1, 1);
+    else launch_sm90<T, 64, 4, true, I>(g, ma, mb, 1, 1);
   });
   return true;
 }
