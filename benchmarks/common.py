@@ -31,7 +31,7 @@ def time_ms(fn, warmup=5, reps=30, device="cuda", lead_us=0.0):
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    cycles = int(lead_us * _cycles_per_us())
+    cycles = int(lead_us * cycles_per_us())
     for s, e in zip(starts, ends):
         if cycles:
             torch.cuda._sleep(cycles)
@@ -70,7 +70,7 @@ def timed(fn, device="cuda", budget_s=1.0, reps=None):
     return time_ms(fn, warmup=0, reps=reps, device=device, lead_us=1.5 * one * 1e6 + 20), call, reps
 
 
-def _cycles_per_us():
+def cycles_per_us():
     """The GPU clock in cycles per microsecond (for torch.cuda._sleep), 2000 where torch does not say."""
     rate = getattr(torch.cuda.get_device_properties(0), "clock_rate", 0)  # kHz
     return rate / 1e3 if rate else 2000.0

@@ -13,6 +13,7 @@ import os
 import re
 import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -21,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import tileops  # noqa: E402
 from bench_conv import LAYERS  # noqa: E402
 from bench_matmul import SHAPES, build  # noqa: E402
-from common import set_precision  # noqa: E402
+from common import cycles_per_us, set_precision  # noqa: E402
 from tileops import autotune  # noqa: E402
 
 PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "conv_dgrad": "dgrad", "conv_dgrad_sm90": "dgrad",
@@ -29,13 +30,21 @@ PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "conv_dgrad": "dg
 
 
 def time_us(fn, calls=20, reps=15):
-    """Median over reps of the mean time of `calls` back-to-back calls (CUDA events), in µs."""
+    """Median over reps of the mean time of `calls` back-to-back calls (CUDA events), in µs, each
+    rep queued behind a GPU sleep longer than the host takes to queue its calls: GPU time, also
+    where a call's host cost exceeds its kernels' (batch 1)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    lead = int((1.5 * (time.perf_counter() - t0) * 1e6 + 50) * cycles_per_us())
     out = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(lead)
         a.record()
         for _ in range(calls):
             fn()
@@ -88,23 +97,26 @@ def main():
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "tf32"], help="matmul_sm90 only")
     ap.add_argument("--filter", default=None, help="regex on the row label")
     ap.add_argument("--small", action="store_true", help="matmul_sm90: the rows with M < 128 too (skinny, odd)")
+    ap.add_argument("--conv", action="store_true",
+                    help="matmul_sm90: bench_conv's ResNet forwards instead (its 1x1 layers are GEMMs)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     pss = PASS_OF[a.family]
     rows = []
-    if pss == "matmul":
+    if pss == "matmul" and not a.conv:
         set_precision(a.dtype)  # TF32 on for tf32, as bench_matmul's rows
         problems = [(label, {"torch_us": theirs}, mine) for label, theirs, mine in matmul_problems(a.dtype, a.small)]
     else:
         problems = []
         group = "depthwise" if a.family == "conv_depthwise" else "resnet"
         for layer in [lay for lay in LAYERS if lay[0] == group]:
-            fn = problem(layer, a.batch, pss)
+            fn = problem(layer, a.batch, "fwd" if pss == "matmul" else pss)
             problems.append((layer[1], {"cudnn_us": fn(F.conv2d)}, fn(tileops.conv2d)))
     for label, theirs, mine in problems:
         if a.filter and not re.search(a.filter, label):
             continue
-        row = {"layer": label, "pass": pss, "batch": a.batch, "dtype": a.dtype if pss == "matmul" else "bfloat16"}
+        row = {"layer": label, "pass": pss, "batch": a.batch, "dtype": a.dtype if pss == "matmul" and not a.conv else
+               "bfloat16"}
         row.update({k: time_us(f) for k, f in theirs.items()})
         row["default_us"] = time_us(mine)
         for cand in a.candidates.split(",") if a.candidates else autotune.candidates(a.family):

@@ -118,11 +118,11 @@ def conv_case(name, kind, x_shape, w_shape, stride, padding, dilation, groups, a
 
 
 def conv_bwd_case(name, kind, x_shape, w_shape, stride, padding, dilation, groups, mask, channels_last=False,
-                  gy_channels_last=False):
+                  gy_channels_last=False, w_channels_last=False):
     p = (stride, padding, dilation, groups)
 
     def make(dt, device, gen):
-        x, w = _x(x_shape, dt, device, gen, channels_last), randn(w_shape, dt, device, gen)
+        x, w = _x(x_shape, dt, device, gen, channels_last), _x(w_shape, dt, device, gen, w_channels_last)
         return [_x(tuple(_conv_out_shape(x_shape, w_shape, p)), dt, device, gen, gy_channels_last), x, w]
 
     def run(i):
@@ -186,6 +186,13 @@ CASES = [
     # C % 64 == 0, x and grad_out channels_last: the Hopper implicit weight gradient (split-K)
     conv_bwd_case("conv-bwd-bf16-cl-c64-wgrad", "bfloat16", (2, 64, 9, 9), (24, 64, 3, 3), (2, 1), (1, 1), (1, 1), 1,
                   [False, True, False], channels_last=True, gy_channels_last=True),
+    # all channels_last, stride 1, 16-bit, C % 64 == 0: the data gradient reads w in place, taps
+    # flipped (B_FLIP); the weight gradient's epilogue writes dw down its columns (Store::Cols)
+    conv_bwd_case("conv-bwd-bf16-all-cl", "bfloat16", (2, 128, 12, 10), (64, 128, 3, 3), (1, 1), (1, 1), (1, 1), 1,
+                  [True, True, False], channels_last=True, gy_channels_last=True, w_channels_last=True),
+    # as above with 72 columns of dw^T and a longer reduction: split-K, column-major partials
+    conv_bwd_case("conv-bwd-f16-all-cl-split", "float16", (3, 64, 20, 20), (72, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1,
+                  [False, True, False], channels_last=True, gy_channels_last=True, w_channels_last=True),
     conv_bwd_case("conv-bwd-f16-dilated", "float16", (1, 3, 12, 11), (5, 3, 3, 3), (1, 2), (2, 1), (2, 1), 1,
                   [True, True, True]),
 ]
