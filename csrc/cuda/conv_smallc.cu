@@ -704,6 +704,14 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
     for (int j = 0; j < g.mr; ++j) sm90::tma_load_4d(stage + uint32_t(j * g.slot), &xmap, &full[wg], 0, -g.pw, h0 + j, n);
   };
 
+  const int64_t step = 2 * int64_t(gridDim.x);
+  int64_t item = blockIdx.x + int64_t(wg) * gridDim.x;
+  // each warpgroup's first rows are requested before the weight is loaded, and land meanwhile
+  if (wtid == 0) {
+    mbar_init(&full[wg], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    if (item < g.items) fetch(item);
+  }
   // the weight slice (16-byte copies into the swizzled atoms) and the bias, by the whole block
   for (int e = tid; e < kNB * taps * 8; e += 2 * kThreads) {
     const int n = e / (taps * 8), v = e - n * (taps * 8);
@@ -712,17 +720,10 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
   }
   for (int i = tid; i < kNB; i += 2 * kThreads)
     bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
-  if (tid == 0) {
-    mbar_init(&full[0], 1), mbar_init(&full[1], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();  // the weight, the bias, the barriers
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async wrote B, wgmma reads it
-  const int64_t step = 2 * int64_t(gridDim.x);
-  int64_t item = blockIdx.x + int64_t(wg) * gridDim.x;
-  if (item < g.items) fetch(item);
   uint32_t parity = 0;
 
   using Tag = std::conditional_t<std::is_same<T, c10::Half>::value, __half, __nv_bfloat16>;
