@@ -174,6 +174,9 @@ CASES = [
     conv_case("conv-f64-depthwise", "float64", (1, 8, 9, 9), (8, 1, 3, 3), (1, 1), (1, 1), (1, 1), 8, "gelu"),
     conv_case("conv-bf16-cl-c64-residual", "bfloat16", (2, 64, 9, 9), (72, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, "relu",
               channels_last=True, residual=True),
+    # batch 1, 128 channels at 14x14: K split 4 ways, the reduce a dependent launch on sm_90
+    conv_case("conv-bf16-cl-b1-split", "bfloat16", (1, 128, 14, 14), (128, 128, 3, 3), (1, 1), (1, 1), (1, 1), 1,
+              "relu", channels_last=True),
     conv_case("conv-f16-nchw-residual", "float16", (2, 16, 9, 9), (24, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1, "silu",
               residual=True),
     conv_case("conv-f32-nchw-1x1-nobias", "float32", (2, 16, 9, 9), (24, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1, "relu",
@@ -193,6 +196,8 @@ CASES = [
     # as above with 72 columns of dw^T and a longer reduction: split-K, column-major partials
     conv_bwd_case("conv-bwd-f16-all-cl-split", "float16", (3, 64, 20, 20), (72, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1,
                   [False, True, False], channels_last=True, gy_channels_last=True, w_channels_last=True),
+    conv_bwd_case("conv-bwd-bf16-cl-b1-split", "bfloat16", (1, 128, 14, 14), (128, 128, 3, 3), (1, 1), (1, 1), (1, 1),
+                  1, [True, True, False], channels_last=True, gy_channels_last=True, w_channels_last=True),
     conv_bwd_case("conv-bwd-f16-dilated", "float16", (1, 3, 12, 11), (5, 3, 3, 3), (1, 2), (2, 1), (2, 1), 1,
                   [True, True, True]),
 ]

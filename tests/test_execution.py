@@ -4,6 +4,8 @@ inputs, and allocates only through the caching allocator without growing it.
 scripts/sanitize.sh runs test_deterministic under compute-sanitizer with TILEOPS_SANITIZE=1:
 one repeat instead of three there, since the sanitizer checks every launch anyway."""
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -41,6 +43,27 @@ def test_deterministic(device, case):
     case.check(first, inputs, "seed=%d" % seed)
     for _ in range(1 if os.environ.get("TILEOPS_SANITIZE") == "1" else 3):
         same_bits(case(inputs), first, "%s seed=%d" % (case.name, seed))
+
+
+@pytest.mark.cuda
+def test_dependent_launches_change_no_bits_cuda(tmp_path):
+    """On sm_90 kernels that follow another of tileops' (a split's reduce, a GEMM after a weight
+    transposition) are launched as its programmatic dependents: every case gives the bits it gives
+    with ordinary launches (TILEOPS_PDL=0, read once a process: a subprocess)."""
+    path = tmp_path / "ordinary.pt"
+    code = (
+        "import sys, torch\n"
+        "sys.path.insert(0, %r)\n"
+        "from op_cases import CASES\n"
+        "out = {c.name: [o.cpu() for o in c(c.inputs('cuda', torch.Generator().manual_seed(7)))] for c in CASES}\n"
+        "torch.save(out, %r)\n" % (os.path.dirname(os.path.abspath(__file__)), str(path)))
+    done = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TILEOPS_PDL="0"), capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ordinary = torch.load(path)
+    for c in CASES:
+        outs = [o.cpu() for o in c(c.inputs("cuda", torch.Generator().manual_seed(7)))]
+        same_bits(outs, ordinary[c.name], c.name + ": dependent launches against ordinary ones")
 
 
 @pytest.mark.cuda

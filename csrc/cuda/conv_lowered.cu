@@ -18,6 +18,7 @@
 
 #include "autotune.h"
 #include "cuda_util.h"
+#include "griddep.cuh"
 #include "gemm_conv_vec.cuh"
 #include "kinds.h"
 #include "launch.cuh"
@@ -381,6 +382,7 @@ template <typename E>  // E: the element's bits (a 2- or 4-byte word; nothing is
 __global__ void __launch_bounds__(32 * kTapRows)
     tap_transpose_kernel(const E* __restrict__ in, E* __restrict__ out, TapTranspose t) {
   constexpr int T = kTapTile;
+  griddep_launch_dependents();  // the GEMM after it (a dependent launch) may set up meanwhile
   __shared__ E tile[T][T + 4 / sizeof(E)];  // rows an odd number of 4-byte words apart: no bank conflicts
   const int64_t r = blockIdx.z / t.Bs, s = blockIdx.z % t.Bs;
   const int64_t i0 = int64_t(blockIdx.y) * T, j0 = int64_t(blockIdx.x) * T;

@@ -124,8 +124,8 @@ void launch_phases(const std::vector<GemmArgs>& ph, const std::vector<int>& orde
   }
   const int64_t N = ph[0].N;
   const dim3 grid(unsigned(row_tiles), unsigned((N + BN - 1) / BN), unsigned(order.size()));
-  kernel<<<grid, sm90::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(args, mb, N, epilogue_of<T>(ph[0]), vec);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  ClusterLaunch launch(grid, dim3(sm90::THREADS), smem, dim3(1), dependent_launches());  // after the flipped copy
+  launch(kernel, args, mb, N, epilogue_of<T>(ph[0]), vec);
 }
 
 }  // namespace

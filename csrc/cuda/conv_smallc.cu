@@ -19,6 +19,7 @@
 
 #include "../common/epilogue.h"
 #include "cuda_util.h"
+#include "griddep.cuh"
 #include "kinds.h"
 #include "gemm_sm90.cuh"  // sm90::make_desc, wgmma_m64n64_rs
 #include "sm90_host.cuh"  // hopper::tiled_map
@@ -676,6 +677,7 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
                                                                        Epilogue<T> epi, const T* __restrict__ b,
                                                                        int64_t ldb) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  griddep_wait();  // a dependent launch (conv_fwd_rows64): a data gradient's weight transposition is done
   extern __shared__ __align__(16) unsigned char rows64_raw_smem[];
   unsigned char* sm = rows64_raw_smem + ((1024 - (smem_u32(rows64_raw_smem) & 1023)) & 1023);
   uint16_t* Bs = reinterpret_cast<uint16_t*>(sm);  // quad_b(n, k), k = (r S + s) 64 + ch
@@ -1102,13 +1104,15 @@ bool conv_fwd_rows64(const GemmArgs& a) {
   with_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same<T, c10::Half>::value || std::is_same<T, c10::BFloat16>::value) {
+      using Kernel = decltype(&conv_rows64_kernel<T, Act::None>);
+      Kernel kernel = nullptr;
       with_act(a.act, [&](auto act) {
         constexpr Act AC = decltype(act)::value;
-        const auto kernel = conv_rows64_kernel<T, AC>;
+        kernel = conv_rows64_kernel<T, AC>;
         allow_smem(kernel, dev->sharedMemPerBlockOptin, rows64_set_on<T, AC>);
-        kernel<<<grid, 2 * kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
-            xmap, c, g, sg, epilogue_of<T>(a), static_cast<const T*>(a.mm.b), a.mm.sb[2]);
       });
+      ClusterLaunch launch(grid, dim3(2 * kThreads), smem, dim3(1), dependent_launches());  // after a transposition
+      launch(kernel, xmap, c, g, sg, epilogue_of<T>(a), static_cast<const T*>(a.mm.b), a.mm.sb[2]);
     }
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -8,6 +8,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -114,23 +116,43 @@ void allow_smem(Kernel kernel, size_t smem, std::atomic<uint64_t>& set_on) {
   }
 }
 
+// Whether kernels that follow another of tileops' kernels on the stream are launched as its
+// programmatic dependents (griddep.cuh): sm_90 and newer, unless TILEOPS_PDL=0 (read once).
+inline bool dependent_launches() {
+  static const bool off = [] {
+    const char* e = std::getenv("TILEOPS_PDL");
+    return e != nullptr && std::string(e) == "0";
+  }();
+  return !off && at::cuda::getCurrentDeviceProperties()->major >= 9;
+}
+
 // A launch on the current stream (cudaLaunchKernelEx) whose blocks form clusters of `cluster`
 // blocks (sm_90). For a cluster of one block the attribute is left off: every block is then a
-// cluster of its own. Not copyable: cfg.attrs points at attr.
+// cluster of its own. dependent: a programmatic dependent launch (sm_90; griddep.cuh).
+// Not copyable: cfg.attrs points at attr.
 struct ClusterLaunch {
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  ClusterLaunch(dim3 grid, dim3 block, size_t smem, dim3 cluster) {
+  cudaLaunchAttribute attr[2];
+  ClusterLaunch(dim3 grid, dim3 block, size_t smem, dim3 cluster, bool dependent = false) {
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = at::cuda::getCurrentCUDAStream();
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cluster.x;
-    attr[0].val.clusterDim.y = cluster.y;
-    attr[0].val.clusterDim.z = cluster.z;
+    unsigned n = 0;
+    if (cluster.x * cluster.y * cluster.z > 1) {
+      attr[n].id = cudaLaunchAttributeClusterDimension;
+      attr[n].val.clusterDim.x = cluster.x;
+      attr[n].val.clusterDim.y = cluster.y;
+      attr[n].val.clusterDim.z = cluster.z;
+      ++n;
+    }
+    if (dependent) {
+      attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[n].val.programmaticStreamSerializationAllowed = 1;
+      ++n;
+    }
     cfg.attrs = attr;
-    cfg.numAttrs = cluster.x * cluster.y * cluster.z > 1 ? 1 : 0;
+    cfg.numAttrs = n;
   }
   ClusterLaunch(const ClusterLaunch&) = delete;
   ClusterLaunch& operator=(const ClusterLaunch&) = delete;

@@ -30,6 +30,7 @@
 
 #include "../common/epilogue.h"
 #include "../common/problems.h"
+#include "griddep.cuh"
 #include "mbarrier.cuh"  // mbar_*
 #include "mma_sync.cuh"  // smem_u32, round_tf32
 #include "wgmma_ops.h"
@@ -820,6 +821,11 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
                      MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
                      Store store, SplitK sk, ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  griddep_wait();  // a dependent launch (launch_sm90): the kernel before it (a transposition) is done
+  // and a split's reduce, launched as this grid's dependent, may be scheduled now: its blocks wait
+  // for this grid's end at griddep_wait with their launch done (a dependent grid starts only once
+  // every block of this one has started, so it never takes an SM this grid still needs)
+  if (sk.partial) griddep_launch_dependents();
   gemm_sm90_tile<T, BN, B_MN_MAJOR, STAGES, G, A_MN_MAJOR>(tm_a, tm_b, p, M, N, K, epi, batch_a, batch_b, store,
                                                            sk, conv, int(blockIdx.z), 0);
 #else
@@ -855,6 +861,7 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
                             int64_t N, Epilogue<T> epi, bool vec_store) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(sizeof(T) == 2, "16-bit types: zeros are stored as bits");
+  griddep_wait();  // a dependent launch (launch_phases) after the weight's flipped copy
   const DgradPhaseArgs<T>& f = phases.at[blockIdx.z];
   const int m0 = blockIdx.x * BM;
   if (m0 >= f.M) return;  // before any barrier: the whole block leaves
@@ -958,6 +965,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                 int64_t K, Epilogue<T> epi, int batch, int batch_a, int batch_b, bool vec_store,
                                 ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  griddep_wait();  // a dependent launch (launch_sm90_persistent)
   using Shape = PersistShape<TM, BN, COOP, int(sizeof(T))>;
   static_assert(!A_RS || kTf32<T>, "A from registers: TF32 only");
   constexpr bool IM2COL = G == Gather::ConvFwdIm2col;

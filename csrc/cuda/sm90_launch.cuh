@@ -56,7 +56,6 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, smem, set_on);
-  const auto stream = at::cuda::getCurrentCUDAStream();
   const MatmulProblem<T> p(a.mm);
   const Epilogue<T> epi = epilogue_of<T>(a);
   sm90::SplitK sk;
@@ -70,8 +69,9 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   }
   const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
                   unsigned(a.batch * sk.splits));
-  kernel<<<grid, sm90::THREADS, smem, stream>>>(ma, mb, p, a.M, a.N, a.K, epi, ba, bb, store, sk, a.conv);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  // a dependent launch: its launch overlaps the kernel before it (griddep.cuh)
+  ClusterLaunch launch(grid, dim3(sm90::THREADS), smem, dim3(1), dependent_launches());
+  launch(kernel, ma, mb, p, a.M, a.N, a.K, epi, ba, bb, store, sk, a.conv);
   if (sk.splits > 1)
     splitk_reduce<T, float>(sk.partial, sk.splits, store == sm90::Store::Cols ? transposed_c(a) : a);
 }
@@ -92,7 +92,7 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
   allow_smem(kernel, smem, set_on);
   const int64_t tiles = output_tiles(a, BN, CL * TM);  // cluster tiles
   TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the persistent Hopper kernels");
-  ClusterLaunch launch(dim3(1), dim3(sm90::THREADS), smem, dim3(CL));  // the grid is set below
+  ClusterLaunch launch(dim3(1), dim3(sm90::THREADS), smem, dim3(CL), dependent_launches());  // grid: below
   cudaLaunchConfig_t& cfg = launch.cfg;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   int resident = sms;  // clusters resident at once: one block per SM

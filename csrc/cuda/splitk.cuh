@@ -11,6 +11,7 @@
 
 #include "../common/gemm_args.h"
 #include "cuda_util.h"
+#include "griddep.cuh"
 
 namespace tileops {
 namespace cuda {
@@ -57,6 +58,7 @@ template <typename T, typename Acc, Act A, int V, int LANES, typename I>
 __global__ void splitk_reduce_kernel(const Acc* __restrict__ partial, int splits, I M, I N, I batch,
                                      MatmulProblem<T> p, Epilogue<T> epi) {
   static_assert(LANES == 1 || LANES == 8, "a team of lanes is 1 or 8 threads of one warp");
+  griddep_wait();  // launched as a dependent of the GEMM that writes the partials (splitk_reduce)
   const I NV = N / V, total = batch * M * NV * LANES, MN = M * N;
   const int lane = int(threadIdx.x % LANES);
   // whole teams iterate together: total and the grid's stride are multiples of LANES
@@ -98,14 +100,17 @@ void splitk_reduce(const Acc* partial, int splits, const GemmArgs& a) {
   const bool vec = a.N % VEC == 0 && reinterpret_cast<uintptr_t>(partial) % 16 == 0;
   const int lanes = splits >= 16 ? 8 : 1;
   const unsigned blocks = blocks_for(a.batch * a.M * a.N / (vec ? VEC : 1) * lanes, 65535);
-  const auto stream = at::cuda::getCurrentCUDAStream();
+  // On sm_90 a programmatic dependent launch: set up while the GEMM before it still runs (its
+  // blocks waiting at griddep_wait), which saves a batch-1 conv most of a launch gap
+  const bool dependent = dependent_launches();
   with_act(a.act, [&](auto act) {
     // the largest index formed (times 8: the thread index of a team's lane)
     with_index(a.batch * std::max<int64_t>(splits, 8) * a.M * a.N, [&](auto itag) {
       using I = decltype(itag);
       auto go = [&](auto v, auto l) {
-        splitk_reduce_kernel<T, Acc, decltype(act)::value, decltype(v)::value, decltype(l)::value, I>
-            <<<blocks, 256, 0, stream>>>(partial, splits, I(a.M), I(a.N), I(a.batch), p, epi);
+        ClusterLaunch launch(dim3(blocks), dim3(256), 0, dim3(1), dependent);
+        launch(splitk_reduce_kernel<T, Acc, decltype(act)::value, decltype(v)::value, decltype(l)::value, I>, partial,
+               splits, I(a.M), I(a.N), I(a.batch), p, epi);
       };
       auto with_lanes = [&](auto v) {
         if (lanes == 8) go(v, std::integral_constant<int, 8>{});
