@@ -6,6 +6,7 @@ tmp_path (TILEOPS_CACHE_DIR), so the user's ~/.cache is never read or written.""
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -454,13 +455,17 @@ def test_conv_fwd_sm90_candidates_cuda(config, case):
 @pytest.mark.cuda
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shape", [(3, 9, 13, 64, (3, 3), 1), (2, 12, 10, 72, (3, 3), 0), (1, 7, 30, 128, (3, 1), (1, 0)),
-                                   (2, 6, 9, 64, (2, 2), 0), (2, 56, 56, 64, (3, 3), 1)],
-                         ids=["13wide_many_rows", "k72_p0", "k128_3x1", "2x2_even", "resnet_64@56"])
+                                   (2, 6, 9, 64, (2, 2), 0), (2, 56, 56, 64, (3, 3), 1), (132, 9, 13, 64, (3, 3), 1),
+                                   (6, 56, 56, 64, (3, 3), 1)],
+                         ids=["13wide_many_rows", "k72_p0", "k128_3x1", "2x2_even", "resnet_64@56", "13wide_b132",
+                              "resnet_64@56_b6"])
 def test_conv_fwd_rows64_cuda(kind, shape):
     """The 64-channel stride-1 kernel (conv_fwd_sm90's `rows64`, its default for at most 64 output
     channels), forward with bias, a residual and ReLU against float64 on poisoned memory: items of
-    128 pixels spanning many output rows (13 wide), no padding, a partial output-channel block (72)
-    and two blocks (128), unequal and even kernels; pinned, and its kernel's name checked on sm_90."""
+    64 pixels (where 128-pixel items would number fewer than the SMs, as the first five shapes) and
+    of 128 (the last two) spanning many output rows (13 wide), no padding, a partial
+    output-channel block (72) and two blocks (128), unequal and even kernels; pinned, and its
+    kernel's name checked on sm_90."""
     n, h, wd, k, (r, sk), pad = shape
     gen, seed = fresh_generator()
     dt = getattr(torch, kind)
@@ -477,7 +482,10 @@ def test_conv_fwd_rows64_cuda(kind, shape):
     mag = conv(x.double().abs(), w.double().abs(), b.double().abs(), 1, pad) + res.double().abs()
     check(y, ref, mag, kind, "rows64 %s seed %d" % (shape, seed))
     if torch.cuda.get_device_capability() == (9, 0):
-        assert any("conv_rows64_kernel" in name for name in ran), "%s: %s" % (shape, ran)
+        pq = ref0.shape[2] * ref0.shape[3]
+        items128 = n * -(-pq // 128) * -(-k // 64)
+        mt = 1 if items128 < torch.cuda.get_device_properties(0).multi_processor_count else 2
+        assert any(re.search(r"conv_rows64_kernel<[^>]*, %d>" % mt, name) for name in ran), "%s: %s" % (shape, ran)
 
 
 @pytest.mark.cuda

@@ -136,26 +136,27 @@ __device__ __forceinline__ void stage_weight(uint16_t* Bs, const ConvOperands& c
 }
 
 // The accumulators start at the bias (bias[kNB] in shared memory): channel 8j + 2tig + e of each row.
-__device__ __forceinline__ void init_acc(float (&acc)[kMT][8][4], const float* bias) {
+template <int MT>
+__device__ __forceinline__ void init_acc(float (&acc)[MT][8][4], const float* bias) {
   const int tig = threadIdx.x % 4;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * tig);
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) acc[mt][j][0] = acc[mt][j][2] = b.x, acc[mt][j][1] = acc[mt][j][3] = b.y;
+    for (int mt = 0; mt < MT; ++mt) acc[mt][j][0] = acc[mt][j][2] = b.x, acc[mt][j][1] = acc[mt][j][3] = b.y;
   }
 }
 
-// The epilogue of one item (image n, output row p, pixels [q0, q0 + kQT)) of a block's kNB channels
+// The epilogue of one item (image n, output row p, pixels [q0, q0 + kWarps MT 16)) of a block's kNB channels
 // from k0c: accumulator (mt, j, 2h + e) is pixel row gid + 8h of tile mt, channel 8j + 2tig + e, its
 // bias added (init_acc). rows16: the C tile through shared memory (ctile, a warp's rows of it).
 // warp: the warp's place among the item's kWarps.
-template <typename T, Act A>
-__device__ __forceinline__ void store_item(const float (&acc)[kMT][8][4], const ConvOperands& c, const SmallC& g,
+template <typename T, Act A, int MT>
+__device__ __forceinline__ void store_item(const float (&acc)[MT][8][4], const ConvOperands& c, const SmallC& g,
                                            const Epilogue<T>& epi, uint16_t* ctile, int64_t n,
                                            int p, int q0, int k0c, bool rows16, int warp) {
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const int nq = min(kQT, g.Q - q0);
+  const int nq = min(kWarps * MT * 16, g.Q - q0);
   T* y = static_cast<T*>(c.y);
   T* yrow = y + n * c.ys[0] + int64_t(p) * c.ys[2];
   if (rows16) {
@@ -164,10 +165,10 @@ __device__ __forceinline__ void store_item(const float (&acc)[kMT][8][4], const 
     // of 4 bytes.
     uint16_t* cw = ctile + warp * 16 * kLdc;
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int pl = gid + 8 * h, ql = warp * (kMT * 16) + mt * 16 + pl;
+        const int pl = gid + 8 * h, ql = warp * (MT * 16) + mt * 16 + pl;
         const T* yq = yrow + int64_t(q0 + min(ql, nq - 1)) * c.ys[3];  // the residual's place
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -181,7 +182,7 @@ __device__ __forceinline__ void store_item(const float (&acc)[kMT][8][4], const 
 #pragma unroll
       for (int i = 0; i < 16 * kNB / 8 / 32; ++i) {
         const int id = lane + 32 * i, pl = id / (kNB / 8), v = id % (kNB / 8);
-        const int ql = warp * (kMT * 16) + mt * 16 + pl;
+        const int ql = warp * (MT * 16) + mt * 16 + pl;
         if (ql < nq)
           *reinterpret_cast<uint4*>(yrow + int64_t(q0 + ql) * c.ys[3] + k0c + 8 * v) =
               *reinterpret_cast<const uint4*>(cw + pl * kLdc + 8 * v);
@@ -190,10 +191,10 @@ __device__ __forceinline__ void store_item(const float (&acc)[kMT][8][4], const 
     }
   } else {
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int ql = warp * (kMT * 16) + mt * 16 + gid + 8 * h;
+        const int ql = warp * (MT * 16) + mt * 16 + gid + 8 * h;
         if (ql >= nq) continue;
         T* yq = yrow + int64_t(q0 + ql) * c.ys[3];
 #pragma unroll
@@ -651,7 +652,7 @@ __global__ void wgrad_reduce_kernel(const float* part, int blocks, ConvOperands 
 // tap (9 times for 3x3) and the weight once per 128-pixel tile, and is bound by those L2 reads
 // (0.82x cuDNN at b64). Here (conv_fwd_sm90's rows64; its default for such layers, conv_sm90.cu
 // has the times) a resident block keeps the whole weight slice (kNB x R S 64, <= 72 KiB) in shared
-// memory, and each of its two warpgroups walks items of kQT consecutive output pixels of one image
+// memory, and each of its two warpgroups walks items of QT = 64 MT consecutive output pixels of one image
 // (which may span output rows: the image's pixels as one run, store_item's q), loading the input
 // rows its item reads, whole (Q + S - 1 pixels of 128 bytes from w = -pw, zeros outside x), by one
 // 4-D TMA tile load a row, 128-byte swizzled (chunk ^ pixel % 8: the 8 rows of an ldmatrix fall on
@@ -660,6 +661,8 @@ __global__ void wgrad_reduce_kernel(const float* part, int blocks, ConvOperands 
 // from registers (the quads' scheme: a tap's fragments load while the previous tap's group runs).
 // The two warpgroups drift apart, so one's loads and epilogue overlap the other's products (one
 // warpgroup a block ran 1.6x slower than bn64x2-im2col; two with the rows by cp.async, 1.08x).
+// MT: m64 tiles an item (2; 1 where two-tile items would leave most SMs idle, as at batch 1: there
+// every block's one busy warpgroup is bound by its products, and halving them halves its time).
 struct Rows64 {
   int R, S, P, Q, W, H, ph, pw, K;
   int slot;        // bytes a staged row takes (1024-aligned: the swizzle's phase is pixel % 8)
@@ -671,7 +674,7 @@ struct Rows64 {
   __host__ __device__ size_t ctile_at() const { return rows_at() + 2 * size_t(mr) * slot; }
   size_t smem() const { return ctile_at() + 2 * size_t(kWarps) * 16 * kLdc * 2 + 1024; }
 };
-template <typename T, Act A>
+template <typename T, Act A, int MT>
 __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __grid_constant__ CUtensorMap xmap,
                                                                        ConvOperands c, Rows64 g, SmallC sg,
                                                                        Epilogue<T> epi, const T* __restrict__ b,
@@ -690,9 +693,10 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
   const bool rows16 = sg.rows16 && k0c + kNB <= g.K;
   auto wg_sync = [&] { asm volatile("bar.sync %0, %1;" ::"r"(1 + wg), "n"(kThreads) : "memory"); };
 
-  // item i: image i / per_image, pixels [m0, m0 + kQT) of its P Q; its first staged row
+  constexpr int QT = kWarps * MT * 16;  // an item's pixels
+  // item i: image i / per_image, pixels [m0, m0 + QT) of its P Q; its first staged row
   auto first_row = [&](int64_t i, int& n, int& m0) {
-    n = int(i / g.per_image), m0 = int(i % g.per_image) * kQT;
+    n = int(i / g.per_image), m0 = int(i % g.per_image) * QT;
     return m0 / g.Q - g.ph;
   };
   // the item's rows h0.. by TMA (x's 4-D map: a box of 64 channels x Q + S - 1 pixels from w = -pw,
@@ -736,34 +740,34 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
     const int h0 = first_row(item, n, m0);
     // lane's ldmatrix row: pixel m of tile mt, its staged row and column at tap (0, 0); matrices
     // 2, 3 take the k step's second 8 channels (chunk + 1)
-    uint32_t arow[kMT];
-    int acol[kMT];
+    uint32_t arow[MT];
+    int acol[MT];
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      const int m = min(m0 + wwarp * (kMT * 16) + mt * 16 + lane % 8 + 8 * (lane / 8 % 2), PQ - 1);
+    for (int mt = 0; mt < MT; ++mt) {
+      const int m = min(m0 + wwarp * (MT * 16) + mt * 16 + lane % 8 + 8 * (lane / 8 % 2), PQ - 1);
       acol[mt] = m % g.Q;
       arow[mt] = stage + uint32_t((m / g.Q - g.ph - h0) * g.slot);
     }
-    auto load_a = [&](int t, uint32_t (&a)[4][kMT][4]) {
+    auto load_a = [&](int t, uint32_t (&a)[4][MT][4]) {
       const int r = t / g.S, s = t - r * g.S;
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
+      for (int mt = 0; mt < MT; ++mt) {
         const int px = acol[mt] + s;
         const uint32_t row = arow[mt] + uint32_t(r * g.slot + px * 128);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) ldmatrix_x4(a[kk][mt], row + uint32_t(((2 * kk + lane / 16) ^ (px & 7)) << 4));
       }
     };
-    float acc[kMT][8][4];
+    float acc[MT][8][4];
     init_acc(acc, bias);
-    auto mma_tap = [&](int t, const uint32_t (&a)[4][kMT][4], uint32_t (&next)[4][kMT][4]) {
+    auto mma_tap = [&](int t, const uint32_t (&a)[4][MT][4], uint32_t (&next)[4][MT][4]) {
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         const int k = t * 64 + 16 * kk;  // a descriptor's address field counts 16 bytes
         const uint64_t db = desc0 + uint64_t(((k >> 6) * (kNB * 128) + (k & 63) * 2) >> 4);
 #pragma unroll
-        for (int mt = 0; mt < kMT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
           sm90::wgmma_m64n64_rs(reinterpret_cast<float(&)[32]>(acc[mt]), a[kk][mt], db, 1, static_cast<Tag*>(nullptr));
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
@@ -772,7 +776,7 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
         load_a(t + 1, next);
       }
     };
-    uint32_t a0[4][kMT][4], a1[4][kMT][4];
+    uint32_t a0[4][MT][4], a1[4][MT][4];
     load_a(0, a0);
     for (int t = 0; t < taps; t += 2) {
       mma_tap(t, a0, a1);
@@ -785,7 +789,7 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
   }
 #endif
 }
-template <typename T, Act AC>
+template <typename T, Act AC, int MT>
 std::atomic<uint64_t> rows64_set_on{0};
 
 // Devices on which each kernel's dynamic shared-memory limit is set (allow_smem).
@@ -1086,8 +1090,12 @@ bool conv_fwd_rows64(const GemmArgs& a) {
     return false;
   Rows64 g{int(c.R), int(c.S), int(c.P), int(c.Q), int(c.W), int(c.H), int(c.ph), int(c.pw), int(c.K), 0, 0, 0, 0};
   g.slot = int((int64_t(c.Q + c.S - 1) * 128 + 1023) / 1024 * 1024);
-  g.mr = int((kQT - 1 + c.Q - 1) / c.Q + 1 + c.R - 1);
-  g.per_image = int((c.P * c.Q + kQT - 1) / kQT);
+  const int64_t kblocks = c.K / kNB + (c.K % kNB != 0);
+  // one-tile items where two-tile ones would not give each SM one (batch 1: 25 items at 56 x 56)
+  const int mt = c.N * ((c.P * c.Q + kQT - 1) / kQT) * kblocks < dev->multiProcessorCount ? 1 : 2;
+  const int qt = kWarps * mt * 16;
+  g.mr = int((qt - 1 + c.Q - 1) / c.Q + 1 + c.R - 1);
+  g.per_image = int((c.P * c.Q + qt - 1) / qt);
   g.items = c.N * g.per_image;
   const size_t smem = g.smem();
   if (smem > dev->sharedMemPerBlockOptin) return false;
@@ -1098,18 +1106,17 @@ bool conv_fwd_rows64(const GemmArgs& a) {
   const CUtensorMap xmap = hopper::tiled_map(c.x, a.dtype, 4, dims, strides, box);
   SmallC sg{};
   sg.Q = int(c.P * c.Q), sg.K = int(c.K), sg.pairs = true, sg.rows16 = true;
-  const int64_t kblocks = c.K / kNB + (c.K % kNB != 0);
   const dim3 grid(unsigned(std::min<int64_t>(g.items, std::max<int64_t>(1, dev->multiProcessorCount / kblocks))),
                   unsigned(kblocks));
   with_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same<T, c10::Half>::value || std::is_same<T, c10::BFloat16>::value) {
-      using Kernel = decltype(&conv_rows64_kernel<T, Act::None>);
+      using Kernel = decltype(&conv_rows64_kernel<T, Act::None, 2>);
       Kernel kernel = nullptr;
       with_act(a.act, [&](auto act) {
         constexpr Act AC = decltype(act)::value;
-        kernel = conv_rows64_kernel<T, AC>;
-        allow_smem(kernel, dev->sharedMemPerBlockOptin, rows64_set_on<T, AC>);
+        kernel = mt == 1 ? conv_rows64_kernel<T, AC, 1> : conv_rows64_kernel<T, AC, 2>;
+        allow_smem(kernel, dev->sharedMemPerBlockOptin, mt == 1 ? rows64_set_on<T, AC, 1> : rows64_set_on<T, AC, 2>);
       });
       ClusterLaunch launch(grid, dim3(2 * kThreads), smem, dim3(1), dependent_launches());  // after a transposition
       launch(kernel, xmap, c, g, sg, epilogue_of<T>(a), static_cast<const T*>(a.mm.b), a.mm.sb[2]);
