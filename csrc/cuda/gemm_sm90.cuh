@@ -563,7 +563,9 @@ __device__ __forceinline__ void store_columns(const T* stage, const MatmulProble
 // Split-K: blockIdx.z = g * splits + split; each split runs k tiles [split * kt_per_split,
 // +kt_per_split) and writes its fp32 partial tile to partial[blockIdx.z] (M x N, dense); a
 // second kernel (splitk_reduce) sums the splits in a fixed order, so results are deterministic.
-// (Summing them in the last split to arrive, in-kernel, measured slower: NOTES 34.)
+// (Summing them in the last split to arrive, in-kernel, measured slower: NOTES 34; so did summing
+// a cluster's splits over distributed shared memory, NOTES 71. The reduce is launched as this
+// kernel's programmatic dependent instead, which hides most of its launch.)
 struct SplitK {
   int splits = 1, kt_per_split = 0;
   float* partial = nullptr;  // nullptr: no split, the epilogue writes C
