@@ -124,7 +124,7 @@ void launch_phases(const std::vector<GemmArgs>& ph, const std::vector<int>& orde
   }
   const int64_t N = ph[0].N;
   const dim3 grid(unsigned(row_tiles), unsigned((N + BN - 1) / BN), unsigned(order.size()));
-  ClusterLaunch launch(grid, dim3(sm90::THREADS), smem, dim3(1), dependent_launches());  // after the flipped copy
+  DependentLaunch launch(grid, dim3(sm90::THREADS), smem);  // after the flipped copy
   launch(kernel, args, mb, N, epilogue_of<T>(ph[0]), vec);
 }
 

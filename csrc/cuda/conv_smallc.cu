@@ -1114,15 +1114,19 @@ bool conv_fwd_rows64(const GemmArgs& a) {
       using Kernel = decltype(&conv_rows64_kernel<T, Act::None, 2>);
       Kernel kernel = nullptr;
       with_act(a.act, [&](auto act) {
-        constexpr Act AC = decltype(act)::value;
-        kernel = mt == 1 ? conv_rows64_kernel<T, AC, 1> : conv_rows64_kernel<T, AC, 2>;
-        allow_smem(kernel, dev->sharedMemPerBlockOptin, mt == 1 ? rows64_set_on<T, AC, 1> : rows64_set_on<T, AC, 2>);
+        auto pick = [&](auto m) {
+          constexpr Act AC = decltype(act)::value;
+          constexpr int MT = decltype(m)::value;
+          kernel = conv_rows64_kernel<T, AC, MT>;
+          allow_smem(kernel, dev->sharedMemPerBlockOptin, rows64_set_on<T, AC, MT>);
+        };
+        if (mt == 1) pick(std::integral_constant<int, 1>{});
+        else pick(std::integral_constant<int, 2>{});
       });
-      ClusterLaunch launch(grid, dim3(2 * kThreads), smem, dim3(1), dependent_launches());  // after a transposition
+      DependentLaunch launch(grid, dim3(2 * kThreads), smem);  // after a data gradient's transposition
       launch(kernel, xmap, c, g, sg, epilogue_of<T>(a), static_cast<const T*>(a.mm.b), a.mm.sb[2]);
     }
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return true;
 #else
   (void)a;

@@ -8,8 +8,6 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -117,14 +115,9 @@ void allow_smem(Kernel kernel, size_t smem, std::atomic<uint64_t>& set_on) {
 }
 
 // Whether kernels that follow another of tileops' kernels on the stream are launched as its
-// programmatic dependents (griddep.cuh): sm_90 and newer, unless TILEOPS_PDL=0 (read once).
-inline bool dependent_launches() {
-  static const bool off = [] {
-    const char* e = std::getenv("TILEOPS_PDL");
-    return e != nullptr && std::string(e) == "0";
-  }();
-  return !off && at::cuda::getCurrentDeviceProperties()->major >= 9;
-}
+// programmatic dependents (griddep.cuh): sm_90 and newer, unless TILEOPS_PDL=0 (dispatch.cpp,
+// beside TILEOPS_STREAMS).
+bool dependent_launches();
 
 // A launch on the current stream (cudaLaunchKernelEx) whose blocks form clusters of `cluster`
 // blocks (sm_90). For a cluster of one block the attribute is left off: every block is then a
@@ -160,6 +153,12 @@ struct ClusterLaunch {
   void operator()(void (*kernel)(Params...), Args&&... args) {
     C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
   }
+};
+// A kernel that follows another of tileops' on the stream, launched as its programmatic dependent
+// where dependent_launches() says (the kernel calls griddep_wait before touching memory).
+struct DependentLaunch : ClusterLaunch {
+  DependentLaunch(dim3 grid, dim3 block, size_t smem)
+      : ClusterLaunch(grid, block, smem, dim3(1), dependent_launches()) {}
 };
 
 }  // namespace cuda

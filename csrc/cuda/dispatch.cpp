@@ -1,4 +1,5 @@
 // CUDA entry: the caller holds a device guard; empty problems launch nothing.
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/core/ScalarType.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -53,6 +54,12 @@ namespace cuda {
 bool streams_on() {
   static const bool on = autotune::env_flag("TILEOPS_STREAMS", true);
   return on;
+}
+
+// TILEOPS_PDL=0: every kernel launched the ordinary way (cuda_util.h); read once.
+bool dependent_launches() {
+  static const bool on = autotune::env_flag("TILEOPS_PDL", true);
+  return on && at::cuda::getCurrentDeviceProperties()->major >= 9;
 }
 
 // Side stream i of device dev: a fixed few per device, made once. (torch's pool hands out its 32

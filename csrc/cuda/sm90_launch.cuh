@@ -69,8 +69,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   }
   const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
                   unsigned(a.batch * sk.splits));
-  // a dependent launch: its launch overlaps the kernel before it (griddep.cuh)
-  ClusterLaunch launch(grid, dim3(sm90::THREADS), smem, dim3(1), dependent_launches());
+  DependentLaunch launch(grid, dim3(sm90::THREADS), smem);  // overlaps the kernel before it (griddep.cuh)
   launch(kernel, ma, mb, p, a.M, a.N, a.K, epi, ba, bb, store, sk, a.conv);
   if (sk.splits > 1)
     splitk_reduce<T, float>(sk.partial, sk.splits, store == sm90::Store::Cols ? transposed_c(a) : a);

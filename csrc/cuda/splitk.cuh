@@ -100,15 +100,14 @@ void splitk_reduce(const Acc* partial, int splits, const GemmArgs& a) {
   const bool vec = a.N % VEC == 0 && reinterpret_cast<uintptr_t>(partial) % 16 == 0;
   const int lanes = splits >= 16 ? 8 : 1;
   const unsigned blocks = blocks_for(a.batch * a.M * a.N / (vec ? VEC : 1) * lanes, 65535);
-  // On sm_90 a programmatic dependent launch: set up while the GEMM before it still runs (its
-  // blocks waiting at griddep_wait), which saves a batch-1 conv most of a launch gap
-  const bool dependent = dependent_launches();
   with_act(a.act, [&](auto act) {
     // the largest index formed (times 8: the thread index of a team's lane)
     with_index(a.batch * std::max<int64_t>(splits, 8) * a.M * a.N, [&](auto itag) {
       using I = decltype(itag);
       auto go = [&](auto v, auto l) {
-        ClusterLaunch launch(dim3(blocks), dim3(256), 0, dim3(1), dependent);
+        // set up while the GEMM before it still runs (its blocks waiting at griddep_wait), which
+        // saves a batch-1 conv most of a launch gap
+        DependentLaunch launch(dim3(blocks), dim3(256), 0);
         launch(splitk_reduce_kernel<T, Acc, decltype(act)::value, decltype(v)::value, decltype(l)::value, I>, partial,
                splits, I(a.M), I(a.N), I(a.batch), p, epi);
       };
@@ -119,8 +118,7 @@ void splitk_reduce(const Acc* partial, int splits, const GemmArgs& a) {
       if (vec) with_lanes(std::integral_constant<int, VEC>{});
       else with_lanes(std::integral_constant<int, 1>{});
     });
-  });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });  // (the launch checks its own error)
 }
 
 }  // namespace cuda
