@@ -23,6 +23,8 @@
 #     host         scripts/profile_host.py --parts: a conv's host cost per call, two streams and one
 #     vit          scripts/probe_vit_gemms.py: ViT-S's linear GEMMs, VIT_CANDIDATES pinned as well
 #     exec         tests/test_execution.py whole (streams, graph capture, allocation growth)
+#     pdl          bench_matmul's small, skinny, odd and batched rows with dependent launches off
+#                  (TILEOPS_PDL=0) and on, one after the other on the same GPU
 # The extension is usually built on the CPU machine and carried (scripts/build_for_device.sh).
 # Usage: scripts/gpu_focus.sh OUTDIR
 set -uo pipefail
@@ -59,6 +61,8 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
       TILEOPS_STREAMS=0 step host_streams0 120 $PY scripts/profile_host.py --parts --out "$OUTDIR" ;;
     vit) step vit 240 $PY scripts/probe_vit_gemms.py "$OUTDIR/vit_gemms.json" --candidates "${VIT_CANDIDATES:-}" ;;
     exec) step t_exec 300 $PY -m pytest -q -p no:cacheprovider tests/test_execution.py ;;
+    pdl) for v in 0 1; do TILEOPS_PDL=$v step pdl$v 150 $PY benchmarks/bench_matmul.py \
+      --filter "^matmul (square 1024|skinny|odd 127|odd 1000|batched)" --out "$OUTDIR/matmul_pdl$v.json"; done ;;
     dgrad) for b in 1 32 64; do
         step dgrad_b$b 90 $PY scripts/time_candidates.py --family conv_dgrad --candidates phases,col2im \
           --batch $b --out "$OUTDIR/cand_dgrad_b$b.json"

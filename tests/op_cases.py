@@ -165,6 +165,8 @@ CASES = [
     matmul_case("matmul-f32-skinny-splitk", "float32", (5, 3000), (3000, 300)),  # skinny, B N-major, K chunks
     linear_case("linear-f64-skinny-residual", "float64", (3, 2000), 130, "silu", residual=True),  # B K-major
     matmul_case("matmul-f32-simt-splitk", "float32", (40, 5000), (5000, 100)),  # one tile: SIMT split-K
+    # rows not 16-byte aligned, small: 'auto' takes the 'mma' rung, two tiles split K, the reduce a dependent
+    matmul_case("matmul-bf16-mma-splitk", "bfloat16", (61, 1001), (1001, 70)),
     matmul_case("matmul-bf16-tma-a-mn", "bfloat16", (256, 136), (136, 264), a_transposed=True),  # MN-major A
     conv_case("conv-f32", "float32", (2, 5, 11, 9), (7, 5, 3, 3), (2, 2), (1, 1), (1, 1), 1, "relu"),
     conv_case("conv-tf32-groups-cl", "tf32", (2, 6, 10, 9), (9, 2, 3, 3), (1, 1), (2, 2), (2, 2), 3, "none",

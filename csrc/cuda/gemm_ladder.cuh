@@ -17,6 +17,7 @@
 
 #include "../common/gemm_args.h"
 #include "gemm_simt.cuh"
+#include "griddep.cuh"
 
 namespace tileops {
 namespace cuda {
@@ -436,6 +437,9 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   using Smem = VecSmem<Cfg, Acc>;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, LDA = Smem::LDA, LDB = Smem::LDB;
   __shared__ __align__(16) Smem sm;
+  // A split-K's chunks (simt_splitk): its reduce, launched as a dependent, sets up meanwhile; any
+  // other kernel after this one is either launched the ordinary way (this is then a no-op) or waits.
+  griddep_launch_dependents();
 
   const int tid = threadIdx.x;
   const VecPlace<Cfg> at(tid);

@@ -16,6 +16,7 @@
 #include <c10/util/Half.h>
 
 #include "../common/epilogue.h"
+#include "griddep.cuh"
 #include "mma_sync.cuh"
 #include "tile_loader.cuh"
 
@@ -38,6 +39,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int BM = Cfg::BM, BN = Cfg::BN, RB = Cfg::ROW_BYTES, BK = Cfg::KBYTES / int(sizeof(T));
   constexpr int KSTEPS = Cfg::KBYTES / 32;
+  if (part != nullptr) griddep_launch_dependents();  // the split's reduce (a dependent) sets up meanwhile
   using Loaders = TileLoaders<T, P, BM, BN, BK, Cfg::THREADS>;
   using Map = TileMap<BM, BK, Cfg::THREADS>;  // both operands' (TileMap: one row per thread group)
   static_assert(BM == BN && (Map::KRUN * sizeof(T) == 32 || Map::KRUN * sizeof(T) == 16),

@@ -12,6 +12,7 @@
 
 #include "autotune.h"
 #include "gemm_skinny.cuh"  // kSkinnyMaxM
+#include "griddep.cuh"
 #include "launch.cuh"
 #include "mma_sync.cuh"  // round_tf32
 #include "sm90_host.cuh"
@@ -121,6 +122,7 @@ constexpr int kTile = 64, kTileRowsPerPass = 8, kTileRuns = kTile / kTileRowsPer
 __global__ void __launch_bounds__(32 * kTileRowsPerPass)
     copy_round_tf32_kernel(const float* __restrict__ src, int64_t sb, int64_t sr, int64_t sc, float* __restrict__ dst,
                            int64_t rows, int64_t cols, int64_t pitch) {
+  griddep_launch_dependents();  // the Hopper GEMM after it (a dependent launch) may set up meanwhile
   __shared__ float tile[kTile][kTile + 1];  // +1: the transposed accesses hit 32 different banks
   const bool along_rows = sr == 1 && sc != 1;
   const int tx = threadIdx.x, ty = threadIdx.y;

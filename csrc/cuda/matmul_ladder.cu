@@ -21,9 +21,9 @@ struct SimtChunks {
   int64_t kc = 0, full = 1, rem = 0;
   int64_t splits() const { return full + (rem > 0); }
 };
-SimtChunks simt_chunks(const GemmArgs& a, int64_t tiles) {
+SimtChunks simt_chunks(const GemmArgs& a, int64_t tiles, int64_t min_k = kMinSplitK) {
   SimtChunks c;
-  const int64_t want = a.batch == 1 ? splitk_count(tiles, a.K) : 1;
+  const int64_t want = a.batch == 1 ? splitk_count(tiles, a.K, min_k) : 1;
   if (want < 2) return c;
   c.kc = (a.K + want * 16 - 1) / (want * 16) * 16;  // rounded up: at most `want` chunks
   c.full = a.K / c.kc, c.rem = a.K % c.kc;
@@ -41,8 +41,8 @@ SimtChunks simt_chunks(const GemmArgs& a, int64_t tiles) {
 // the remainder joined; results/h200/f6d89d1/a1 and 7377711/e1, simt.json). False: not split
 // (nothing launched).
 template <class Launch>
-bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch) {
-  const SimtChunks ch = simt_chunks(a, tiles);
+bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch, int64_t min_k = kMinSplitK) {
+  const SimtChunks ch = simt_chunks(a, tiles, min_k);
   const int64_t splits = ch.splits(), kc = ch.kc, full = ch.full, rem = ch.rem;
   if (splits < 2) return false;
   at::Tensor work = at::empty({splits, a.M, a.N}, cuda_options(a.dtype));
@@ -80,13 +80,16 @@ using VecF32Small = VecConfig<64, 64, 16, 2, 2, 8, 4, 4>;
 // The SIMT configs 'auto' chooses from for an fp32 matmul (TF32 off), as data: the kernel and
 // its block tile, and whether K may be split (simt_splitk, on that tile's count). Autotune
 // family "matmul_simt"; the heuristic is simt_heuristic. 'vectorized' 128 x 128 runs 128 x 64
-// where N <= 64 (launch_vectorized).
+// where N <= 64 (launch_vectorized). min_k: the shortest K chunk of a split (splitk_count); the
+// -k32 / -k64 configs cut small problems finer, each block then running fewer k tiles, which bound
+// a block's time where a few dozen blocks share the GPU.
 enum class SimtTile { Vec128, Vec128x64, Vec64, Reg64 };
 struct SimtChoice {
   const char* name;
   SimtTile tile;
   int bm, bn;
   bool split;
+  int64_t min_k = kMinSplitK;
 };
 constexpr SimtChoice kSimtConfigs[] = {
     {"vec128", SimtTile::Vec128, VecF32::BM, VecF32::BN, true},
@@ -97,6 +100,8 @@ constexpr SimtChoice kSimtConfigs[] = {
     {"vec128x64-nosplit", SimtTile::Vec128x64, VecF32N64::BM, VecF32N64::BN, false},
     {"vec64-nosplit", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, false},
     {"reg64-nosplit", SimtTile::Reg64, Simt::BM, Simt::BN, false},
+    {"vec64-k64", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true, 64},
+    {"vec64-k32", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true, 32},
 };
 constexpr int kSimtVec128 = 0, kSimtVec128x64 = 1, kSimtVec64 = 2;
 const autotune::Family kSimtFamily("matmul_simt", [] { return config_names(kSimtConfigs); });
@@ -116,7 +121,7 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
     launch_gemm<Simt, float>(p, g);
     return true;
   };
-  if (!c.split || !simt_splitk(a, tiles_of(a, c.bm, c.bn), launch)) launch(a, 0);
+  if (!c.split || !simt_splitk(a, tiles_of(a, c.bm, c.bn), launch, c.min_k)) launch(a, 0);
 }
 
 // The largest 'vectorized' tile whose blocks (tiles x K chunks) number at least 3/4 of the SMs and
