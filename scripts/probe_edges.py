@@ -1,5 +1,8 @@
-"""Kernel times (torch profiler, summed over the call's kernels) of one autotune family's configs,
-each pinned, beside cuBLAS and tileops' own choice, on a set of shapes.
+"""GPU time per call (common.timed: the queue runs ahead, so launch gaps count only where the GPU
+waits) of one autotune family's configs, each pinned, beside cuBLAS and tileops' own choice, on a
+set of shapes; the kernels of cuBLAS's and tileops' own choice from the profiler. (Until f8d75a3 the
+times were the profiler's kernel times summed, which counts twice the time a dependent launch, such
+as a split's reduce, spends waiting for the kernel before it.)
 
 --set edges (default; family matmul_sm90, bf16): near-1024 shapes whose M, N or K is 1000 instead,
 which dimension makes a medium 16-bit matmul slow (bench_matmul's 1000^3 and 1024^2 rows).
@@ -22,6 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from probe_small_matmul import kernel_table  # noqa: E402
 
 import tileops  # noqa: E402
+from common import timed  # noqa: E402
 from tileops import autotune  # noqa: E402
 
 EDGES = [(1024, 1024, 1024), (1000, 1024, 1024), (1024, 1000, 1024), (1024, 1024, 1000), (1000, 1000, 1000),
@@ -42,10 +46,9 @@ SETS = {
 }
 
 
-def kernel_us(fn, reps=10):
-    """(us of all the call's kernels, the kernel table) from probe_small_matmul's profile."""
-    ks = kernel_table(fn, reps=reps)
-    return sum(t for _, t in ks), ks
+def gpu_us(fn):
+    """GPU microseconds per call, median (common.timed)."""
+    return round(timed(fn, budget_s=0.3)[0] * 1e3, 2)
 
 
 def main():
@@ -68,12 +71,13 @@ def main():
             B = (torch.randn(lead + (K, N), device="cuda", dtype=dt) if bkind == "KxN" else
                  torch.randn(lead + (N, K), device="cuda", dtype=dt).transpose(-1, -2))
             row = {"batch": batch, "M": M, "N": N, "K": K, "b": bkind}
-            row["cublas_us"], row["cublas_k"] = kernel_us(lambda A=A, B=B: A @ B)
-            row["auto_us"], row["auto_k"] = kernel_us(lambda A=A, B=B: tileops.matmul(A, B))
+            row["cublas_us"], row["cublas_k"] = gpu_us(lambda A=A, B=B: A @ B), kernel_table(lambda A=A, B=B: A @ B)
+            ours = lambda A=A, B=B: tileops.matmul(A, B)  # noqa: E731
+            row["auto_us"], row["auto_k"] = gpu_us(ours), kernel_table(ours)
             for c in (a.configs or configs or ",".join(autotune.candidates(family))).split(","):
                 try:
                     with autotune.pinned(family, c):
-                        row[c + "_us"], _ = kernel_us(lambda A=A, B=B: tileops.matmul(A, B))
+                        row[c + "_us"] = gpu_us(lambda A=A, B=B: tileops.matmul(A, B))
                 except RuntimeError as e:
                     row[c + "_us"] = None
                     row[c + "_err"] = str(e)[:120]

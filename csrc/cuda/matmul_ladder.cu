@@ -103,7 +103,9 @@ constexpr SimtChoice kSimtConfigs[] = {
     {"vec64-k64", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true, 64},
     {"vec64-k32", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true, 32},
 };
-constexpr int kSimtVec128 = 0, kSimtVec128x64 = 1, kSimtVec64 = 2;
+constexpr int kSimtVec128 = 0, kSimtVec128x64 = 1, kSimtVec64 = 2, kSimtVec64K32 = 9;
+static_assert(kSimtConfigs[kSimtVec64K32].tile == SimtTile::Vec64 && kSimtConfigs[kSimtVec64K32].min_k == 32,
+              "kSimtVec64K32 names vec64-k32");
 const autotune::Family kSimtFamily("matmul_simt", [] { return config_names(kSimtConfigs); });
 
 // One config on problem a (its chunks, where it splits). The vectorized kernel takes a last
@@ -133,7 +135,10 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
 // 512^3 18.6 -> 12.6 (vec128x64), 1000^3 74.8 -> 62.7 (vec128x64), 1000 x 64 x 1000 22.4 -> 9.7
 // (vec64; cuBLAS 9.8); 768^3, 1024^3, 1280 x 1280 x 2048 and up unchanged (vec128). The 16-byte
 // loads need not apply: 127 x 255 x 511 (K odd, element loads) took 14.8 on vec64 against 16.1
-// on 'register' with the remainder in a launch of its own.
+// on 'register' with the remainder in a launch of its own. Where even the smallest tile's blocks
+// fill at most half the SMs, its K is cut in chunks from 32 (vec64-k32), not 128: 127 x 255 x 511
+// in 11 chunks of 48 (88 blocks) 7.3 us against 12.0 in 3 of 176 (24 blocks; cuBLAS 7.4; H200,
+// kernels summed, results/h200/f8d75a3/a1f/simt.json), each block's time being its k tiles' latency.
 int simt_heuristic(const GemmArgs& a) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   int most = kSimtVec128;
@@ -146,7 +151,7 @@ int simt_heuristic(const GemmArgs& a) {
     if (4 * blocks >= 3 * sms && ch.rem == 0) return i;
     if (blocks > most_blocks) most = i, most_blocks = blocks;
   }
-  return most;
+  return most == kSimtVec64 && 2 * most_blocks <= sms ? kSimtVec64K32 : most;
 }
 
 // fp32 and fp64 'auto' on the SIMT rungs (Kind::Matmul, no tensor cores): fp32 through the
