@@ -137,10 +137,13 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
 // loads need not apply: 127 x 255 x 511 (K odd, element loads) took 14.8 on vec64 against 16.1
 // on 'register' with the remainder in a launch of its own. Where even the smallest tile's blocks
 // fill at most half the SMs, its K is cut in chunks from 32 (vec64-k32), not 128: 127 x 255 x 511
-// in 11 chunks of 48 (88 blocks) 7.3 us against 12.0 in 3 of 176 (24 blocks; cuBLAS 7.4; H200,
-// kernels summed, results/h200/f8d75a3/a1f/simt.json), each block's time being its k tiles' latency.
+// in 11 chunks of 48 (88 blocks) 10.3 us against 14.5 in 3 of 176 (24 blocks; cuBLAS 11.0; H200, GPU
+// us, results/h200/35cc54d/b1/simt.json), each block's time being its k tiles' latency. Batched
+// problems (never split) want 3/4 of two blocks per SM: a 1x1 NCHW conv's 32 x 196 x 256 x 1024 on
+// vec128 (128 blocks) 122.6 us, vec128x64 (256) 110.3 (same file; cuBLAS 98.2).
 int simt_heuristic(const GemmArgs& a) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t enough = (a.batch > 1 ? 2 : 1) * sms;
   int most = kSimtVec128;
   int64_t most_blocks = 0;
   for (int i : {kSimtVec128, kSimtVec128x64, kSimtVec64}) {
@@ -148,7 +151,7 @@ int simt_heuristic(const GemmArgs& a) {
     const int64_t tiles = tiles_of(a, c.bm, c.bn);
     const SimtChunks ch = simt_chunks(a, tiles);
     const int64_t blocks = tiles * ch.splits();
-    if (4 * blocks >= 3 * sms && ch.rem == 0) return i;
+    if (4 * blocks >= 3 * enough && ch.rem == 0) return i;
     if (blocks > most_blocks) most = i, most_blocks = blocks;
   }
   return most == kSimtVec64 && 2 * most_blocks <= sms ? kSimtVec64K32 : most;

@@ -252,9 +252,11 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   // 1024^3 6.0 / 6.8 / 8.2 / 10.9, 1000 x 1024 x 1024 6.4 / 7.2 / 8.2; 1000^3 11.8 / 11.8 / 10.3,
   // B K-major 11.3 / 11.3 / 9.7; 1024 x 1024 x 1000 9.0 / 8.9 / 8.3; 1000 x 1000 x 4096 bn128 23.4
   // against bn64x2's 26.4, B K-major 18.6 against 22.5.
-  // TF32 takes bn64 wherever bn64x2 would run: two blocks' registers leave no room for its A
-  // fragments; nor pp128 (results/h200/0a790ad/c1/tf32.json, bn64 / bn64x2 / pp128: 1024^2 15.0 /
-  // 20.9 / 24.5, 1000^3 16.6 / 22.3 / 28.7, batched AV 64 x 512 x 64 x 512 31.7 / 35.2 / 35.6).
+  // TF32 takes bn64 where bn64x2 would run with at most one block per SM: bn64x2's two blocks keep
+  // one register set of A fragments and a 4-deep ring; nor pp128. Where its 64-wide tiles fill
+  // between one and two blocks per SM, bn64x2 (GPU us, results/h200/35cc54d/c1/tf32.json, bn64 /
+  // bn64x2 / pp128: 1024^2 17.9 / 27.6 / 27.3, 1000^3 20.3 / 29.0 / 31.7; batched AV
+  // 64 x 512 x 64 x 512, 256 tiles, 34.7 / 33.4 / 39.1).
   // 16-bit with both operands' rows ragged: the clusters of two, whose multicast halves the
   // straddling B loads; pp128-c2 in place of pp128 at one wave, and where K is not split a
   // persistent config in place of the one-tile bn256 / bn128 (H200, results/h200/70d0595/p1/edges_c2.json,
@@ -282,7 +284,7 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   static const int kBn64Nosplit = sm90_index("bn64-nosplit");
   const int heuristic = one_wave64   ? (cluster_rows ? kPp128c2 : pp_rows ? kPp128 : kBn64)
                         : long_x2    ? kBn128
-                        : x2         ? (sm90::kTf32<T> ? kBn64 : kX2)
+                        : x2         ? (sm90::kTf32<T> && output_tiles(a, 64) <= sms ? kBn64 : kX2)
                         : few64      ? kBn64Nosplit
                         : persistent ? persistent_choices()[persistent_pick(a, sms)].config
                                      : a.N > 128 && !split ? kBn256 : kBn128;
