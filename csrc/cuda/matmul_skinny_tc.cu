@@ -8,6 +8,7 @@
 #include <iterator>
 #include <type_traits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autotune.h"
@@ -20,13 +21,17 @@ namespace tileops {
 namespace cuda {
 namespace {
 
-// Configs as data: warps (columns per block = 16 x warps) and ring stages, ~72 KB of ring each so
-// that three blocks fit an SM. The narrower one gives twice the blocks where N is small.
+// Configs as data: warps (columns per block = 16 x warps) and ring stages. bn128 / bn64: ~72 KB of
+// ring each, so that three blocks fit an SM; the narrower one gives twice the blocks where N is
+// small. The -deep ones: ~200 KB of ring, one block per SM, K split only as far as the blocks fit
+// the SMs at once (as cuBLAS's skinny kernel: 128 columns, 11 stages, one wave).
 struct SkinnyTcConfig {
   const char* name;
   int warps, stages;
+  bool deep;  // one block per SM: skinny_tc_split keeps the grid within one wave
 };
-constexpr SkinnyTcConfig kSkinnyTcConfigs[] = {{"bn128", 8, 4}, {"bn64", 4, 7}};
+constexpr SkinnyTcConfig kSkinnyTcConfigs[] = {
+    {"bn128", 8, 4, false}, {"bn64", 4, 7, false}, {"bn128-deep", 8, 11, true}, {"bn64-deep", 4, 20, true}};
 const autotune::Family kSkinnyTcFamily("matmul_skinny_tc", [] { return config_names(kSkinnyTcConfigs); });
 template <int I, typename T>
 using ShapeOf = SkinnyTcShape<kSkinnyTcConfigs[I].warps, kSkinnyTcConfigs[I].stages, int(sizeof(T))>;
@@ -34,10 +39,15 @@ using ShapeOf = SkinnyTcShape<kSkinnyTcConfigs[I].warps, kSkinnyTcConfigs[I].sta
 constexpr int kMaxSplit = 8;  // the portable cluster size
 
 // Blocks along K in one cluster: doubled while the grid has fewer than two blocks per SM and
-// every rank keeps at least four k tiles (a ring's worth of copies in flight).
-int skinny_tc_split(int64_t blocks, int64_t ktiles, int64_t sms) {
+// every rank keeps at least four k tiles (a ring's worth of copies in flight); deep configs (one
+// block per SM): while the doubled grid still fits the SMs and each rank keeps 16 k tiles.
+int skinny_tc_split(int64_t blocks, int64_t ktiles, int64_t sms, bool deep = false) {
   int s = 1;
-  while (s < kMaxSplit && blocks * s < 2 * sms && ktiles >= 8 * s) s *= 2;
+  if (deep) {
+    while (s < kMaxSplit && blocks * 2 * s <= sms && ktiles >= 32 * s) s *= 2;
+  } else {
+    while (s < kMaxSplit && blocks * s < 2 * sms && ktiles >= 8 * s) s *= 2;
+  }
   return s;
 }
 
@@ -49,10 +59,16 @@ void launch_cfg(const GemmArgs& a) {
   allow_smem(kernel, S::kSmemBytes, set_on);
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t cols = (a.N + S::BN - 1) / S::BN, ktiles = (a.K + S::BK - 1) / S::BK;
-  const int split = skinny_tc_split(cols * a.batch, ktiles, sms);
+  const int split = skinny_tc_split(cols * a.batch, ktiles, sms, kSkinnyTcConfigs[I].deep);
   ClusterLaunch launch(dim3(unsigned(cols), unsigned(split), unsigned(a.batch)), dim3(S::kThreads), S::kSmemBytes,
                        dim3(1, unsigned(split), 1));
   launch(kernel, MatmulProblem<T>(a.mm), int(a.M), int(a.N), int(a.K), epilogue_of<T>(a));
+}
+
+// f(std::integral_constant<int, i>{}) for config i
+template <size_t... I, typename F>
+void with_config(int i, std::index_sequence<I...>, F&& f) {
+  ((i == int(I) ? f(std::integral_constant<int, int(I)>{}) : void()), ...);
 }
 
 }  // namespace
@@ -95,8 +111,8 @@ bool matmul_skinny_tc(const GemmArgs& a) {
             auto go = [&](auto mp, auto km) {
               constexpr int MP = decltype(mp)::value;
               constexpr bool KM = decltype(km)::value;
-              static_assert(std::size(kSkinnyTcConfigs) == 2, "one launch_cfg per config");
-              i == 0 ? launch_cfg<T, MP, KM, 0>(a) : launch_cfg<T, MP, KM, 1>(a);
+              with_config(i, std::make_index_sequence<std::size(kSkinnyTcConfigs)>{},
+                          [&](auto c) { launch_cfg<T, MP, KM, decltype(c)::value>(a); });
             };
             using Yes = std::true_type;
             using No = std::false_type;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../common/gemm_args.h"
@@ -52,6 +53,15 @@ struct Padded {
   GemmArgs args;
 };
 Padded pad_operands(const GemmArgs& in, const TmaLayout& l);
+
+// Whether an operand TMA reads in place has rows that are not whole 128-byte lines apart (each of
+// a K-major box's 128-byte rows then straddles two lines): A, B.
+std::pair<bool, bool> ragged_rows(const GemmArgs& a, const TmaLayout& l);
+// 16-bit, both operands ragged, one wave of 64-wide tiles over K <= 1024 (1000^3): both copied in
+// one launch (copy_lines, a dependent launch's predecessor) to rows a whole number of 128-byte lines
+// apart, where the copy costs less than the straddling loads (realign_operands; NOTES 72).
+bool realign_pays(const GemmArgs& a, const TmaLayout& l);
+Padded realign_operands(const GemmArgs& in, const TmaLayout& l);
 
 // Output tiles of a Hopper launch with bm x bn tiles.
 inline int64_t output_tiles(const GemmArgs& a, int64_t bn, int64_t bm = sm90::BM) { return tiles_of(a, bm, bn); }

@@ -263,9 +263,7 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   // kernel us: 1000^3 pp128 10.5 -> pp128-c2 9.5, B K-major 9.9 -> 9.4; 2048 x 2048 x 1000 with B
   // K-major bn256 20.0 -> coop128x256-c2 15.5; with one ragged operand pp128 / bn256 stay ahead,
   // 1024^2 x 1000 8.5 against 9.1; split over K = 4096, bn128 18.5 against pp128-c2's 24.8).
-  const int64_t es = int64_t(c10::elementSize(a.dtype));
-  const int64_t pitch_a = a_mn ? a.mm.sa[2] : a.mm.sa[1], pitch_b = b_mn ? a.mm.sb[1] : a.mm.sb[2];
-  const bool ragged_a = (pitch_a * es) % 128 != 0, ragged_b = (pitch_b * es) % 128 != 0;
+  const auto [ragged_a, ragged_b] = ragged_rows(a, l);
   const bool one_wave64 = x2 && output_tiles(a, 64) <= sms && a.K <= 1024;
   const bool long_x2 = x2 && !one_wave64 && a.N > 64 && split;
   static const int kX2 = sm90_index("bn64x2"), kBn64 = sm90_index("bn64"), kBn256 = sm90_index("bn256"),
@@ -307,8 +305,8 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
 template <typename T>
 void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
   if constexpr (sm90::kTf32<T>) l.b = Major::None;
-  if (l.ok()) return run_sm90<T>(a, l, false, false);
-  const Padded p = pad_operands(a, l);
+  if (l.ok() && !realign_pays(a, l)) return run_sm90<T>(a, l, false, false);
+  const Padded p = l.ok() ? realign_operands(a, l) : pad_operands(a, l);
   const TmaLayout pl = sm90_layout(p.args);
   TORCH_INTERNAL_ASSERT(pl.ok(), "tileops: padded operands not TMA-readable");
   run_sm90<T>(p.args, pl, true, l.a == Major::None);
