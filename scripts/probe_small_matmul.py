@@ -47,7 +47,7 @@ def kernel_table(fn, reps=5):
     return [(e.key[:70], round(e.device_time_total / reps, 2)) for e in prof.key_averages() if e.device_time_total > 0][:6]
 
 
-SKINNY_TC_CONFIGS = ("bn128", "bn64", "bn128-deep", "bn64-deep")
+SKINNY_TC_CONFIGS = ("bn128", "bn64", "bn128-deep")
 
 
 def skinny_rows(dtype, b, M, N, K, kernels, budget):

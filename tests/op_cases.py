@@ -167,8 +167,6 @@ CASES = [
     matmul_case("matmul-f32-simt-splitk", "float32", (40, 5000), (5000, 100)),  # one tile: SIMT split-K
     # rows not 16-byte aligned, small: 'auto' takes the 'mma' rung, two tiles split K, the reduce a dependent
     matmul_case("matmul-bf16-mma-splitk", "bfloat16", (61, 1001), (1001, 70)),
-    # rows 16-byte but not 128-byte aligned, one wave: both copied in one launch, then the GEMM (a dependent)
-    matmul_case("matmul-f16-tma-realigned", "float16", (200, 1000), (1000, 360)),
     matmul_case("matmul-bf16-tma-a-mn", "bfloat16", (256, 136), (136, 264), a_transposed=True),  # MN-major A
     conv_case("conv-f32", "float32", (2, 5, 11, 9), (7, 5, 3, 3), (2, 2), (1, 1), (1, 1), 1, "relu"),
     conv_case("conv-tf32-groups-cl", "tf32", (2, 6, 10, 9), (9, 2, 3, 3), (1, 1), (2, 2), (2, 2), 3, "none",

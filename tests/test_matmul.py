@@ -210,45 +210,6 @@ def test_matmul_small_auto_family_cuda(kind, shape, family):
     check(out, ref, mag, kind, "auto %s seed=%d" % (shape, seed))
 
 
-def _ragged_operands(case, dt, gen):
-    """(a, b, run): 16-bit operands TMA reads in place whose rows are not whole 128-byte lines apart."""
-    if case == "square":
-        a, b = randn((1000, 1000), dt, "cuda", gen), randn((1000, 1000), dt, "cuda", gen)
-    elif case == "batched-broadcast-b":
-        a, b = randn((3, 200, 1000), dt, "cuda", gen), randn((1000, 360), dt, "cuda", gen)
-    elif case == "a-column-major":
-        a, b = randn((1000, 200), dt, "cuda", gen).t(), randn((1000, 360), dt, "cuda", gen)
-    elif case == "linear":
-        x, w = randn((200, 1000), dt, "cuda", gen), randn((360, 1000), dt, "cuda", gen)
-        return x, w.t(), lambda: tileops.linear(x, w)
-    else:  # "views": rows 2032 bytes apart, 1003 and 355 of their columns (partial 16-byte vectors)
-        a = randn((200, 1016), dt, "cuda", gen)[:, :1003]
-        b = randn((1003, 1016), dt, "cuda", gen)[:, :355]
-    return a, b, lambda: tileops.matmul(a, b)
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("case", ["square", "batched-broadcast-b", "a-column-major", "linear", "views"])
-def test_matmul_realigned_rows_cuda(kind, case):
-    """16-bit operands whose rows straddle 128-byte lines (1000^3) in a one-wave problem over K <= 1024
-    are copied in one launch to rows whole lines apart before the Hopper GEMM (realign_operands):
-    the result is checked, and the copy ran."""
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the realigning copy is the Hopper path's")
-    gen, seed = fresh_generator()
-    dt = DTYPES[kind]
-    a, b, run = _ragged_operands(case, dt, gen)
-    numel = (a.shape[0] if a.dim() == 3 else 1) * a.shape[-2] * b.shape[-1]
-    out, names = cuda_kernels(lambda: run_poisoned(run, numel, dt, "cuda"))
-    assert any("copy_lines" in n for n in names) and any("gemm_sm90" in n for n in names), names
-    ref, mag = ref_mm(a, b)
-    check(out, ref, mag, kind, "%s seed=%d" % (case, seed))
-    aligned = randn((1024, 1024), dt, "cuda", gen)
-    _, names = cuda_kernels(lambda: tileops.matmul(aligned, aligned))
-    assert not any("copy_lines" in n for n in names), "aligned rows are read in place: %s" % names
-
-
 @pytest.mark.cuda
 def test_matmul_algo_errors_cuda():
     """A rung pinned on a problem it cannot run says which and why; everything else runs."""

@@ -209,91 +209,10 @@ Padded pad_operands(const GemmArgs& in, const TmaLayout& l) {
   return p;
 }
 
-namespace {
-
-// One [batch, rows, cols] 16-bit operand view with 16-byte aligned rows (TMA reads it in place),
-// copied into [batch, rows, pitch].
-struct LineCopy {
-  const uint16_t* src;
-  int64_t s_batch, s_row;  // elements
-  uint16_t* dst;
-  int64_t rows, cols, pitch, vecs;  // vecs: 8-element vectors a row (the last may be partial)
-};
-
-// Up to two operands in one launch, a thread a 16-byte vector (the elements of a partial one
-// singly); the GEMM after it is a dependent launch, set up meanwhile.
-__global__ void __launch_bounds__(256) copy_lines_kernel(LineCopy c0, LineCopy c1, int64_t n0, int64_t n) {
-  griddep_launch_dependents();
-  for (int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x; i < n; i += int64_t(gridDim.x) * 256) {
-    const bool first = i < n0;
-    const LineCopy& c = first ? c0 : c1;
-    const int64_t j = first ? i : i - n0, row = j / c.vecs, v = j - row * c.vecs;
-    const int64_t g = row / c.rows, r = row - g * c.rows, k = v * 8;
-    const uint16_t* s = c.src + g * c.s_batch + r * c.s_row + k;
-    uint16_t* d = c.dst + row * c.pitch + k;
-    if (k + 8 <= c.cols) *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(s);
-    else for (int64_t e = 0; k + e < c.cols; ++e) d[e] = s[e];
-  }
-}
-
-}  // namespace
-
 std::pair<bool, bool> ragged_rows(const GemmArgs& a, const TmaLayout& l) {
   const int64_t es = int64_t(c10::elementSize(a.dtype));
   const int64_t pitch_a = l.a == Major::MN ? a.mm.sa[2] : a.mm.sa[1], pitch_b = l.b == Major::MN ? a.mm.sb[1] : a.mm.sb[2];
   return {(pitch_a * es) % 128 != 0, (pitch_b * es) % 128 != 0};
-}
-
-// H200, GPU us (results/h200/35cc54d/c1/edges.json): 1000^3 in place 13.0 (pp128-c2, the fastest
-// candidate there), 1024^3 9.4, cuBLAS 10.5; the copy moves 8 MB.
-bool realign_pays(const GemmArgs& a, const TmaLayout& l) {
-  if (a.dtype == at::kFloat || !l.ok()) return false;
-  const auto [ra, rb] = ragged_rows(a, l);
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  return ra && rb && output_tiles(a, 64) <= sms && a.K <= 1024;
-}
-
-Padded realign_operands(const GemmArgs& in, const TmaLayout& l) {
-  const auto& o = in.mm;
-  const auto [ra, rb] = ragged_rows(in, l);
-  Padded p{at::Tensor(), at::Tensor(), in};
-  LineCopy c[2] = {};
-  int64_t items[2] = {0, 0};  // 16-byte vectors of each copy
-  int n = 0;
-  // view (batch entries, rows, cols) with strides (s_batch, s_row, 1) -> a copy with rows 128 bytes apart
-  auto copy = [&](const void* src, int64_t batch, int64_t s_batch, int64_t rows, int64_t cols, int64_t s_row) {
-    const int64_t pitch = (cols + 63) / 64 * 64;
-    at::Tensor t = at::empty({batch, rows, pitch}, cuda_options(in.dtype));
-    c[n] = {static_cast<const uint16_t*>(src), s_batch, s_row, static_cast<uint16_t*>(t.data_ptr()), rows, cols,
-            pitch, (cols + 7) / 8};
-    items[n] = batch * rows * c[n].vecs;
-    ++n;
-    return t;
-  };
-  const int64_t ba = o.sa[0] == 0 ? 1 : in.batch, bb = o.sb[0] == 0 ? 1 : in.batch;
-  auto batch_stride = [](const at::Tensor& t) { return t.size(0) == 1 ? int64_t(0) : t.stride(0); };
-  if (ra) {  // A: K-major rows m of K, or MN-major rows k of M
-    const bool mn = l.a == Major::MN;
-    p.a = copy(o.a, ba, o.sa[0], mn ? in.K : in.M, mn ? in.M : in.K, mn ? o.sa[2] : o.sa[1]);
-    p.args.mm.a = p.a.const_data_ptr();
-    const int64_t pitch = p.a.size(2), sa[3] = {batch_stride(p.a), mn ? 1 : pitch, mn ? pitch : 1};
-    std::copy(sa, sa + 3, p.args.mm.sa);
-  }
-  if (rb) {  // B: K-major rows n of K, or MN-major rows k of N
-    const bool mn = l.b == Major::MN;
-    p.b = copy(o.b, bb, o.sb[0], mn ? in.K : in.N, mn ? in.N : in.K, mn ? o.sb[1] : o.sb[2]);
-    p.args.mm.b = p.b.const_data_ptr();
-    const int64_t pitch = p.b.size(2), sb[3] = {batch_stride(p.b), mn ? pitch : 1, mn ? 1 : pitch};
-    std::copy(sb, sb + 3, p.args.mm.sb);
-  }
-  const int64_t total = items[0] + items[1];
-  if (total > 0) {
-    const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-    copy_lines_kernel<<<blocks_for(total, 8 * sms), 256, 0, at::cuda::getCurrentCUDAStream()>>>(c[0], c[1], items[0],
-                                                                                                 total);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
-  return p;
 }
 
 int splitk_factor(const GemmArgs& a, int bn, int bk) {

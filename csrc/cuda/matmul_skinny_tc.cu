@@ -23,15 +23,17 @@ namespace {
 
 // Configs as data: warps (columns per block = 16 x warps) and ring stages. bn128 / bn64: ~72 KB of
 // ring each, so that three blocks fit an SM; the narrower one gives twice the blocks where N is
-// small. The -deep ones: ~200 KB of ring, one block per SM, K split only as far as the blocks fit
-// the SMs at once (as cuBLAS's skinny kernel: 128 columns, 11 stages, one wave).
+// small. bn128-deep: ~200 KB of ring, one block per SM, K split only as far as the blocks fit the
+// SMs at once (as cuBLAS's skinny kernel: 128 columns, 11 stages).
 struct SkinnyTcConfig {
   const char* name;
   int warps, stages;
   bool deep;  // one block per SM: skinny_tc_split keeps the grid within one wave
 };
 constexpr SkinnyTcConfig kSkinnyTcConfigs[] = {
-    {"bn128", 8, 4, false}, {"bn64", 4, 7, false}, {"bn128-deep", 8, 11, true}, {"bn64-deep", 4, 20, true}};
+    {"bn128", 8, 4, false}, {"bn64", 4, 7, false}, {"bn128-deep", 8, 11, true}};
+constexpr int kSkinnyTcDeep = 2;
+static_assert(kSkinnyTcConfigs[kSkinnyTcDeep].deep, "kSkinnyTcDeep names bn128-deep");
 const autotune::Family kSkinnyTcFamily("matmul_skinny_tc", [] { return config_names(kSkinnyTcConfigs); });
 template <int I, typename T>
 using ShapeOf = SkinnyTcShape<kSkinnyTcConfigs[I].warps, kSkinnyTcConfigs[I].stages, int(sizeof(T))>;
@@ -93,11 +95,14 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   const bool kmajor = l.b.kc;
   // The heuristic: 128 columns a block unless its grid, split as far as K allows, leaves more than
   // half the SMs idle (results/h100/73f962b/j1/skinny_probe.json: bn128 took 4096 x 4096 at M = 1-16
-  // in 13-16 us against bn64's 15-17; bn64 took N = 768 and 1024 x 8192, 6-8 column blocks).
+  // in 13-16 us against bn64's 15-17; bn64 took N = 768 and 1024 x 8192, 6-8 column blocks); the
+  // deep ring where the column blocks alone fill the SMs (H200, GPU us, results/h200/bbbbb70/e1f/
+  // skinny_probe.json: 16 x 32000 x 4096 bn128 79.7, bn128-deep 73.7, cuBLAS 65.0; at 4096 columns
+  // it lost, 22.0 against 13.5).
   const int64_t bk = kSkinnyTcRowBytes / es;  // k of a stage (SkinnyTcShape::BK)
   const int64_t sms = prop->multiProcessorCount, ktiles = (a.K + bk - 1) / bk;
   const int64_t wide = (a.N + 127) / 128 * a.batch;
-  const int heuristic = wide * skinny_tc_split(wide, ktiles, sms) * 2 >= sms ? 0 : 1;
+  const int heuristic = wide >= sms ? kSkinnyTcDeep : wide * skinny_tc_split(wide, ktiles, sms) * 2 >= sms ? 0 : 1;
   static const std::vector<std::string> kNames = config_names(kSkinnyTcConfigs);
   autotune::run(
       [&] {

@@ -55,13 +55,9 @@ struct Padded {
 Padded pad_operands(const GemmArgs& in, const TmaLayout& l);
 
 // Whether an operand TMA reads in place has rows that are not whole 128-byte lines apart (each of
-// a K-major box's 128-byte rows then straddles two lines): A, B.
+// a K-major box's 128-byte rows then straddles two lines): A, B. Copying such operands to whole-line
+// rows first did not pay at 1000^3 (one launch for both, 3.1 us against ~2-3 saved; NOTES 72).
 std::pair<bool, bool> ragged_rows(const GemmArgs& a, const TmaLayout& l);
-// 16-bit, both operands ragged, one wave of 64-wide tiles over K <= 1024 (1000^3): both copied in
-// one launch (copy_lines, a dependent launch's predecessor) to rows a whole number of 128-byte lines
-// apart, where the copy costs less than the straddling loads (realign_operands; NOTES 72).
-bool realign_pays(const GemmArgs& a, const TmaLayout& l);
-Padded realign_operands(const GemmArgs& in, const TmaLayout& l);
 
 // Output tiles of a Hopper launch with bm x bn tiles.
 inline int64_t output_tiles(const GemmArgs& a, int64_t bn, int64_t bm = sm90::BM) { return tiles_of(a, bm, bn); }

@@ -305,8 +305,8 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
 template <typename T>
 void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
   if constexpr (sm90::kTf32<T>) l.b = Major::None;
-  if (l.ok() && !realign_pays(a, l)) return run_sm90<T>(a, l, false, false);
-  const Padded p = l.ok() ? realign_operands(a, l) : pad_operands(a, l);
+  if (l.ok()) return run_sm90<T>(a, l, false, false);
+  const Padded p = pad_operands(a, l);
   const TmaLayout pl = sm90_layout(p.args);
   TORCH_INTERNAL_ASSERT(pl.ok(), "tileops: padded operands not TMA-readable");
   run_sm90<T>(p.args, pl, true, l.a == Major::None);
