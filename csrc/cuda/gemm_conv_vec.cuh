@@ -53,7 +53,6 @@ struct ConvVecArgs {
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     conv_vec_kernel(ConvFwdProblem<float> p, int64_t M, int64_t N, Epilogue<float> epi, ConvVecArgs v) {
-  if (v.part != nullptr) griddep_launch_dependents();  // the split's reduce (a dependent) sets up meanwhile
   using Smem = VecSmem<Cfg, float>;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, THREADS = Cfg::THREADS;
   constexpr int LDA = Smem::LDA, LDB = Smem::LDB;
@@ -143,7 +142,6 @@ struct WgradVecArgs {
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     conv_wgrad_vec_kernel(ConvWgradProblem<float> p, int64_t M, int64_t N, WgradVecArgs v) {
-  if (v.part != nullptr) griddep_launch_dependents();  // as conv_vec_kernel
   using Smem = VecSmem<Cfg, float>;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, THREADS = Cfg::THREADS;
   constexpr int LDA = Smem::LDA, LDB = Smem::LDB;

@@ -17,7 +17,6 @@
 
 #include "../common/gemm_args.h"
 #include "gemm_simt.cuh"
-#include "griddep.cuh"
 
 namespace tileops {
 namespace cuda {
@@ -437,9 +436,10 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   using Smem = VecSmem<Cfg, Acc>;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, LDA = Smem::LDA, LDB = Smem::LDB;
   __shared__ __align__(16) Smem sm;
-  // A split-K's chunks (simt_splitk): its reduce, launched as a dependent, sets up meanwhile; any
-  // other kernel after this one is either launched the ordinary way (this is then a no-op) or waits.
-  griddep_launch_dependents();
+  // No griddep_launch_dependents here (nor in the fp32 conv and skinny SIMT kernels): a split's
+  // reduce launched at this kernel's start holds SM slots while it waits, which a conv backward's
+  // other stream needed (fp32 b1 fwd+bwd 3x3 64@56 55.5 -> 65.4 us, 1x1/2 92.6 -> 121.2 with it;
+  // results/h200/5b028ae/g2, NOTES 72). Its reduce still starts at this kernel's exit.
 
   const int tid = threadIdx.x;
   const VecPlace<Cfg> at(tid);

@@ -17,7 +17,6 @@
 #include "../common/epilogue.h"
 #include "../common/problems.h"
 #include "cuda_util.h"
-#include "griddep.cuh"
 
 namespace tileops {
 namespace cuda {
@@ -60,7 +59,6 @@ __global__ void __launch_bounds__(SkinnyShape<KMAJOR, V>::kThreads)
                        AccOf<T>* __restrict__ partial) {
   using Acc = AccOf<T>;
   using S = SkinnyShape<KMAJOR, V>;
-  if (partial != nullptr) griddep_launch_dependents();  // the split's reduce (a dependent) sets up meanwhile
   constexpr int KS = skinny_stage<Acc, MT, S::ROUND>();
   constexpr int U = KMAJOR ? 4 : 8;  // lane steps whose loads are in flight at once
   constexpr int R = MT < S::kThreads / S::BN ? MT : S::kThreads / S::BN;  // rows per reduction round
