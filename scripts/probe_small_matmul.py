@@ -47,7 +47,6 @@ def kernel_table(fn, reps=5):
     return [(e.key[:70], round(e.device_time_total / reps, 2)) for e in prof.key_averages() if e.device_time_total > 0][:6]
 
 
-SKINNY_TC_CONFIGS = ("bn128", "bn64", "bn128-deep")
 
 
 def skinny_rows(dtype, b, M, N, K, kernels, budget):
@@ -67,7 +66,7 @@ def skinny_rows(dtype, b, M, N, K, kernels, budget):
         r = dict(dtype=str(dtype).replace("torch.", ""), op=op, batch=b, M=M, N=N, K=K)
         r["auto_err"] = float((ours().double() - ref).norm() / ref.norm())
         r["auto_ms"] = timed(ours, budget_s=budget)[0]
-        for cfg in SKINNY_TC_CONFIGS:
+        for cfg in tileops.autotune.candidates("matmul_skinny_tc"):
             with tileops.autotune.pinned("matmul_skinny_tc", cfg):
                 r[cfg + "_ms"] = timed(ours, budget_s=budget)[0]
         if dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32:

@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import re
-import statistics
 import sys
 import time
 
@@ -22,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import tileops  # noqa: E402
 from bench_conv import LAYERS  # noqa: E402
 from bench_matmul import SHAPES, build  # noqa: E402
-from common import cycles_per_us, set_precision  # noqa: E402
+from common import set_precision, time_ms  # noqa: E402
 from tileops import autotune  # noqa: E402
 
 PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "conv_dgrad": "dgrad", "conv_dgrad_sm90": "dgrad",
@@ -30,28 +29,21 @@ PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "conv_dgrad": "dg
 
 
 def time_us(fn, calls=20, reps=15):
-    """Median over reps of the mean time of `calls` back-to-back calls (CUDA events), in µs, each
+    """Median over reps of the mean time of `calls` back-to-back calls, in µs (common.time_ms), each
     rep queued behind a GPU sleep longer than the host takes to queue its calls: GPU time, also
     where a call's host cost exceeds its kernels' (batch 1)."""
+    def batch():
+        for _ in range(calls):
+            fn()
+
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
+    batch()
     torch.cuda.synchronize()
-    lead = int((1.5 * (time.perf_counter() - t0) * 1e6 + 50) * cycles_per_us())
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(lead)
-        a.record()
-        for _ in range(calls):
-            fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) * 1000.0 / calls)
-    return statistics.median(out)
+    lead_us = 1.5 * (time.perf_counter() - t0) * 1e6 + 50
+    return time_ms(batch, warmup=0, reps=reps, lead_us=lead_us) * 1000.0 / calls
 
 
 def problem(layer, n, pss, dtype=torch.bfloat16):

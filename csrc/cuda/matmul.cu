@@ -209,12 +209,6 @@ Padded pad_operands(const GemmArgs& in, const TmaLayout& l) {
   return p;
 }
 
-std::pair<bool, bool> ragged_rows(const GemmArgs& a, const TmaLayout& l) {
-  const int64_t es = int64_t(c10::elementSize(a.dtype));
-  const int64_t pitch_a = l.a == Major::MN ? a.mm.sa[2] : a.mm.sa[1], pitch_b = l.b == Major::MN ? a.mm.sb[1] : a.mm.sb[2];
-  return {(pitch_a * es) % 128 != 0, (pitch_b * es) % 128 != 0};
-}
-
 int splitk_factor(const GemmArgs& a, int bn, int bk) {
   const int64_t tiles = output_tiles(a, bn);
   const int64_t ktiles = (a.K + bk - 1) / bk;

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <array>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "../common/gemm_args.h"
@@ -53,11 +52,6 @@ struct Padded {
   GemmArgs args;
 };
 Padded pad_operands(const GemmArgs& in, const TmaLayout& l);
-
-// Whether an operand TMA reads in place has rows that are not whole 128-byte lines apart (each of
-// a K-major box's 128-byte rows then straddles two lines): A, B. Copying such operands to whole-line
-// rows first did not pay at 1000^3 (one launch for both, 3.1 us against ~2-3 saved; NOTES 72).
-std::pair<bool, bool> ragged_rows(const GemmArgs& a, const TmaLayout& l);
 
 // Output tiles of a Hopper launch with bm x bn tiles.
 inline int64_t output_tiles(const GemmArgs& a, int64_t bn, int64_t bm = sm90::BM) { return tiles_of(a, bm, bn); }

@@ -263,7 +263,11 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
   // kernel us: 1000^3 pp128 10.5 -> pp128-c2 9.5, B K-major 9.9 -> 9.4; 2048 x 2048 x 1000 with B
   // K-major bn256 20.0 -> coop128x256-c2 15.5; with one ragged operand pp128 / bn256 stay ahead,
   // 1024^2 x 1000 8.5 against 9.1; split over K = 4096, bn128 18.5 against pp128-c2's 24.8).
-  const auto [ragged_a, ragged_b] = ragged_rows(a, l);
+  // (Copying both ragged operands to whole-line rows first did not pay at 1000^3: one launch for
+  // both took 3.1 us, more than the straddling loads cost; NOTES 72.)
+  const int64_t es = int64_t(c10::elementSize(a.dtype));
+  const int64_t pitch_a = a_mn ? a.mm.sa[2] : a.mm.sa[1], pitch_b = b_mn ? a.mm.sb[1] : a.mm.sb[2];
+  const bool ragged_a = (pitch_a * es) % 128 != 0, ragged_b = (pitch_b * es) % 128 != 0;
   const bool one_wave64 = x2 && output_tiles(a, 64) <= sms && a.K <= 1024;
   const bool long_x2 = x2 && !one_wave64 && a.N > 64 && split;
   static const int kX2 = sm90_index("bn64x2"), kBn64 = sm90_index("bn64"), kBn256 = sm90_index("bn256"),
