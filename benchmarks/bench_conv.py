@@ -46,13 +46,14 @@ LAYERS = [
 ]
 BATCHES = [1, 32, 64]
 KINDS = [("bfloat16", "channels_last"), ("float16", "channels_last"), ("float32", "nchw")]  # fp32: TF32 off
+TF32 = ("tf32", "nchw")  # --tf32: fp32 tensors with TF32 on for tileops and cuDNN alike
 FUSED = ("bfloat16", "channels_last")  # conv + bias + ReLU, on the ResNet layers
 PASSES = ["fwd", "fwd+bwd", "fwd+bias+relu"]
 
 
-def rows(quick):
+def rows(quick, tf32=False):
     batches = [32] if quick else BATCHES
-    kinds = [k for k in KINDS if not quick or k[0] != "float16"]
+    kinds = [k for k in KINDS if not quick or k[0] != "float16"] + ([TF32] if tf32 else [])
     for pss in PASSES[:2]:
         for kind, layout in kinds:
             for layer in LAYERS:
@@ -79,7 +80,7 @@ def row_key(layer, n, kind, layout, pss):
 def build(layer, n, kind, pss, layout, device):
     """(tileops fn, torch fn, flops, check fn) on shared inputs."""
     _, _, C, H, K, R, st, pd, g = layer
-    dt = getattr(torch, kind)
+    dt = torch.float32 if kind == "tf32" else getattr(torch, kind)
     fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
     x = torch.randn(n, C, H, H, device=device, dtype=dt).to(memory_format=fmt)
     w = (torch.randn(K, C // g, R, R, device=device, dtype=dt) / math.sqrt(C // g * R * R)).to(memory_format=fmt)
@@ -115,7 +116,7 @@ def run_row(layer, n, kind, layout, pss, device, budget_s):
                S=R, stride=st, padding=pd, groups=g, **{"pass": pss})
     rec.update(tileops_ms=None, torch_ms=None, ratio=None, tileops_tflops=None, torch_tflops=None, error=None)
     try:
-        set_precision(kind)  # fp32 rows: TF32 off for both
+        set_precision(kind)  # fp32 rows: TF32 off for both; tf32 rows: on for both
         mine, theirs, flops = build(layer, n, kind, pss, layout, device)
         if pss != "fwd+bwd":
             rec["rel_err"] = rel_err(mine, theirs)
@@ -140,7 +141,7 @@ def summary(records):
     ok = [r for r in records if r["ratio"]]
     for pss in PASSES:
         for group in ["resnet", "stem", "patch", "depthwise", "all"]:
-            for kind in [k for k, _ in KINDS]:
+            for kind in [k for k, _ in KINDS + [TF32]]:
                 rs = [r for r in ok if r["pass"] == pss and r["dtype"] == kind and group in ("all", r["group"])]
                 sel = [r["ratio"] for r in rs]
                 if sel:
@@ -175,6 +176,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="batch 32 only, bf16 and fp32 only")
     ap.add_argument("--filter", default=None, help="regex on 'group label dtype layout bN pass'")
+    ap.add_argument("--tf32", action="store_true", help="also rows of fp32 tensors with TF32 on (dtype 'tf32')")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: dry run on tiny sizes")
     ap.add_argument("--budget", type=float, default=120.0, help="seconds of timed calls to aim for in all")
     args = ap.parse_args()
@@ -184,7 +186,7 @@ def main():
     if dry:
         torch.set_num_threads(1)  # tiny problems: thread start-up would dominate
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", gpu_dir_name(), "conv.json")
-    todo = [t for t in rows(args.quick) if not args.filter or re.search(args.filter, row_key(*t))]
+    todo = [t for t in rows(args.quick, args.tf32) if not args.filter or re.search(args.filter, row_key(*t))]
     if dry:
         todo = [(tiny(t[0]), min(t[1], 2)) + t[2:] for t in todo if t[1] <= 32]
     records, t_start = [], time.perf_counter()

@@ -25,7 +25,7 @@
 #     exec         tests/test_execution.py whole (streams, graph capture, allocation growth)
 #     pdl          bench_matmul's small, skinny, odd and batched rows with dependent launches off
 #                  (TILEOPS_PDL=0) and on, one after the other on the same GPU
-#     pdl_conv     bench_conv's ResNet forward+backward rows at batch 1 (fp32 and bf16), the same
+#     pdl_conv     bench_conv's ResNet forward+backward rows at batch 1 (fp32, TF32, bf16), the same
 #                  way: whether an early trigger costs the backward its two streams' overlap (NOTES 72)
 # The extension is usually built on the CPU machine and carried (scripts/build_for_device.sh).
 # Usage: scripts/gpu_focus.sh OUTDIR
@@ -65,8 +65,8 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     exec) step t_exec 300 $PY -m pytest -q -p no:cacheprovider tests/test_execution.py ;;
     pdl) for v in 0 1; do TILEOPS_PDL=$v step pdl$v 150 $PY benchmarks/bench_matmul.py \
       --filter "^matmul (square 1024|skinny|odd 127|odd 1000|batched)" --out "$OUTDIR/matmul_pdl$v.json"; done ;;
-    pdl_conv) for v in 0 1; do TILEOPS_PDL=$v step pdl_conv$v 150 $PY benchmarks/bench_conv.py \
-      --filter "^resnet .* (float32|bfloat16) .* b1 fwd.bwd" --out "$OUTDIR/conv_pdl$v.json"; done ;;
+    pdl_conv) for v in 0 1; do TILEOPS_PDL=$v step pdl_conv$v 150 $PY benchmarks/bench_conv.py --tf32 \
+      --filter "^resnet .* (float32|tf32|bfloat16) .* b1 fwd.bwd" --out "$OUTDIR/conv_pdl$v.json"; done ;;
     dgrad) for b in 1 32 64; do
         step dgrad_b$b 90 $PY scripts/time_candidates.py --family conv_dgrad --candidates phases,col2im \
           --batch $b --out "$OUTDIR/cand_dgrad_b$b.json"
