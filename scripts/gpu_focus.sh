@@ -10,6 +10,7 @@
 #     cand_linear  time_candidates: the persistent configs on the linear + GELU rows
 #     cand_dw      time_candidates: the depthwise forward's candidates (all) at batch 32 and 64
 #     skinny       scripts/probe_small_matmul.py --set skinny
+#     bench_tf32   bench_matmul's TF32 rows
 #     edges, simt, tf32  scripts/probe_edges.py --set edges / simt / tf32: each matmul_sm90 (bf16
 #                  near 1024; TF32) or matmul_simt (fp32) config pinned, kernel times beside cuBLAS
 #     dgrad        time_candidates: the data gradients of the ResNet layers (conv_dgrad, strided ones
@@ -76,6 +77,7 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     wgrad) for b in 32 64; do step wgrad_b$b 120 $PY scripts/time_candidates.py --family conv_wgrad_sm90 \
       --candidates bn64,bn128,bn64-im2col,bn128-im2col --batch $b --out "$OUTDIR/cand_wgrad_b$b.json"; done ;;
     kernels) step kernels 240 $PY scripts/profile_conv_kernels.py --batch 32 --out "$OUTDIR/conv_kernels_b32.json" ;;
+    bench_tf32) step bench_tf32 240 $PY benchmarks/bench_matmul.py --filter "tf32" --out "$OUTDIR/matmul_tf32.json" ;;
     edges|simt|tf32) step "probe_$s" 240 $PY scripts/probe_edges.py "$OUTDIR/$s.json" --set $s ;;
     skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;

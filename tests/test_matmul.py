@@ -373,8 +373,9 @@ def test_matmul_a_mn_major_cuda(kind, size, b_layout, batch):
 # bn64x2 (two blocks per SM, a 4-stage ring, no register rebalance) and the persistent kernels
 # (ping-pong pp128, cooperative coop256x128, coop128x256 and coop128x192, alone or in clusters
 # of two blocks sharing B), on tails in M, N and K, both B layouts, batches and split-K-sized
-# problems; tf32 takes B as a rounded K-major copy and A in place where it is K-major and
-# 16-byte aligned (the persistent kernels round it in registers, the one-tile ones copy it).
+# problems; tf32 reads A in place where it is K-major and 16-byte aligned (rounded in registers),
+# and B in place through the producer's registers on the one-tile configs up to 128 wide, else
+# from a rounded K-major copy (test_tf32_b_in_place_cuda).
 # SM90_CONFIGS is the whole family as matmul.cu lists it (test_autotune checks the autotuner's
 # choice against it).
 SM90_CONFIGS = family("matmul_sm90")
@@ -464,6 +465,43 @@ def test_linear_persistent_cuda(config, kind, activation, with_bias, out_feature
                 tileops.matmul(randn((520, 3008), dt, "cuda", gen).t(), w.t(), algo="wgmma")  # column-major A
     ref, mag = ref_linear(x, w, bias, activation)
     check(out, ref, mag, kind, "%s linear %s seed=%d" % (config, activation, seed))
+
+
+# TF32's B read in place by the one-tile kernels' producer threads, rounded on the way (the
+# persistent configs and bn256 take a rounded copy): row-major (MN-major) and transposed (K-major)
+# views whose last chunk of 4 words is partial (N = 262 of 264 columns, K = 998 of 1000), the
+# hidden words past them NaN (a producer that read them would spread NaN into C), batched and
+# broadcast, and a base one word off 16 bytes (copied instead). K = 77 and 998: K tails.
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", SM90_CONFIGS)
+@pytest.mark.parametrize("form", ["mn_tail", "k_tail", "batched_mn", "broadcast_k", "unaligned"])
+def test_tf32_b_in_place_cuda(config, form):
+    from tileops import autotune
+
+    gen, seed = fresh_generator()
+    M, N, K, batch = {"mn_tail": (300, 262, 77, 1), "k_tail": (200, 136, 998, 1), "batched_mn": (130, 100, 64, 3),
+                      "broadcast_k": (150, 72, 200, 2), "unaligned": (100, 64, 64, 1)}[form]
+    a = randn((batch, M, K), torch.float32, "cuda", gen)
+    if form == "mn_tail":
+        full = randn((K + 1, 264), torch.float32, "cuda", gen)
+        full[:, N:] = float("nan")
+        full[K:] = float("nan")
+        b = full[:K, :N]
+    elif form == "k_tail":
+        full = randn((N, 1000), torch.float32, "cuda", gen)
+        full[:, K:] = float("nan")
+        b = full[:, :K].t()
+    elif form == "batched_mn":
+        b = randn((batch, K, N), torch.float32, "cuda", gen)
+    elif form == "broadcast_k":
+        b = randn((N, K), torch.float32, "cuda", gen).t().expand(batch, K, N)
+    else:
+        b = randn((K * N + 1,), torch.float32, "cuda", gen)[1:].view(K, N)
+    a = a[0] if batch == 1 else a
+    with autotune.pinned("matmul_sm90", config), tf32(True):
+        out = run_poisoned(lambda: tileops.matmul(a, b, algo="wgmma"), batch * M * N, torch.float32, "cuda")
+    ref, mag = ref_mm(a, b)
+    check(out, ref, mag, "tf32", "%s B %s seed=%d" % (config, form, seed))
 
 
 # TF32 rounds to nearest on every Hopper config: each input is 1 + 0.75 ulp(TF32), which rounds

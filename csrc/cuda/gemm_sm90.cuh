@@ -27,6 +27,7 @@
 #include <climits>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "../common/epilogue.h"
 #include "../common/problems.h"
@@ -64,6 +65,21 @@ enum class Gather { None, ConvFwd, ConvWgrad, ConvFwdIm2col, ConvWgradIm2col };
 // channels_last dw [K, R*S*C], written without a transposition after it). With split-K, Cols also
 // writes the fp32 partials column-major, so the reduce runs on the transposed problem.
 enum class Store : int { Elements, Rows, Cols };
+
+// Where the B tile comes from: TMA, or (TF32 only) the producer warpgroup's loads of unrounded B,
+// K-major (B^T row-major) or MN-major (row-major K x N), rounded on the way (tf32_b_producer).
+enum class BLoad { Tma, RegsK, RegsMN };
+
+// f(std::integral_constant<int, i>{}) for i = 0 .. N - 1, unrolled: register arrays indexed by i
+// stay in registers.
+template <typename F, int... I>
+__host__ __device__ __forceinline__ void static_for_impl(F& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, typename F>
+__host__ __device__ __forceinline__ void static_for(F&& f) {
+  static_for_impl(f, std::make_integer_sequence<int, N>{});
+}
 
 // TMA im2col conventions the documentation leaves open, in one place: the order of the map's
 // pixel-box corners and of a load's offsets, and the upper corner's origin. Confirmed on an H200
@@ -404,6 +420,105 @@ __device__ __forceinline__ void conv_wgrad_producer(const ConvOperands& cv, cons
     }
   });
 }
+
+// TF32's B through the producer warpgroup's registers (BLoad::RegsK, RegsMN): B is read where it
+// lies, unrounded, each word rounded to the nearest TF32 (cvt.rna) on its way into the K-major
+// 128B-swizzled stage the consumers' wgmmas read; thread 0 loads A by TMA as in the plain GEMM.
+// This replaces copy_round_tf32's rounded K-major copy of B before the GEMM (3-5 us of a 1024^2
+// problem's ~18). B's words (n, k) land at n * 32 + ((k / 4) ^ (n % 8)) * 4 + k % 4 (16-byte unit
+// k / 4 of row n, TMA's 128B swizzle). RegsMN (B row-major K x N, n contiguous): lane l of warp w
+// loads k row (l % 16) + 16 (w % 2), 16 bytes at column chunk 2 j + l / 16 of the warp pair's half
+// of the tile, so a warp reads 16 rows x 32 contiguous bytes (whole sectors) and each of its four
+// word stores hits 32 distinct banks (lanes 16-31's n is lanes 0-15's + 4: their units differ in
+// bit 2). RegsK (B^T row-major, k contiguous): 8 lanes a row, chunk l % 8 of rows t / 8 + 16 j, one
+// 16-byte store each at its swizzled unit. DEPTH stages of loads are in flight per thread (the next
+// ones are issued before this one is stored): a global load's latency spans several stages' wgmmas.
+// Words past K or N read as zero (A is zero-filled past K by TMA, but 0 * NaN would not be 0).
+// Each thread makes its stores visible to the async proxy (fence.proxy.async) before its arrival
+// on the stage's full barrier (1 + 128 arrivals: thread 0's expect_tx for A, then every thread's).
+template <int BN, int STAGES, int DEPTH, BLoad BL>
+__device__ __forceinline__ void tf32_b_producer(const CUtensorMap& tm_a, float* As, float* Bs, uint64_t* full,
+                                                uint64_t* empty, const float* b, int64_t s_k, int64_t s_n,
+                                                int64_t N, int64_t K, int m0, int n0, int ga, int kt0, int ktiles,
+                                                int t) {
+  constexpr int BK = bk<float>, LOADS = BN / 16;  // 16-byte loads a thread per stage
+  static_assert(BL != BLoad::Tma && LOADS * 16 * 128 == BN * BK * 4, "128 threads share a stage's B tile");
+  const int w = t / 32, l = t % 32;
+  int kl[LOADS], nl[LOADS];  // each load's first (k, n) in the tile
+#pragma unroll
+  for (int j = 0; j < LOADS; ++j) {
+    if constexpr (BL == BLoad::RegsMN) {
+      kl[j] = (l % 16) + 16 * (w % 2);
+      nl[j] = 4 * ((w / 2) * (BN / 8) + 2 * j + l / 16);
+    } else {
+      kl[j] = 4 * (l % 8);
+      nl[j] = t / 8 + 16 * j;
+    }
+  }
+  float4 v[DEPTH][LOADS];
+  auto fetch = [&](auto u, int kt) {
+    const int64_t k0 = int64_t(kt0 + kt) * BK;
+#pragma unroll
+    for (int j = 0; j < LOADS; ++j) {
+      const int64_t k = k0 + kl[j], n = n0 + nl[j];
+      // words inside B along the load's 4: n..n + 3 (RegsMN) or k..k + 3 (RegsK)
+      const int64_t inside = BL == BLoad::RegsMN ? (k < K ? N - n : 0) : (n < N ? K - k : 0);
+      const float* src = b + k * s_k + n * s_n;
+      float4& x = v[decltype(u)::value][j];
+      if (inside >= 4) {
+        x = *reinterpret_cast<const float4*>(src);
+      } else {
+        const int64_t step = BL == BLoad::RegsMN ? s_n : s_k;
+        x.x = inside > 0 ? src[0] : 0.f;
+        x.y = inside > 1 ? src[step] : 0.f;
+        x.z = inside > 2 ? src[2 * step] : 0.f;
+        x.w = 0.f;
+      }
+    }
+  };
+  auto put = [&](auto u, int kt) {
+    const int st = kt % STAGES;
+    if (kt >= STAGES) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
+    if (t == 0) {
+      mbar_expect_tx(&full[st], BM * BK * sizeof(float));
+      tma_load(As + st * BM * BK, &tm_a, &full[st], (kt0 + kt) * BK, m0, ga);
+    }
+    uint32_t* dst = reinterpret_cast<uint32_t*>(Bs + st * BN * BK);
+#pragma unroll
+    for (int j = 0; j < LOADS; ++j) {
+      const float4& x = v[decltype(u)::value][j];
+      const uint32_t r[4] = {round_tf32(x.x), round_tf32(x.y), round_tf32(x.z), round_tf32(x.w)};
+      if constexpr (BL == BLoad::RegsMN) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int n = nl[j] + e, k = kl[j];
+          dst[n * BK + (((k / 4) ^ (n % 8)) * 4) + k % 4] = r[e];
+        }
+      } else {
+        const int n = nl[j];
+        *reinterpret_cast<uint4*>(dst + n * BK + ((kl[j] / 4) ^ (n % 8)) * 4) = make_uint4(r[0], r[1], r[2], r[3]);
+      }
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    mbar_arrive(&full[st]);
+  };
+  // set kt % DEPTH holds k tile kt; k tile kt + DEPTH - 1's loads go out before kt's stores
+  auto step = [&](auto u, int kt) {
+    constexpr int U = decltype(u)::value;
+    if (kt + DEPTH - 1 < ktiles) fetch(std::integral_constant<int, (U + DEPTH - 1) % DEPTH>{}, kt + DEPTH - 1);
+    put(u, kt);
+  };
+  static_for<DEPTH - 1>([&](auto u) {
+    constexpr int U = decltype(u)::value;
+    if (U < ktiles) fetch(u, U);
+  });
+  for (int kt = 0; kt < ktiles; kt += DEPTH) {
+    static_for<DEPTH>([&](auto u) {
+      constexpr int U = decltype(u)::value;
+      if (kt + U < ktiles) step(u, kt + U);
+    });
+  }
+}
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -586,7 +701,7 @@ struct SplitK {
 // gemm_sm90_tile is one block's output tile: z stands for blockIdx.z (batch entry and split), b_k0
 // is B's first column (conv_im2col_producer); gemm_sm90_kernel and gemm_sm90_phases_kernel launch it.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G, bool A_MN_MAJOR>
+template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G, bool A_MN_MAJOR, BLoad BL = BLoad::Tma>
 __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
                                                const MatmulProblem<T>& p, int64_t M, int64_t N, int64_t K,
                                                const Epilogue<T>& epi, int batch_a, int batch_b, Store store,
@@ -594,7 +709,10 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
   // CONV: A comes from a conv input; GATHER: by the producer warpgroup's cp.async copies
   constexpr bool CONV = G != Gather::None, GATHER = G == Gather::ConvFwd || G == Gather::ConvWgrad;
-  constexpr bool REBALANCE = !GATHER && blocks_per_sm<BN, STAGES, T>() == 1;
+  // B_REGS: the producer's 128 threads load B (tf32_b_producer), and keep their registers
+  constexpr bool B_REGS = BL != BLoad::Tma;
+  constexpr bool REBALANCE = !GATHER && !B_REGS && blocks_per_sm<BN, STAGES, T>() == 1;
+  static_assert(!B_REGS || (kTf32<T> && G == Gather::None && !B_MN_MAJOR), "B through registers: TF32 GEMMs");
   static_assert(!(CONV && kTf32<T>), "the conv gather copies x as it is; TF32 needs rounded operands");
   static_assert(!(A_MN_MAJOR && kTf32<T>), "MN-major A: 16-bit types only");
   static_assert((G != Gather::ConvWgrad && G != Gather::ConvWgradIm2col) || (A_MN_MAJOR && B_MN_MAJOR),
@@ -621,7 +739,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
   const int ktiles = sk.partial ? min(sk.kt_per_split, ktiles_all - kt0) : ktiles_all;  // >= 1 by construction
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(&full[s], GATHER ? 1 + 128 : 1);  // GATHER: + one arrival per gathering thread
+      mbar_init(&full[s], GATHER || B_REGS ? 1 + 128 : 1);  // + one arrival per loading thread
       mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -633,6 +751,12 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       conv_fwd_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, m0, n0, kt0, ktiles, t);
     } else if constexpr (G == Gather::ConvWgrad) {
       conv_wgrad_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, K, m0, n0, kt0, ktiles, t);
+    } else if constexpr (B_REGS) {
+      // k tiles in flight per thread: 64 registers of them with one block per SM, 32 with two
+      constexpr int FIT = (blocks_per_sm<BN, STAGES, T>() == 1 ? 64 : 32) / (BN / 4), DEPTH = FIT > 1 ? FIT : 1;
+      const int gb = batch_b > 1 ? g : 0;
+      tf32_b_producer<BN, STAGES, DEPTH, BL>(tm_a, As, Bs, full, empty, p.B + gb * p.sb[0], p.sb[1], p.sb[2], N, K, m0,
+                                             n0, batch_a > 1 ? g : 0, kt0, ktiles, t);
     } else {  // TMA alone, one thread
       if constexpr (REBALANCE) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
       if (t == 0) {
@@ -817,7 +941,8 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
 }
 #endif
 
-template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G = Gather::None, bool A_MN_MAJOR = false>
+template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G = Gather::None, bool A_MN_MAJOR = false,
+          BLoad BL = BLoad::Tma>
 __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                      MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
@@ -828,8 +953,8 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
   // for this grid's end at griddep_wait with their launch done (a dependent grid starts only once
   // every block of this one has started, so it never takes an SM this grid still needs)
   if (sk.partial) griddep_launch_dependents();
-  gemm_sm90_tile<T, BN, B_MN_MAJOR, STAGES, G, A_MN_MAJOR>(tm_a, tm_b, p, M, N, K, epi, batch_a, batch_b, store,
-                                                           sk, conv, int(blockIdx.z), 0);
+  gemm_sm90_tile<T, BN, B_MN_MAJOR, STAGES, G, A_MN_MAJOR, BL>(tm_a, tm_b, p, M, N, K, epi, batch_a, batch_b, store,
+                                                               sk, conv, int(blockIdx.z), 0);
 #else
   __trap();  // built without sm_90a: the host never launches this
 #endif

@@ -108,8 +108,15 @@ TmaLayout sm90_layout(const GemmArgs& g) {
           operand_major(o.b, o.sb[0], o.sb[2], o.sb[1], g.N, g.K, es)};
 }
 
-namespace {
+Major tf32_b_major(const GemmArgs& g) {
+  const auto& o = g.mm;  // B's strides: (batch, k, n)
+  if (reinterpret_cast<uintptr_t>(o.b) % 16 != 0 || o.sb[0] % 4 != 0) return Major::None;
+  if (o.sb[1] == 1 && o.sb[2] % 4 == 0) return Major::K;
+  if (o.sb[2] == 1 && o.sb[1] % 4 == 0) return Major::MN;
+  return Major::None;
+}
 
+namespace {
 
 // One pass for a TF32 operand: a [batch, rows, cols] strided float view is read once and written
 // once into a [batch, rows, pitch] buffer, each value rounded to the nearest TF32 (cvt.rna: ties

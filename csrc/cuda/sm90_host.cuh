@@ -40,6 +40,9 @@ struct TmaLayout {
   bool ok() const { return a != Major::None && b != Major::None; }
 };
 TmaLayout sm90_layout(const GemmArgs& g);  // how TMA can read A and B in place
+// TF32: how the one-tile kernels' producer threads can read B in place with 16-byte loads (base,
+// batch and row strides 16-byte aligned): K-major, MN-major, or not (None: copied).
+Major tf32_b_major(const GemmArgs& g);
 
 // An operand TMA cannot read in place is copied once, through the caching allocator, into a
 // buffer whose rows are padded to 16 bytes (the padding is never read: the maps' K and N stay

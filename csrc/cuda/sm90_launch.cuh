@@ -45,14 +45,15 @@ inline GemmArgs transposed_c(GemmArgs a) {
   return a;
 }
 
-template <typename T, int BN, int STAGES, bool MN, sm90::Gather G = sm90::Gather::None, bool A_MN = false>
+template <typename T, int BN, int STAGES, bool MN, sm90::Gather G = sm90::Gather::None, bool A_MN = false,
+          sm90::BLoad BL = sm90::BLoad::Tma>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb,
                  bool allow_split = true) {
   constexpr int BK = sm90::bk<T>;
   const sm90::Store store = vec_stores<T>(a)   ? sm90::Store::Rows
                             : cols_stores<T>(a) ? sm90::Store::Cols
                                                 : sm90::Store::Elements;
-  auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, G, A_MN>;
+  auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, G, A_MN, BL>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, smem, set_on);
@@ -179,12 +180,37 @@ CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const in
 
 // Config i of kSm90Configs on a's operands, laid out as l. a_rounded (TF32): A's words are already
 // rounded (a copy, where TMA could not read A in place); else every kernel rounds A's fragments in
-// registers (the one-tile kernel always, the persistent ones with A_RS).
+// registers (the one-tile kernel always, the persistent ones with A_RS). TF32's B: l.b == None, a
+// rounded K-major copy (pad_operands), by TMA; else B unrounded in place, which the one-tile kernels
+// up to 128 wide load through their producer's registers (BLoad), while bn256 (its consumers need
+// the registers the producer would keep) and the persistent kernels take a rounded copy made here.
 template <typename T>
 void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rounded) {
   const Sm90Config cfg = kSm90Configs[i];
   const auto& o = a.mm;
   const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
+  if constexpr (sm90::kTf32<T>) {
+    if (l.b != Major::None) {
+      if (cfg.persist != Persist::No || cfg.bn == 256) {
+        const TmaLayout copied{l.a, Major::None};
+        const Padded p = pad_operands(a, copied);
+        return launch_sm90_config<T>(p.args, copied, i, a_rounded);
+      }
+      const CUtensorMap ma = operand_map<T>(a, o.a, a.M, o.sa, ba, l.a, sm90::BM), unused{};
+      auto go = [&](auto bl) {
+        constexpr sm90::BLoad BL = decltype(bl)::value;
+        constexpr auto G = sm90::Gather::None;
+        if (cfg.bn == 128) launch_sm90<T, 128, 6, false, G, false, BL>(a, ma, unused, ba, bb, cfg.split);
+        else if (cfg.two_blocks) launch_sm90<T, 64, 4, false, G, false, BL>(a, ma, unused, ba, bb, cfg.split);
+        else launch_sm90<T, 64, 8, false, G, false, BL>(a, ma, unused, ba, bb, cfg.split);
+      };
+      using BLoadK = std::integral_constant<sm90::BLoad, sm90::BLoad::RegsK>;
+      using BLoadMN = std::integral_constant<sm90::BLoad, sm90::BLoad::RegsMN>;
+      if (l.b == Major::MN) go(BLoadMN{});
+      else go(BLoadK{});
+      return;
+    }
+  }
   // B's strides as (batch, row = n, k), the order operand_map reads
   const int64_t sb[3] = {o.sb[0], o.sb[2], o.sb[1]};
   const CUtensorMap ma = operand_map<T>(a, o.a, a.M, o.sa, ba, l.a, sm90::BM);
@@ -302,17 +328,20 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
       kSm90Names, heuristic, [&](int i) { launch_sm90_config<T>(a, l, i, a_rounded); });
 }
 
-// TF32: B is always copied, rounded and K-major (copy_round_tf32); A is read in place where TMA
-// can read it (launch_sm90_config copies it for the one-tile kernel), else copied and rounded.
-// At 4096^2 the copies of both operands took 85 of 490 us (NOTES 15); A, a linear's activations,
-// is usually the larger one.
+// TF32: A is read in place where TMA can read it, else copied and rounded (copy_round_tf32); B
+// in place where 16-byte loads can read it, K-major or MN-major (tf32_b_major: the one-tile
+// kernels round it in their producer, launch_sm90_config copies it for the others), else copied,
+// rounded and K-major. At 4096^2 the copies of both operands took 85 of 490 us (NOTES 15).
 template <typename T>
 void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
-  if constexpr (sm90::kTf32<T>) l.b = Major::None;
+  if constexpr (sm90::kTf32<T>) l.b = tf32_b_major(a);
   if (l.ok()) return run_sm90<T>(a, l, false, false);
   const Padded p = pad_operands(a, l);
-  const TmaLayout pl = sm90_layout(p.args);
-  TORCH_INTERNAL_ASSERT(pl.ok(), "tileops: padded operands not TMA-readable");
+  TmaLayout pl = sm90_layout(p.args);
+  // TF32: B in place, unrounded, as l says; or None: its rounded K-major copy (launch_sm90_config)
+  if constexpr (sm90::kTf32<T>) pl.b = l.b;
+  TORCH_INTERNAL_ASSERT(pl.a != Major::None && (pl.b != Major::None || sm90::kTf32<T>),
+                        "tileops: padded operands not TMA-readable");
   run_sm90<T>(p.args, pl, true, l.a == Major::None);
 }
 
