@@ -434,8 +434,10 @@ __device__ __forceinline__ void conv_wgrad_producer(const ConvOperands& cv, cons
 // 16-byte store each at its swizzled unit. DEPTH stages of loads are in flight per thread (the next
 // ones are issued before this one is stored): a global load's latency spans several stages' wgmmas.
 // Words past K or N read as zero (A is zero-filled past K by TMA, but 0 * NaN would not be 0).
-// Each thread makes its stores visible to the async proxy (fence.proxy.async) before its arrival
-// on the stage's full barrier (1 + 128 arrivals: thread 0's expect_tx for A, then every thread's).
+// Each thread arrives on the stage's full barrier once its stores are issued (1 + 128 arrivals:
+// thread 0's expect_tx for A, then every thread's); the consumers fence the proxies after their
+// wait, as for the conv gathers. A fence here (fence.proxy.async is MEMBAR.ALL.CTA first) waited
+// for the thread's loads of the stages ahead as well: 1024^2 28.9 us against the copy's 17.9.
 template <int BN, int STAGES, int DEPTH, BLoad BL>
 __device__ __forceinline__ void tf32_b_producer(const CUtensorMap& tm_a, float* As, float* Bs, uint64_t* full,
                                                 uint64_t* empty, const float* b, int64_t s_k, int64_t s_n,
@@ -499,7 +501,6 @@ __device__ __forceinline__ void tf32_b_producer(const CUtensorMap& tm_a, float* 
         *reinterpret_cast<uint4*>(dst + n * BK + ((kl[j] / 4) ^ (n % 8)) * 4) = make_uint4(r[0], r[1], r[2], r[3]);
       }
     }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     mbar_arrive(&full[st]);
   };
   // set kt % DEPTH holds k tile kt; k tile kt + DEPTH - 1's loads go out before kt's stores
@@ -792,6 +793,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       auto acquire = [&](auto u, int kt) {
         const int s = kt % STAGES;
         mbar_wait(&full[s], (kt / STAGES) & 1);
+        if constexpr (B_REGS) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // see tf32_b_producer
 #pragma unroll
         for (int kk = 0; kk < BK / KSTEP; ++kk)
           load_a_tf32(af[decltype(u)::value][kk], a_half + s * BM * BK, kk, t / 32, t % 32);
