@@ -467,20 +467,20 @@ def test_linear_persistent_cuda(config, kind, activation, with_bias, out_feature
     check(out, ref, mag, kind, "%s linear %s seed=%d" % (config, activation, seed))
 
 
-# TF32's B read in place by the one-tile kernels' producer threads, rounded on the way (the
-# persistent configs and bn256 take a rounded copy): row-major (MN-major) and transposed (K-major)
-# views whose last chunk of 4 words is partial (N = 262 of 264 columns, K = 998 of 1000), the
-# hidden words past them NaN (a producer that read them would spread NaN into C), batched and
-# broadcast, and a base one word off 16 bytes (copied instead). K = 77 and 998: K tails.
+# TF32's B read in place by the one-tile kernels' producer threads where K <= 512, rounded on the
+# way (the persistent configs, bn256 and longer K take a rounded copy): row-major (MN-major) and
+# transposed (K-major) views whose last chunk of 4 words is partial (N = 262 of 264 columns, K =
+# 510 of 512), the hidden words past them NaN (a producer that read them would spread NaN into
+# C), batched and broadcast, a base one word off 16 bytes (copied instead), and K = 600 (copied).
 @pytest.mark.cuda
 @pytest.mark.parametrize("config", SM90_CONFIGS)
-@pytest.mark.parametrize("form", ["mn_tail", "k_tail", "batched_mn", "broadcast_k", "unaligned"])
+@pytest.mark.parametrize("form", ["mn_tail", "k_tail", "batched_mn", "broadcast_k", "unaligned", "long_k"])
 def test_tf32_b_in_place_cuda(config, form):
     from tileops import autotune
 
     gen, seed = fresh_generator()
-    M, N, K, batch = {"mn_tail": (300, 262, 77, 1), "k_tail": (200, 136, 998, 1), "batched_mn": (130, 100, 64, 3),
-                      "broadcast_k": (150, 72, 200, 2), "unaligned": (100, 64, 64, 1)}[form]
+    M, N, K, batch = {"mn_tail": (300, 262, 77, 1), "k_tail": (200, 136, 510, 1), "batched_mn": (130, 100, 64, 3),
+                      "broadcast_k": (150, 72, 200, 2), "unaligned": (100, 64, 64, 1), "long_k": (100, 72, 600, 1)}[form]
     a = randn((batch, M, K), torch.float32, "cuda", gen)
     if form == "mn_tail":
         full = randn((K + 1, 264), torch.float32, "cuda", gen)
@@ -488,10 +488,10 @@ def test_tf32_b_in_place_cuda(config, form):
         full[K:] = float("nan")
         b = full[:K, :N]
     elif form == "k_tail":
-        full = randn((N, 1000), torch.float32, "cuda", gen)
+        full = randn((N, 512), torch.float32, "cuda", gen)
         full[:, K:] = float("nan")
         b = full[:, :K].t()
-    elif form == "batched_mn":
+    elif form in ("batched_mn", "long_k"):
         b = randn((batch, K, N), torch.float32, "cuda", gen)
     elif form == "broadcast_k":
         b = randn((N, K), torch.float32, "cuda", gen).t().expand(batch, K, N)
@@ -508,10 +508,11 @@ def test_tf32_b_in_place_cuda(config, form):
 # up to 1 + 2^-10 (wgmma's own truncation would give 1), so every product is (1 + 2^-10)^2 and
 # each output K (1 + 2^-10)^2, to fp32 accumulation error (< 1e-4 relative at K = 1000). An
 # operand left unrounded, in the copies, the persistent kernels' registers or split-K, is off by
-# 1e-3 relative or more. A read in place (K = 1000: rows 16-byte aligned) and copied (K = 999).
+# 1e-3 relative or more. A read in place (K = 1000: rows 16-byte aligned) and copied (K = 999);
+# K = 500: B read in place by the one-tile kernels' producer threads, rounded there.
 @pytest.mark.cuda
 @pytest.mark.parametrize("config", SM90_CONFIGS)
-@pytest.mark.parametrize("K", [1000, 999])
+@pytest.mark.parametrize("K", [1000, 999, 500])
 @pytest.mark.parametrize("b_layout", ["N", "T"])
 def test_tf32_rounds_to_nearest_cuda(config, K, b_layout):
     from tileops import autotune

@@ -431,77 +431,81 @@ __device__ __forceinline__ void conv_wgrad_producer(const ConvOperands& cv, cons
 // of the tile, so a warp reads 16 rows x 32 contiguous bytes (whole sectors) and each of its four
 // word stores hits 32 distinct banks (lanes 16-31's n is lanes 0-15's + 4: their units differ in
 // bit 2). RegsK (B^T row-major, k contiguous): 8 lanes a row, chunk l % 8 of rows t / 8 + 16 j, one
-// 16-byte store each at its swizzled unit. DEPTH stages of loads are in flight per thread (the next
-// ones are issued before this one is stored): a global load's latency spans several stages' wgmmas.
-// Words past K or N read as zero (A is zero-filled past K by TMA, but 0 * NaN would not be 0).
-// Each thread arrives on the stage's full barrier once its stores are issued (1 + 128 arrivals:
-// thread 0's expect_tx for A, then every thread's); the consumers fence the proxies after their
-// wait, as for the conv gathers. A fence here (fence.proxy.async is MEMBAR.ALL.CTA first) waited
-// for the thread's loads of the stages ahead as well: 1024^2 28.9 us against the copy's 17.9.
+// 16-byte store each at its swizzled unit. Load j's words sit a fixed distance from load 0's, in
+// B and in the stage, so a stage costs its loads, roundings and stores and little else: the
+// producer issues every instruction of its stage (ncu, 1024^2: a first form with a bounds check
+// per load issued 16% of its cycles, instruction-cache misses and branches taking the rest, and
+// ran 0.87 us a k tile against the consumers' ~0.15). Stages past K or N (each block's last, the
+// last column block's) take a checked path: words outside B read as zero (A is zero-filled past K
+// by TMA, but 0 * NaN would not be 0). DEPTH stages of loads are in flight per thread (the next
+// ones are issued before this one is stored). Each warp's lane 0 waits for the stage to be free
+// and, once the warp's stores are issued (__syncwarp), arrives on its full barrier (1 + 4
+// arrivals: thread 0's expect_tx for A, then one a warp); the consumers fence the proxies after
+// their wait, as for the conv gathers (a fence here is a MEMBAR.ALL.CTA, which would wait for
+// the loads of the stages ahead too).
 template <int BN, int STAGES, int DEPTH, BLoad BL>
 __device__ __forceinline__ void tf32_b_producer(const CUtensorMap& tm_a, float* As, float* Bs, uint64_t* full,
                                                 uint64_t* empty, const float* b, int64_t s_k, int64_t s_n,
                                                 int64_t N, int64_t K, int m0, int n0, int ga, int kt0, int ktiles,
                                                 int t) {
   constexpr int BK = bk<float>, LOADS = BN / 16;  // 16-byte loads a thread per stage
+  constexpr bool MN = BL == BLoad::RegsMN;
   static_assert(BL != BLoad::Tma && LOADS * 16 * 128 == BN * BK * 4, "128 threads share a stage's B tile");
+  // load j of this thread: (k, n + NSTEP j) of the tile; its words' stage offsets are load 0's +
+  // NSTEP * BK (MN: NSTEP rows of n, n % 8 unchanged; K: 16 rows)
+  constexpr int NSTEP = MN ? 8 : 16, WORDS = MN ? 4 : 1;
   const int w = t / 32, l = t % 32;
-  int kl[LOADS], nl[LOADS];  // each load's first (k, n) in the tile
+  const int k = MN ? (l % 16) + 16 * (w % 2) : 4 * (l % 8);
+  const int n = MN ? 4 * ((w / 2) * (BN / 8) + l / 16) : t / 8;
+  int so[WORDS];  // stage offsets of load 0's words (MN: one per column; K: the 16-byte unit)
 #pragma unroll
-  for (int j = 0; j < LOADS; ++j) {
-    if constexpr (BL == BLoad::RegsMN) {
-      kl[j] = (l % 16) + 16 * (w % 2);
-      nl[j] = 4 * ((w / 2) * (BN / 8) + 2 * j + l / 16);
-    } else {
-      kl[j] = 4 * (l % 8);
-      nl[j] = t / 8 + 16 * j;
-    }
-  }
+  for (int e = 0; e < WORDS; ++e) so[e] = (n + e) * BK + ((k / 4) ^ ((n + e) % 8)) * 4 + (MN ? k % 4 : 0);
+  const float* src0 = b + (int64_t(kt0) * BK + k) * s_k + (n0 + n) * s_n;
+  const int64_t jstep = NSTEP * s_n;  // MN: s_n = 1, so 8 words
+  const bool cols_inside = n0 + BN <= N;
   float4 v[DEPTH][LOADS];
   auto fetch = [&](auto u, int kt) {
+    float4(&x)[LOADS] = v[decltype(u)::value];
+    const float* src = src0 + int64_t(kt) * BK * s_k;
     const int64_t k0 = int64_t(kt0 + kt) * BK;
+    if (cols_inside && k0 + BK <= K) {
 #pragma unroll
-    for (int j = 0; j < LOADS; ++j) {
-      const int64_t k = k0 + kl[j], n = n0 + nl[j];
-      // words inside B along the load's 4: n..n + 3 (RegsMN) or k..k + 3 (RegsK)
-      const int64_t inside = BL == BLoad::RegsMN ? (k < K ? N - n : 0) : (n < N ? K - k : 0);
-      const float* src = b + k * s_k + n * s_n;
-      float4& x = v[decltype(u)::value][j];
-      if (inside >= 4) {
-        x = *reinterpret_cast<const float4*>(src);
-      } else {
-        const int64_t step = BL == BLoad::RegsMN ? s_n : s_k;
-        x.x = inside > 0 ? src[0] : 0.f;
-        x.y = inside > 1 ? src[step] : 0.f;
-        x.z = inside > 2 ? src[2 * step] : 0.f;
-        x.w = 0.f;
+      for (int j = 0; j < LOADS; ++j) x[j] = *reinterpret_cast<const float4*>(src + j * jstep);
+    } else {  // words inside B along the load's 4: n.. (MN) or k.. (K)
+#pragma unroll
+      for (int j = 0; j < LOADS; ++j) {
+        const int64_t kk = k0 + k, nn = n0 + n + NSTEP * j, step = MN ? s_n : s_k;
+        const int64_t inside = MN ? (kk < K ? N - nn : 0) : (nn < N ? K - kk : 0);
+        const float* p = src + j * jstep;
+        x[j] = make_float4(inside > 0 ? p[0] : 0.f, inside > 1 ? p[step] : 0.f, inside > 2 ? p[2 * step] : 0.f,
+                           inside > 3 ? p[3 * step] : 0.f);
       }
     }
   };
   auto put = [&](auto u, int kt) {
     const int st = kt % STAGES;
-    if (kt >= STAGES) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
+    if (kt >= STAGES) {  // one lane a warp waits for the stage to be free
+      if (l == 0) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
+      __syncwarp();
+    }
     if (t == 0) {
       mbar_expect_tx(&full[st], BM * BK * sizeof(float));
       tma_load(As + st * BM * BK, &tm_a, &full[st], (kt0 + kt) * BK, m0, ga);
     }
     uint32_t* dst = reinterpret_cast<uint32_t*>(Bs + st * BN * BK);
+    const float4(&x)[LOADS] = v[decltype(u)::value];
 #pragma unroll
     for (int j = 0; j < LOADS; ++j) {
-      const float4& x = v[decltype(u)::value][j];
-      const uint32_t r[4] = {round_tf32(x.x), round_tf32(x.y), round_tf32(x.z), round_tf32(x.w)};
-      if constexpr (BL == BLoad::RegsMN) {
+      const uint32_t r[4] = {round_tf32(x[j].x), round_tf32(x[j].y), round_tf32(x[j].z), round_tf32(x[j].w)};
+      if constexpr (MN) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int n = nl[j] + e, k = kl[j];
-          dst[n * BK + (((k / 4) ^ (n % 8)) * 4) + k % 4] = r[e];
-        }
+        for (int e = 0; e < 4; ++e) dst[so[e] + j * NSTEP * BK] = r[e];
       } else {
-        const int n = nl[j];
-        *reinterpret_cast<uint4*>(dst + n * BK + ((kl[j] / 4) ^ (n % 8)) * 4) = make_uint4(r[0], r[1], r[2], r[3]);
+        *reinterpret_cast<uint4*>(dst + so[0] + j * NSTEP * BK) = make_uint4(r[0], r[1], r[2], r[3]);
       }
     }
-    mbar_arrive(&full[st]);
+    __syncwarp();  // the warp's stores, ordered before its lane 0's arrival (a release)
+    if (l == 0) mbar_arrive(&full[st]);
   };
   // set kt % DEPTH holds k tile kt; k tile kt + DEPTH - 1's loads go out before kt's stores
   auto step = [&](auto u, int kt) {
@@ -740,7 +744,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
   const int ktiles = sk.partial ? min(sk.kt_per_split, ktiles_all - kt0) : ktiles_all;  // >= 1 by construction
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(&full[s], GATHER || B_REGS ? 1 + 128 : 1);  // + one arrival per loading thread
+      mbar_init(&full[s], GATHER ? 1 + 128 : B_REGS ? 1 + 4 : 1);  // + one per gathering thread / loading warp
       mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");

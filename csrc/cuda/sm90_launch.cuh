@@ -182,8 +182,15 @@ CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const in
 // rounded (a copy, where TMA could not read A in place); else every kernel rounds A's fragments in
 // registers (the one-tile kernel always, the persistent ones with A_RS). TF32's B: l.b == None, a
 // rounded K-major copy (pad_operands), by TMA; else B unrounded in place, which the one-tile kernels
-// up to 128 wide load through their producer's registers (BLoad), while bn256 (its consumers need
-// the registers the producer would keep) and the persistent kernels take a rounded copy made here.
+// up to 128 wide load through their producer's registers (BLoad) where K is at most
+// kTf32RegsMaxK, while the others (bn256: its consumers need the registers the producer would
+// keep; the persistent kernels; longer K) take a rounded copy made here. The producer's threads
+// issue every load, rounding and store of B themselves, ~0.7 us a k tile where the consumers'
+// wgmmas take ~0.15: it wins only where the copy's fixed cost is the larger share. H200 GPU us,
+// copy / registers (results/h200/<this change>/x3/tf32.json against 35cc54d/c1): batched AV
+// 64 x 512 x 64 x 512 (K = 512) bn64x2 33.4 / 30.0, B K-major 33.8 / 28.7; QK^T (K = 64) 48.0 /
+// 48.1; 1024^2 bn64 17.9 / 25.1; 2048^2 bn128 72.4 / 139.2.
+constexpr int64_t kTf32RegsMaxK = 512;
 template <typename T>
 void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rounded) {
   const Sm90Config cfg = kSm90Configs[i];
@@ -191,7 +198,7 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
   const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
   if constexpr (sm90::kTf32<T>) {
     if (l.b != Major::None) {
-      if (cfg.persist != Persist::No || cfg.bn == 256) {
+      if (cfg.persist != Persist::No || cfg.bn == 256 || a.K > kTf32RegsMaxK) {
         const TmaLayout copied{l.a, Major::None};
         const Padded p = pad_operands(a, copied);
         return launch_sm90_config<T>(p.args, copied, i, a_rounded);
