@@ -424,8 +424,8 @@ __device__ __forceinline__ void conv_wgrad_producer(const ConvOperands& cv, cons
 // TF32's B through the producer warpgroup's registers (BLoad::RegsK, RegsMN): B is read where it
 // lies, unrounded, each word rounded to the nearest TF32 (cvt.rna) on its way into the K-major
 // 128B-swizzled stage the consumers' wgmmas read; thread 0 loads A by TMA as in the plain GEMM.
-// This replaces copy_round_tf32's rounded K-major copy of B before the GEMM (3-5 us of a 1024^2
-// problem's ~18). B's words (n, k) land at n * 32 + ((k / 4) ^ (n % 8)) * 4 + k % 4 (16-byte unit
+// Where K <= 512 this replaces copy_round_tf32's rounded K-major copy of B before the GEMM (its
+// fixed 3-5 us; launch_sm90_config says where). B's words (n, k) land at n * 32 + ((k / 4) ^ (n % 8)) * 4 + k % 4 (16-byte unit
 // k / 4 of row n, TMA's 128B swizzle). RegsMN (B row-major K x N, n contiguous): lane l of warp w
 // loads k row (l % 16) + 16 (w % 2), 16 bytes at column chunk 2 j + l / 16 of the warp pair's half
 // of the tile, so a warp reads 16 rows x 32 contiguous bytes (whole sectors) and each of its four

@@ -306,7 +306,7 @@ const char* sm90_unavailable(const GemmArgs& a) {
 }
 
 // Multiply-adds up to which 'auto' runs an fp16/bf16 matmul that TMA cannot read in place, or a
-// TF32 one (whose operands the Hopper path always copies to round them), on the 'mma' rung: there
+// TF32 one (whose B the Hopper path copies to round it but where K <= 512), on the 'mma' rung: there
 // the copies cost more than the Hopper kernel gains (H100, results/h100/5c3d0dd/i7/tc_probe.json):
 // 127 x 255 x 511 bf16 28.4 -> 12.6 us, TF32 28.8 -> 11.8 us; TF32 512^3 20.3 -> 17.4 us, but
 // 256 x 1024 x 1024 (2^28) 22.5 against 23.8. Where TMA reads the 16-bit operands in place the
