@@ -47,8 +47,6 @@ def kernel_table(fn, reps=5):
     return [(e.key[:70], round(e.device_time_total / reps, 2)) for e in prof.key_averages() if e.device_time_total > 0][:6]
 
 
-
-
 def skinny_rows(dtype, b, M, N, K, kernels, budget):
     """One record per op (matmul: B as K x N; linear: a weight N x K) for a skinny shape."""
     out = []

@@ -1,4 +1,4 @@
-// Small host-side helpers shared by the CUDA translation units.
+// Small helpers shared by the CUDA translation units (host-side but for static_for).
 #pragma once
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -24,6 +24,17 @@ void with_dtype(c10::ScalarType st, Fn&& fn) {
     case at::kBFloat16: return fn(c10::BFloat16{});
     default: TORCH_CHECK(false, "tileops: unsupported dtype ", st);
   }
+}
+
+// f(std::integral_constant<int, i>{}) for i = 0 .. N - 1, unrolled: a runtime index dispatched to
+// a template's instances on the host, register arrays indexed by i kept in registers on the device.
+template <typename F, int... I>
+__host__ __device__ __forceinline__ void static_for_impl(F& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, typename F>
+__host__ __device__ __forceinline__ void static_for(F&& f) {
+  static_for_impl(f, std::make_integer_sequence<int, N>{});
 }
 
 // Accumulator of an element type: double for double, float otherwise.

@@ -27,10 +27,10 @@
 #include <climits>
 #include <cstdint>
 #include <type_traits>
-#include <utility>
 
 #include "../common/epilogue.h"
 #include "../common/problems.h"
+#include "cuda_util.h"  // static_for
 #include "griddep.cuh"
 #include "mbarrier.cuh"  // mbar_*
 #include "mma_sync.cuh"  // smem_u32, round_tf32
@@ -69,17 +69,6 @@ enum class Store : int { Elements, Rows, Cols };
 // Where the B tile comes from: TMA, or (TF32 only) the producer warpgroup's loads of unrounded B,
 // K-major (B^T row-major) or MN-major (row-major K x N), rounded on the way (tf32_b_producer).
 enum class BLoad { Tma, RegsK, RegsMN };
-
-// f(std::integral_constant<int, i>{}) for i = 0 .. N - 1, unrolled: register arrays indexed by i
-// stay in registers.
-template <typename F, int... I>
-__host__ __device__ __forceinline__ void static_for_impl(F& f, std::integer_sequence<int, I...>) {
-  (f(std::integral_constant<int, I>{}), ...);
-}
-template <int N, typename F>
-__host__ __device__ __forceinline__ void static_for(F&& f) {
-  static_for_impl(f, std::make_integer_sequence<int, N>{});
-}
 
 // TMA im2col conventions the documentation leaves open, in one place: the order of the map's
 // pixel-box corners and of a load's offsets, and the upper corner's origin. Confirmed on an H200

@@ -8,7 +8,6 @@
 #include <iterator>
 #include <type_traits>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "autotune.h"
@@ -67,12 +66,6 @@ void launch_cfg(const GemmArgs& a) {
   launch(kernel, MatmulProblem<T>(a.mm), int(a.M), int(a.N), int(a.K), epilogue_of<T>(a));
 }
 
-// f(std::integral_constant<int, i>{}) for config i
-template <size_t... I, typename F>
-void with_config(int i, std::index_sequence<I...>, F&& f) {
-  ((i == int(I) ? f(std::integral_constant<int, int(I)>{}) : void()), ...);
-}
-
 }  // namespace
 
 bool matmul_skinny_tc(const GemmArgs& a) {
@@ -116,8 +109,9 @@ bool matmul_skinny_tc(const GemmArgs& a) {
             auto go = [&](auto mp, auto km) {
               constexpr int MP = decltype(mp)::value;
               constexpr bool KM = decltype(km)::value;
-              with_config(i, std::make_index_sequence<std::size(kSkinnyTcConfigs)>{},
-                          [&](auto c) { launch_cfg<T, MP, KM, decltype(c)::value>(a); });
+              static_for<int(std::size(kSkinnyTcConfigs))>([&](auto c) {
+                if (i == decltype(c)::value) launch_cfg<T, MP, KM, decltype(c)::value>(a);
+              });
             };
             using Yes = std::true_type;
             using No = std::false_type;

@@ -193,64 +193,59 @@ CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const in
 constexpr int64_t kTf32RegsMaxK = 512;
 template <typename T>
 void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rounded) {
+  using sm90::BLoad;
   const Sm90Config cfg = kSm90Configs[i];
+  const bool b_regs = sm90::kTf32<T> && l.b != Major::None;  // TF32's B unrounded, in place
+  if (b_regs && (cfg.persist != Persist::No || cfg.bn == 256 || a.K > kTf32RegsMaxK)) {
+    const TmaLayout copied{l.a, Major::None};
+    const Padded p = pad_operands(a, copied);
+    return launch_sm90_config<T>(p.args, copied, i, a_rounded);
+  }
   const auto& o = a.mm;
   const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
-  if constexpr (sm90::kTf32<T>) {
-    if (l.b != Major::None) {
-      if (cfg.persist != Persist::No || cfg.bn == 256 || a.K > kTf32RegsMaxK) {
-        const TmaLayout copied{l.a, Major::None};
-        const Padded p = pad_operands(a, copied);
-        return launch_sm90_config<T>(p.args, copied, i, a_rounded);
-      }
-      const CUtensorMap ma = operand_map<T>(a, o.a, a.M, o.sa, ba, l.a, sm90::BM), unused{};
-      auto go = [&](auto bl) {
-        constexpr sm90::BLoad BL = decltype(bl)::value;
-        constexpr auto G = sm90::Gather::None;
-        if (cfg.bn == 128) launch_sm90<T, 128, 6, false, G, false, BL>(a, ma, unused, ba, bb, cfg.split);
-        else if (cfg.two_blocks) launch_sm90<T, 64, 4, false, G, false, BL>(a, ma, unused, ba, bb, cfg.split);
-        else launch_sm90<T, 64, 8, false, G, false, BL>(a, ma, unused, ba, bb, cfg.split);
-      };
-      using BLoadK = std::integral_constant<sm90::BLoad, sm90::BLoad::RegsK>;
-      using BLoadMN = std::integral_constant<sm90::BLoad, sm90::BLoad::RegsMN>;
-      if (l.b == Major::MN) go(BLoadMN{});
-      else go(BLoadK{});
-      return;
-    }
-  }
   // B's strides as (batch, row = n, k), the order operand_map reads
   const int64_t sb[3] = {o.sb[0], o.sb[2], o.sb[1]};
   const CUtensorMap ma = operand_map<T>(a, o.a, a.M, o.sa, ba, l.a, sm90::BM);
   // The MN-major A variants come in 128 and 256 wide only (bn64 runs as bn128), which keeps
-  // the number of Hopper kernels this file instantiates down.
-  auto launch_with = [&](auto a_mn, auto b_mn) {
+  // the number of Hopper kernels this file instantiates down. BL != Tma (TF32's B through the
+  // producer's registers) reaches the one-tile kernels up to 128 wide only (above), without a map.
+  auto launch_with = [&](auto a_mn, auto b_mn, auto b_load) {
     constexpr bool AMN = decltype(a_mn)::value, BMN = decltype(b_mn)::value;
+    constexpr BLoad BL = decltype(b_load)::value;
     const int bn = cfg.bn == 64 && AMN ? 128 : cfg.bn;
-    const CUtensorMap mb = operand_map<T>(a, o.b, a.N, sb, bb, l.b, uint32_t(bn / cfg.cluster));
+    const CUtensorMap mb =
+        BL == BLoad::Tma ? operand_map<T>(a, o.b, a.N, sb, bb, l.b, uint32_t(bn / cfg.cluster)) : CUtensorMap{};
     constexpr auto G = sm90::Gather::None;
-    if (cfg.persist != Persist::No) {
-      const char* refusal = persistent_refusal(a, AMN);
-      TORCH_CHECK(refusal == nullptr, refusal);
-      if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb, !a_rounded);
-    } else if (bn == 256) launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
-    else if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
+    if constexpr (BL == BLoad::Tma) {
+      if (cfg.persist != Persist::No) {
+        const char* refusal = persistent_refusal(a, AMN);
+        TORCH_CHECK(refusal == nullptr, refusal);
+        if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb, !a_rounded);
+        return;
+      }
+      if (bn == 256) return launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
+    }
+    if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN, BL>(a, ma, mb, ba, bb, cfg.split);
     else if constexpr (!AMN) {
-      if (cfg.two_blocks) launch_sm90<T, 64, 4, BMN>(a, ma, mb, ba, bb, cfg.split);
-      else launch_sm90<T, 64, 8, BMN>(a, ma, mb, ba, bb, cfg.split);
+      if (cfg.two_blocks) launch_sm90<T, 64, 4, BMN, G, AMN, BL>(a, ma, mb, ba, bb, cfg.split);
+      else launch_sm90<T, 64, 8, BMN, G, AMN, BL>(a, ma, mb, ba, bb, cfg.split);
     }
   };
   using No = std::false_type;
   using Yes = std::true_type;
+  using Tma = std::integral_constant<BLoad, BLoad::Tma>;
   const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
   if constexpr (sm90::kTf32<T>) {
-    TORCH_INTERNAL_ASSERT(!a_mn && !b_mn, "tileops: fp32 (TF32) wgmma needs K-major operands");
-    launch_with(No{}, No{});
+    TORCH_INTERNAL_ASSERT(!a_mn, "tileops: fp32 (TF32) wgmma needs K-major A");
+    if (!b_regs) launch_with(No{}, No{}, Tma{});
+    else if (b_mn) launch_with(No{}, No{}, std::integral_constant<BLoad, BLoad::RegsMN>{});
+    else launch_with(No{}, No{}, std::integral_constant<BLoad, BLoad::RegsK>{});
   } else if (a_mn) {
-    if (b_mn) launch_with(Yes{}, Yes{});
-    else launch_with(Yes{}, No{});
+    if (b_mn) launch_with(Yes{}, Yes{}, Tma{});
+    else launch_with(Yes{}, No{}, Tma{});
   } else {
-    if (b_mn) launch_with(No{}, Yes{});
-    else launch_with(No{}, No{});
+    if (b_mn) launch_with(No{}, Yes{}, Tma{});
+    else launch_with(No{}, No{}, Tma{});
   }
 }
 
