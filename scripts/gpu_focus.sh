@@ -26,6 +26,10 @@
 #     exec         tests/test_execution.py whole (streams, graph capture, allocation growth)
 #     pdl          bench_matmul's small, skinny, odd and batched rows with dependent launches off
 #                  (TILEOPS_PDL=0) and on, one after the other on the same GPU
+#     mm_kernels   scripts/profile_matmul_kernels.py: each kernel of a TF32 and an fp32 matmul, tileops
+#                  and cuBLAS, on the large shapes (where TF32's rounding copy of B goes)
+#     tf32_round   scripts/probe_tf32_rounding.py: whether torch and tileops round or truncate each TF32
+#                  operand, per layout
 #     pdl_conv     bench_conv's ResNet forward+backward rows at batch 1 (fp32, TF32, bf16), the same
 #                  way: whether an early trigger costs the backward its two streams' overlap (NOTES 72)
 # The extension is usually built on the CPU machine and carried (scripts/build_for_device.sh).
@@ -77,6 +81,9 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     wgrad) for b in 32 64; do step wgrad_b$b 120 $PY scripts/time_candidates.py --family conv_wgrad_sm90 \
       --candidates bn64,bn128,bn64-im2col,bn128-im2col --batch $b --out "$OUTDIR/cand_wgrad_b$b.json"; done ;;
     kernels) step kernels 240 $PY scripts/profile_conv_kernels.py --batch 32 --out "$OUTDIR/conv_kernels_b32.json" ;;
+    mm_kernels) for d in tf32 float32; do step mm_kernels_$d 180 $PY scripts/profile_matmul_kernels.py --dtype $d \
+      --out "$OUTDIR/mm_kernels_$d.json"; done ;;
+    tf32_round) step tf32_round 120 $PY scripts/probe_tf32_rounding.py --out "$OUTDIR/tf32_rounding.json" ;;
     bench_tf32) step bench_tf32 240 $PY benchmarks/bench_matmul.py --filter "tf32" --out "$OUTDIR/matmul_tf32.json" ;;
     edges|simt|tf32) step "probe_$s" 240 $PY scripts/probe_edges.py "$OUTDIR/$s.json" --set $s ;;
     skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;

@@ -76,6 +76,12 @@ bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch, int64_t min_
 // 'vectorized' 64 x 64 (4 warps of 32 x 32, 8 x 4 outputs a thread, 4 blocks per SM): 4x the
 // tiles of 128 x 128, for medium problems whose large tiles leave SMs idle.
 using VecF32Small = VecConfig<64, 64, 16, 2, 2, 8, 4, 4>;
+// 64 x 64 warp tiles (16 x 8 outputs a thread): 6 fragment loads for 128 FFMAs a k step, against
+// 128 x 128's 4 for 64. 256 x 128 with 8 warps and one block per SM is the tile of cuBLAS's fp32
+// kernel on Hopper (cutlass_80_simt_sgemm_256x128_8x4, BK 8: the static shared memory's 48 KiB);
+// 128 x 128 with 4 warps runs two blocks per SM, whose barriers do not stall each other.
+using VecF32W256 = VecConfig<256, 128, 8, 4, 2, 16, 8, 1>;
+using VecF32W128 = VecConfig<128, 128, 16, 2, 2, 16, 8, 2>;
 
 // The SIMT configs 'auto' chooses from for an fp32 matmul (TF32 off), as data: the kernel and
 // its block tile, and whether K may be split (simt_splitk, on that tile's count). Autotune
@@ -83,7 +89,7 @@ using VecF32Small = VecConfig<64, 64, 16, 2, 2, 8, 4, 4>;
 // where N <= 64 (launch_vectorized). min_k: the shortest K chunk of a split (splitk_count); the
 // -k32 / -k64 configs cut small problems finer, each block then running fewer k tiles, which bound
 // a block's time where a few dozen blocks share the GPU.
-enum class SimtTile { Vec128, Vec128x64, Vec64, Reg64 };
+enum class SimtTile { Vec128, Vec128x64, Vec64, Reg64, W256, W128 };
 struct SimtChoice {
   const char* name;
   SimtTile tile;
@@ -102,6 +108,8 @@ constexpr SimtChoice kSimtConfigs[] = {
     {"reg64-nosplit", SimtTile::Reg64, Simt::BM, Simt::BN, false},
     {"vec64-k64", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true, 64},
     {"vec64-k32", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true, 32},
+    {"w256", SimtTile::W256, VecF32W256::BM, VecF32W256::BN, true},
+    {"w128", SimtTile::W128, VecF32W128::BM, VecF32W128::BN, true},
 };
 constexpr int kSimtVec128 = 0, kSimtVec128x64 = 1, kSimtVec64 = 2, kSimtVec64K32 = 9;
 static_assert(kSimtConfigs[kSimtVec64K32].tile == SimtTile::Vec64 && kSimtConfigs[kSimtVec64K32].min_k == 32,
@@ -117,6 +125,8 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
       case SimtTile::Vec128: return launch_vectorized<float>(p, g, k_last);
       case SimtTile::Vec128x64: return launch_vectorized<float, VecF32N64>(p, g, k_last);
       case SimtTile::Vec64: return launch_vectorized<float, VecF32Small>(p, g, k_last);
+      case SimtTile::W256: return launch_vectorized<float, VecF32W256>(p, g, k_last);
+      case SimtTile::W128: return launch_vectorized<float, VecF32W128>(p, g, k_last);
       case SimtTile::Reg64: break;
     }
     if (k_last > 0) return false;
