@@ -76,12 +76,19 @@ bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch, int64_t min_
 // 'vectorized' 64 x 64 (4 warps of 32 x 32, 8 x 4 outputs a thread, 4 blocks per SM): 4x the
 // tiles of 128 x 128, for medium problems whose large tiles leave SMs idle.
 using VecF32Small = VecConfig<64, 64, 16, 2, 2, 8, 4, 4>;
-// 64 x 64 warp tiles (16 x 8 outputs a thread): 6 fragment loads for 128 FFMAs a k step, against
-// 128 x 128's 4 for 64. 256 x 128 with 8 warps and one block per SM is the tile of cuBLAS's fp32
-// kernel on Hopper (cutlass_80_simt_sgemm_256x128_8x4, BK 8: the static shared memory's 48 KiB);
-// 128 x 128 with 4 warps runs two blocks per SM, whose barriers do not stall each other.
+// 64 x 64 warp tiles (16 x 8 outputs a thread, 217 registers): 6 fragment loads for 128 FFMAs a k
+// step, against 128 x 128's 4 for 64. 256 x 128, 8 warps, one block per SM: the tile of cuBLAS's
+// fp32 kernel on Hopper (sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3), BK 8 for
+// the static shared memory's 48 KiB. Kernel us on an H200 against vec128 (d160ff6/a1/simt.json):
+// 4096^2 2865 / 2918 (cuBLAS 2676), 2048^2 367 / 379 (347), 4095 x 4097 x 4093 3123 / 3180;
+// slower wherever its blocks are few or short (1024^3 in 8 K chunks of 128: 73.8 / 59.2).
+// w128 (the same warp tile, 4 warps, two blocks per SM) lost everywhere (4096^2 3198): a candidate
+// for autotuning only.
 using VecF32W256 = VecConfig<256, 128, 8, 4, 2, 16, 8, 1>;
 using VecF32W128 = VecConfig<128, 128, 16, 2, 2, 16, 8, 2>;
+// 128 x 64 on 4 warps of 32 x 64 (8 x 8 a thread, up to 4 blocks per SM), as cuBLAS's kernel for
+// 1000^3 and 1024^3 (tilesize128x64x8_stage3_warpsize2x2x1): vec128x64 runs 8 warps of 8 x 4.
+using VecF32X64W4 = VecConfig<128, 64, 16, 4, 1, 8, 8, 4>;
 
 // The SIMT configs 'auto' chooses from for an fp32 matmul (TF32 off), as data: the kernel and
 // its block tile, and whether K may be split (simt_splitk, on that tile's count). Autotune
@@ -89,7 +96,7 @@ using VecF32W128 = VecConfig<128, 128, 16, 2, 2, 16, 8, 2>;
 // where N <= 64 (launch_vectorized). min_k: the shortest K chunk of a split (splitk_count); the
 // -k32 / -k64 configs cut small problems finer, each block then running fewer k tiles, which bound
 // a block's time where a few dozen blocks share the GPU.
-enum class SimtTile { Vec128, Vec128x64, Vec64, Reg64, W256, W128 };
+enum class SimtTile { Vec128, Vec128x64, Vec64, Reg64, W256, W128, X64W4 };
 struct SimtChoice {
   const char* name;
   SimtTile tile;
@@ -110,10 +117,13 @@ constexpr SimtChoice kSimtConfigs[] = {
     {"vec64-k32", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true, 32},
     {"w256", SimtTile::W256, VecF32W256::BM, VecF32W256::BN, true},
     {"w128", SimtTile::W128, VecF32W128::BM, VecF32W128::BN, true},
+    {"vec128x64-w4", SimtTile::X64W4, VecF32X64W4::BM, VecF32X64W4::BN, true},
+    {"vec128x64-w4-nosplit", SimtTile::X64W4, VecF32X64W4::BM, VecF32X64W4::BN, false},
 };
-constexpr int kSimtVec128 = 0, kSimtVec128x64 = 1, kSimtVec64 = 2, kSimtVec64K32 = 9;
+constexpr int kSimtVec128 = 0, kSimtVec128x64 = 1, kSimtVec64 = 2, kSimtVec64K32 = 9, kSimtW256 = 10;
 static_assert(kSimtConfigs[kSimtVec64K32].tile == SimtTile::Vec64 && kSimtConfigs[kSimtVec64K32].min_k == 32,
               "kSimtVec64K32 names vec64-k32");
+static_assert(kSimtConfigs[kSimtW256].tile == SimtTile::W256 && kSimtConfigs[kSimtW256].split, "kSimtW256 names w256");
 const autotune::Family kSimtFamily("matmul_simt", [] { return config_names(kSimtConfigs); });
 
 // One config on problem a (its chunks, where it splits). The vectorized kernel takes a last
@@ -127,6 +137,7 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
       case SimtTile::Vec64: return launch_vectorized<float, VecF32Small>(p, g, k_last);
       case SimtTile::W256: return launch_vectorized<float, VecF32W256>(p, g, k_last);
       case SimtTile::W128: return launch_vectorized<float, VecF32W128>(p, g, k_last);
+      case SimtTile::X64W4: return launch_vectorized<float, VecF32X64W4>(p, g, k_last);
       case SimtTile::Reg64: break;
     }
     if (k_last > 0) return false;
@@ -136,8 +147,21 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
   if (!c.split || !simt_splitk(a, tiles_of(a, c.bm, c.bn), launch, c.min_k)) launch(a, 0);
 }
 
-// The largest 'vectorized' tile whose blocks (tiles x K chunks) number at least 3/4 of the SMs and
-// whose K chunks are all whole (a remainder chunk takes the RAGGED kernel: fp32 1000^3 on 128 x 128
+// w256 where its tiles are nearly full (90% of their outputs inside C), its blocks fill
+// their waves of one block per SM to 3/4 and each runs at least 384 of K (d160ff6/a1/simt.json:
+// it won on 2048^2 and larger, and on 1280 x 1280 x 2048 in 5 chunks of 416 or less, 178 us against
+// vec128's 201; it lost on 1024^3 and 768^3, chunks of 128, and on batched tiles half empty).
+bool w256_fits(const GemmArgs& a, int64_t sms) {
+  const SimtChoice& c = kSimtConfigs[kSimtW256];
+  const int64_t tiles = tiles_of(a, c.bm, c.bn);
+  const SimtChunks ch = simt_chunks(a, tiles);
+  const int64_t blocks = tiles * ch.splits(), waves = (blocks + sms - 1) / sms;
+  const int64_t covered = ((a.M + c.bm - 1) / c.bm * c.bm) * ((a.N + c.bn - 1) / c.bn * c.bn);
+  return 10 * a.M * a.N >= 9 * covered && 4 * blocks >= 3 * waves * sms && (ch.splits() > 1 ? ch.kc : a.K) >= 384;
+}
+
+// w256 where w256_fits, else the largest 'vectorized' tile whose blocks (tiles x K chunks) number
+// at least 3/4 of the SMs and whose K chunks are all whole (a remainder chunk takes the RAGGED kernel: fp32 1000^3 on 128 x 128
 // tiles in chunks of 256, 256, 256 and 232 took 67.2 us against 62.7 unsplit on 128 x 64; 1024^3
 // in 4 chunks of 256 55.8; results/h200/84a64f5/f1/simt.json); else the smallest, whose blocks
 // are the most. Kernel us on an H200 (f6d89d1/a1/simt.json and f1, KxN; the old heuristic's
@@ -153,6 +177,7 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
 // vec128 (128 blocks) 122.6 us, vec128x64 (256) 110.3 (same file; cuBLAS 98.2).
 int simt_heuristic(const GemmArgs& a) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  if (w256_fits(a, sms)) return kSimtW256;
   const int64_t enough = (a.batch > 1 ? 2 : 1) * sms;
   int most = kSimtVec128;
   int64_t most_blocks = 0;
