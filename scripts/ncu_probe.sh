@@ -5,6 +5,7 @@
 # randn, copies, reduces and cuBLAS's kernels included); SOURCE=1 adds, for the first tileops
 # Hopper kernel of each shape, the stall samples per SASS instruction (src_<tag>.csv). The .ncu-rep
 # reports are deleted once printed: each holds the whole module (~120 MB), too big to bring back.
+# KREGEX: which tileops kernel SOURCE profiles (default gemm_sm90; e.g. gemm_vec for fp32).
 # Usage: scripts/ncu_probe.sh OUTDIR "4096 4096 4096 tf32" ["1 4096 4096 bfloat16" ...]
 set -uo pipefail
 OUTDIR=${1:?usage: scripts/ncu_probe.sh OUTDIR "M N K dtype" ...}
@@ -22,7 +23,7 @@ for shape in "$@"; do
   ncu --import "$OUTDIR/ncu_$tag.ncu-rep" > "$OUTDIR/ncu_$tag.txt" 2>&1
   rm -f "$OUTDIR/ncu_$tag.ncu-rep"  # ~120 MB each (the module is kept in it)
   if [ -n "${SOURCE:-}" ]; then  # the first tileops Hopper kernel's stall samples per SASS line
-    timeout 120 ncu --clock-control none -k regex:gemm_sm90 --launch-count 1 --section SourceCounters \
+    timeout 120 ncu --clock-control none -k regex:${KREGEX:-gemm_sm90} --launch-count 1 --section SourceCounters \
       -f -o "$OUTDIR/src_$tag" python3 scripts/profile_sm90.py $shape > /dev/null 2>&1
     ncu --import "$OUTDIR/src_$tag.ncu-rep" --page source --print-source sass --csv > "$OUTDIR/src_$tag.csv" 2>&1 || true
     rm -f "$OUTDIR/src_$tag.ncu-rep"

@@ -124,9 +124,13 @@ namespace {
 // 64x64 tiles through shared memory: reads run along whichever of rows and cols has the unit
 // stride (B's K-major copy is a transpose), writes along cols. The row padding is never written.
 // A thread's 16 loads are all issued before its first store: with 32x32 tiles and 4 loads a
-// thread, 4096^2 took 76 us on an H100, 1.55 TB/s (results/h100/d1eb10b/h100/ncu).
+// thread, 4096^2 took 76 us on an H100, 1.55 TB/s (results/h100/d1eb10b/h100/ncu). Four blocks an
+// SM (64 registers; ptxas took 114 unbounded, two blocks): 4096^2 40.9 -> 33.1 us on an H200, 4.05
+// TB/s, 8192^2 155 -> 127, 4096 x 11008 106 -> 86 (results/h200/5a2431f/c1, c2; three blocks, 78
+// registers, 34.1). A 16-byte form (4 x 4 blocks transposed in registers, no shared memory) was
+// slower: 125 us with 16 lanes down the rows (32-byte store runs), 44.5 with 4 (c1).
 constexpr int kTile = 64, kTileRowsPerPass = 8, kTileRuns = kTile / kTileRowsPerPass;
-__global__ void __launch_bounds__(32 * kTileRowsPerPass)
+__global__ void __launch_bounds__(32 * kTileRowsPerPass, 4)
     copy_round_tf32_kernel(const float* __restrict__ src, int64_t sb, int64_t sr, int64_t sc, float* __restrict__ dst,
                            int64_t rows, int64_t cols, int64_t pitch) {
   griddep_launch_dependents();  // the Hopper GEMM after it (a dependent launch) may set up meanwhile
@@ -169,57 +173,14 @@ __global__ void __launch_bounds__(32 * kTileRowsPerPass)
   }
 }
 
-// The same pass in 16-byte accesses, where the unit stride runs along rows or cols, every 4-element
-// run along it starts 16-byte aligned and rows and cols are multiples of 4: each thread moves a 4 x 4
-// block, four 16-byte loads along the unit stride and four 16-byte stores along the output's rows,
-// transposed in registers where the unit stride runs along rows (no shared memory). Lanes: 16 down
-// the rows, 2 across the cols, so a warp's transposing loads read 256-byte runs and its stores
-// fill whole 32-byte sectors. The scalar kernel issues ~12 instructions an element: 4096^2 (B's
-// K-major copy) took 40.9 us on an H200, 3.3 TB/s (results/h200/d160ff6/a1/mm_kernels_tf32.json).
-constexpr int kVecTile = 64;  // a block's rows and cols: 8 warps of 64 x 8
-__global__ void __launch_bounds__(256)
-    copy_round_tf32_vec_kernel(const float* __restrict__ src, int64_t sb, int64_t sr, int64_t sc,
-                               float* __restrict__ dst, int64_t rows, int64_t cols, int64_t pitch) {
-  griddep_launch_dependents();  // as copy_round_tf32_kernel
-  const bool along_rows = sr == 1 && sc != 1;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t c = int64_t(blockIdx.x) * kVecTile + warp * 8 + (lane / 16) * 4;
-  if (c >= cols) return;
-  const float* s = src + blockIdx.z * sb;
-  float* d = dst + blockIdx.z * rows * pitch;
-  for (int64_t r = int64_t(blockIdx.y) * kVecTile + (lane % 16) * 4; r < rows; r += int64_t(gridDim.y) * kVecTile) {
-    float v[4][4];  // v[j]: along_rows, column c + j at rows r..r+3; else row r + j at cols c..c+3
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float4 t = *reinterpret_cast<const float4*>(s + (along_rows ? r + (c + j) * sc : (r + j) * sr + c));
-      v[j][0] = t.x, v[j][1] = t.y, v[j][2] = t.z, v[j][3] = t.w;
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float o[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) o[j] = __uint_as_float(round_tf32(along_rows ? v[j][i] : v[i][j]));
-      *reinterpret_cast<float4*>(d + (r + i) * pitch + c) = make_float4(o[0], o[1], o[2], o[3]);
-    }
-  }
-}
-
 void copy_round_tf32(const at::Tensor& v, const at::Tensor& out) {  // v: [batch, rows, cols]; out: [batch, rows, pitch]
   const int64_t batch = v.size(0), rows = v.size(1), cols = v.size(2);
   if (batch * rows * cols == 0) return;
-  const int64_t sb = batch == 1 ? 0 : v.stride(0), sr = v.stride(1), sc = v.stride(2), pitch = out.size(2);
-  const bool vec = reinterpret_cast<uintptr_t>(v.const_data_ptr()) % 16 == 0 && rows % 4 == 0 && cols % 4 == 0 &&
-                   sb % 4 == 0 && pitch % 4 == 0 && ((sr == 1 && sc % 4 == 0) || (sc == 1 && sr % 4 == 0));
-  const int tile = vec ? kVecTile : kTile;
-  const dim3 grid(unsigned((cols + tile - 1) / tile), unsigned(std::min<int64_t>((rows + tile - 1) / tile, 65535)),
+  const dim3 grid(unsigned((cols + kTile - 1) / kTile), unsigned(std::min<int64_t>((rows + kTile - 1) / kTile, 65535)),
                   unsigned(batch));
-  auto stream = at::cuda::getCurrentCUDAStream();
-  if (vec)
-    copy_round_tf32_vec_kernel<<<grid, 256, 0, stream>>>(v.const_data_ptr<float>(), sb, sr, sc, out.data_ptr<float>(),
-                                                         rows, cols, pitch);
-  else
-    copy_round_tf32_kernel<<<grid, dim3(32, kTileRowsPerPass), 0, stream>>>(v.const_data_ptr<float>(), sb, sr, sc,
-                                                                             out.data_ptr<float>(), rows, cols, pitch);
+  copy_round_tf32_kernel<<<grid, dim3(32, kTileRowsPerPass), 0, at::cuda::getCurrentCUDAStream()>>>(
+      v.const_data_ptr<float>(), batch == 1 ? 0 : v.stride(0), v.stride(1), v.stride(2), out.data_ptr<float>(), rows,
+      cols, out.size(2));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

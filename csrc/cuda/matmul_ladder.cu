@@ -83,12 +83,11 @@ using VecF32Small = VecConfig<64, 64, 16, 2, 2, 8, 4, 4>;
 // 4096^2 2865 / 2918 (cuBLAS 2676), 2048^2 367 / 379 (347), 4095 x 4097 x 4093 3123 / 3180;
 // slower wherever its blocks are few or short (1024^3 in 8 K chunks of 128: 73.8 / 59.2).
 // w128 (the same warp tile, 4 warps, two blocks per SM) lost everywhere (4096^2 3198): a candidate
-// for autotuning only.
+// for autotuning only. So did 128 x 64 on 4 warps of 8 x 8 a thread, cuBLAS's tile for 1000^3
+// (1000^3 107 us against vec128x64's 67, 5a2431f/b1/simt.json): with one warp per
+// scheduler the register-staged loads stall it; cuBLAS's cp.async stages do not.
 using VecF32W256 = VecConfig<256, 128, 8, 4, 2, 16, 8, 1>;
 using VecF32W128 = VecConfig<128, 128, 16, 2, 2, 16, 8, 2>;
-// 128 x 64 on 4 warps of 32 x 64 (8 x 8 a thread, up to 4 blocks per SM), as cuBLAS's kernel for
-// 1000^3 and 1024^3 (tilesize128x64x8_stage3_warpsize2x2x1): vec128x64 runs 8 warps of 8 x 4.
-using VecF32X64W4 = VecConfig<128, 64, 16, 4, 1, 8, 8, 4>;
 
 // The SIMT configs 'auto' chooses from for an fp32 matmul (TF32 off), as data: the kernel and
 // its block tile, and whether K may be split (simt_splitk, on that tile's count). Autotune
@@ -96,7 +95,7 @@ using VecF32X64W4 = VecConfig<128, 64, 16, 4, 1, 8, 8, 4>;
 // where N <= 64 (launch_vectorized). min_k: the shortest K chunk of a split (splitk_count); the
 // -k32 / -k64 configs cut small problems finer, each block then running fewer k tiles, which bound
 // a block's time where a few dozen blocks share the GPU.
-enum class SimtTile { Vec128, Vec128x64, Vec64, Reg64, W256, W128, X64W4 };
+enum class SimtTile { Vec128, Vec128x64, Vec64, Reg64, W256, W128 };
 struct SimtChoice {
   const char* name;
   SimtTile tile;
@@ -117,8 +116,6 @@ constexpr SimtChoice kSimtConfigs[] = {
     {"vec64-k32", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true, 32},
     {"w256", SimtTile::W256, VecF32W256::BM, VecF32W256::BN, true},
     {"w128", SimtTile::W128, VecF32W128::BM, VecF32W128::BN, true},
-    {"vec128x64-w4", SimtTile::X64W4, VecF32X64W4::BM, VecF32X64W4::BN, true},
-    {"vec128x64-w4-nosplit", SimtTile::X64W4, VecF32X64W4::BM, VecF32X64W4::BN, false},
 };
 constexpr int kSimtVec128 = 0, kSimtVec128x64 = 1, kSimtVec64 = 2, kSimtVec64K32 = 9, kSimtW256 = 10;
 static_assert(kSimtConfigs[kSimtVec64K32].tile == SimtTile::Vec64 && kSimtConfigs[kSimtVec64K32].min_k == 32,
@@ -137,7 +134,6 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
       case SimtTile::Vec64: return launch_vectorized<float, VecF32Small>(p, g, k_last);
       case SimtTile::W256: return launch_vectorized<float, VecF32W256>(p, g, k_last);
       case SimtTile::W128: return launch_vectorized<float, VecF32W128>(p, g, k_last);
-      case SimtTile::X64W4: return launch_vectorized<float, VecF32X64W4>(p, g, k_last);
       case SimtTile::Reg64: break;
     }
     if (k_last > 0) return false;
