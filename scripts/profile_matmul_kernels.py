@@ -5,6 +5,7 @@ goes (TF32's rounding copy of B against its GEMM, a split-K reduce), with the by
     python scripts/profile_matmul_kernels.py [--dtype tf32] [--shapes 4096x4096x4096,...] [--out k.json]
 """
 import argparse
+import functools
 import os
 import sys
 
@@ -34,7 +35,7 @@ def main():
         M, N, K = (int(v) for v in shape.split("x"))
         x, w = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
         for side, fn in (("tileops", tileops.matmul), ("torch", torch.matmul)):
-            for name, per_call, us in kernel_table(lambda: fn(x, w), a.calls):
+            for name, per_call, us in kernel_table(functools.partial(fn, x, w), a.calls):
                 records.append({"shape": shape, "dtype": a.dtype, "side": side, "kernel": name[:160],
                                 "per_call": per_call, "us": round(us, 2)})
                 print("%-22s %-7s %5.2f x %9.2f us  %s" % (shape, side, per_call, us, name[:100]))
