@@ -1,7 +1,8 @@
 """Kernel time of each autotune candidate of a family, pinned, beside torch: a conv family on the
 ResNet layers of bench_conv.py (conv_depthwise: its depthwise layers; the conv_dgrad families
 time the data gradient alone; bf16 channels_last, against cuDNN), or matmul_sm90 on
-bench_matmul.py's shapes and its linear+GELU rows (bf16 or --dtype, against cuBLAS). Guides the
+bench_matmul.py's shapes and its linear+GELU rows (bf16 or --dtype, against cuBLAS), or matmul_simt
+there (--dtype float32). Guides the
 choice of heuristics and defaults; the ratios users see come from the benchmarks.
 
     python scripts/time_candidates.py [--family conv_fwd_sm90] [--candidates bn64,bn128,...]
@@ -25,7 +26,7 @@ from common import set_precision, time_ms  # noqa: E402
 from tileops import autotune  # noqa: E402
 
 PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "conv_dgrad": "dgrad", "conv_dgrad_sm90": "dgrad",
-           "conv_depthwise": "fwd", "matmul_sm90": "matmul"}
+           "conv_depthwise": "fwd", "matmul_sm90": "matmul", "matmul_simt": "matmul"}
 
 
 def time_us(fn, calls=20, reps=15):
@@ -86,7 +87,8 @@ def main():
     ap.add_argument("--family", default="conv_fwd_sm90", choices=sorted(PASS_OF))
     ap.add_argument("--candidates", default=None, help="default: every candidate of the family")
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "tf32"], help="matmul_sm90 only")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "tf32", "float32"],
+                    help="the matmul families only (matmul_simt: float32)")
     ap.add_argument("--filter", default=None, help="regex on the row label")
     ap.add_argument("--small", action="store_true", help="matmul_sm90: the rows with M < 128 too (skinny, odd)")
     ap.add_argument("--conv", action="store_true",

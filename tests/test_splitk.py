@@ -3,6 +3,8 @@ fp64; M > 16), the skinny kernel (fp32 and fp64, M <= 16, K chunks summed the sa
 skinny tensor-core kernel (fp16/bf16 and TF32, M <= 16, Hopper: K split over a cluster): the partial tiles
 and their fixed-order reduction, with bias, activations, residuals, odd N and K, strided operands,
 batches and run-to-run bitwise determinism."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -94,9 +96,10 @@ def test_splitk_simt_matmul_strided(kind, view):
 
 
 # The fp32 SIMT configs (autotune family "matmul_simt", matmul_ladder.cu's kSimtConfigs, in its
-# order), each pinned: 'vectorized' 128 x 128, 128 x 64 and 64 x 64 and 'register' 64 x 64, each split where
-# its tiles leave SMs idle or never; on tails, odd K (element loads), a batch, strided operands and
-# a linear with bias, activation and residual.
+# order), each pinned: 'vectorized' 128 x 128, 128 x 64 and 64 x 64, 256 x 128 and 128 x 128 with 16 x 8
+# a thread (w256, w128) and 'register' 64 x 64, each split where its tiles leave SMs idle or never;
+# on tails, odd K (element loads), a batch, strided operands and a linear with bias, activation and
+# residual.
 SIMT_CONFIGS = family("matmul_simt")
 SIMT_CONFIG_CASES = [(1, 127, 255, 511), (1, 1000, 1000, 1000), (1, 130, 300, 777), (3, 70, 130, 200),
                      (1, 33, 64, 4100)]
@@ -147,6 +150,28 @@ def test_linear_simt_configs_cuda(config):
     x64, w64, b64, r64 = x.double().cpu(), w.double().cpu(), bias.double().cpu(), res.double().cpu()
     mag = x64.abs() @ w64.abs().t() + b64.abs() + r64.abs()
     check(out, F.gelu(x64 @ w64.t() + b64 + r64), mag, "float32", "SIMT linear %s seed=%d" % (config, seed))
+
+
+# The SIMT heuristic (autotuning off) takes w256 where its tiles are nearly full, fill their waves
+# of one block per SM and each runs at least 384 of K (4096 x 4096 x 512: 512 tiles, at least 3/4 of
+# their waves on any GPU of up to 144 SMs), and a 128-wide tile elsewhere (1024^3: K chunks shorter
+# than 384 wherever its 32 tiles are split; a batch of 64-column outputs, half of w256's tile empty).
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", [(1, 4096, 4096, 512, True), (1, 1024, 1024, 1024, False), (4, 512, 64, 512, False)],
+                         ids=lambda c: "x".join(map(str, c[:4])))
+def test_simt_heuristic_w256_cuda(case):
+    from tileops import autotune
+
+    B, M, N, K, want = case
+    gen, seed = fresh_generator()
+    lead = (B,) if B > 1 else ()
+    a, b = randn(lead + (M, K), torch.float32, "cuda", gen), randn(lead + (K, N), torch.float32, "cuda", gen)
+    with autotune.enabled(False), tf32(False):
+        out, names = cuda_kernels(lambda: run_poisoned(lambda: tileops.matmul(a, b), B * M * N, torch.float32, "cuda"))
+    took = any(re.search(r"VecConfig<(\(int\))?256, (\(int\))?128,", n) for n in names)
+    assert took == want, "%s: w256 %s expected, kernels %s" % (case, "" if want else "not", names)
+    a64, b64 = a.double().cpu(), b.double().cpu()
+    check(out, a64 @ b64, a64.abs() @ b64.abs(), "float32", "SIMT heuristic %s seed=%d" % (case, seed))
 
 
 # The skinny kernel (M <= 16): every row count it rounds up to (1, 2, 4, 8, 16) and the rows

@@ -123,11 +123,6 @@ struct VecConfig {
   static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   static constexpr int LY = 4, LX = 8;  // a warp's lanes: LY x LX sub-block positions
   static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
-  // one block per SM leaves registers for a second set of fragments: the next k step's shared
-  // loads then fly during this one's FFMAs (256 x 128 on 2 warps a scheduler waited on them: ncu,
-  // results/h200/5a2431f/c2, 2048^3: short_sb and dispatch stalls with no other warp eligible 21% of
-  // cycles against cuBLAS's 12%)
-  static constexpr bool PREFETCH = MIN_BLOCKS == 1;
   static_assert(WM * WARPS_M == BM && WN * WARPS_N == BN, "warps must tile the block");
   static_assert(WM == LY * TM && WN == LX * TN && TM % 4 == 0 && TN % 4 == 0, "warp tile is (4 TM) x (8 TN)");
 };
@@ -345,25 +340,17 @@ __device__ __forceinline__ void vec_mainloop(const VecSmem<Cfg, Acc>& sm, const 
     if (more) fetch(kt + 1);  // the next tile's global loads fly during this tile's math
     const Acc* as = sm.As[cur] + at.a_off;
     const Acc* bs = sm.Bs[cur] + at.b_off;
-    // fragments of k step kk into set f; PREFETCH: step kk + 1's loaded before step kk's FFMAs
-    constexpr int SETS = Cfg::PREFETCH ? 2 : 1;
-    Acc af[SETS][TM], bf[SETS][TN];
-    auto load = [&](int kk, int f) {
-#pragma unroll
-      for (int i = 0; i < TM / 4; ++i) lds4(as + kk * LDA + i * (LY * 4), af[f] + 4 * i);
-#pragma unroll
-      for (int j = 0; j < TN / 4; ++j) lds4(bs + kk * LDB + j * (LX * 4), bf[f] + 4 * j);
-    };
-    if (Cfg::PREFETCH) load(0, 0);
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
-      const int f = kk % SETS;
-      if (!Cfg::PREFETCH) load(kk, 0);
-      else if (kk + 1 < BK) load(kk + 1, (kk + 1) % SETS);
+      Acc af[TM], bf[TN];
+#pragma unroll
+      for (int i = 0; i < TM / 4; ++i) lds4(as + kk * LDA + i * (LY * 4), af + 4 * i);
+#pragma unroll
+      for (int j = 0; j < TN / 4; ++j) lds4(bs + kk * LDB + j * (LX * 4), bf + 4 * j);
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] += af[f][i] * bf[f][j];
+        for (int j = 0; j < TN; ++j) acc[i][j] += af[i] * bf[j];
     }
     if (more) store(cur ^ 1);  // the other buffer was last read before the previous barrier
     __syncthreads();           // this tile's reads and the next tile's stores are done
