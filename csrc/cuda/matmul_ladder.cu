@@ -148,8 +148,14 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
 // w256 where its tiles are nearly full (90% of their outputs inside C), its blocks fill
 // their waves of one block per SM to 3/4 and each runs at least 384 of K (d160ff6/a1/simt.json:
 // it won on 2048^2 and larger, and on 1280 x 1280 x 2048 in 5 chunks of 416 or less, 178 us against
-// vec128's 201; it lost on 1024^3 and 768^3, chunks of 128, and on batched tiles half empty).
+// vec128's 201; it lost on 1024^3 and 768^3, chunks of 128, and on batched tiles half empty). Not
+// with GELU or SiLU (erff / expf on 128 outputs a thread): ViT-B linear + bias + GELU fc1 3927 us
+// against vec128's 2708 (cab277f/e1/cand_simt.json). Pinned on bench_matmul's large rows (same
+// file, us, vec128 / w256): 4096^2 2920 / 2842, ViT-B fc1 2532 / 2487, LLM down 7813 / 7586,
+// 4095 x 4097 x 4093 3176 / 3091, but ViT-B fc2 2510 / 2662, LLM up 7581 / 7817, QKV 1907 / 1922:
+// no rule of M, N and K told these apart.
 bool w256_fits(const GemmArgs& a, int64_t sms) {
+  if (a.act == Act::Gelu || a.act == Act::Silu) return false;
   const SimtChoice& c = kSimtConfigs[kSimtW256];
   const int64_t tiles = tiles_of(a, c.bm, c.bn);
   const SimtChunks ch = simt_chunks(a, tiles);
