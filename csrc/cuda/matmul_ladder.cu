@@ -145,23 +145,25 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
   if (!c.split || !simt_splitk(a, tiles_of(a, c.bm, c.bn), launch, c.min_k)) launch(a, 0);
 }
 
-// w256 where its tiles are nearly full (90% of their outputs inside C), its blocks fill
-// their waves of one block per SM to 3/4 and each runs at least 384 of K (d160ff6/a1/simt.json:
-// it won on 2048^2 and larger, and on 1280 x 1280 x 2048 in 5 chunks of 416 or less, 178 us against
-// vec128's 201; it lost on 1024^3 and 768^3, chunks of 128, and on batched tiles half empty). Not
-// with GELU or SiLU (erff / expf on 128 outputs a thread): ViT-B linear + bias + GELU fc1 3927 us
-// against vec128's 2708 (cab277f/e1/cand_simt.json). Pinned on bench_matmul's large rows (same
-// file, us, vec128 / w256): 4096^2 2920 / 2842, ViT-B fc1 2532 / 2487, LLM down 7813 / 7586,
-// 4095 x 4097 x 4093 3176 / 3091, but ViT-B fc2 2510 / 2662, LLM up 7581 / 7817, QKV 1907 / 1922:
-// no rule of M, N and K told these apart.
+// w256 where its tiles are nearly full (90% of their outputs inside C), each of its blocks runs at
+// least 384 of K and they fill their waves of one block per SM to 96% (d160ff6/a1/simt.json: it won on
+// 2048^2 and larger; it lost on 1024^3 and 768^3, chunks of 128, and on batched tiles half empty). A
+// last wave part empty leaves SMs idle for a whole w256 block, where vec128's lone last blocks run
+// faster on theirs: ViT-B fc2 (4.5 waves) 2662 us against vec128's 2510, SMs busy 74% against 80%,
+// LLM up (10.4 waves) 7817 / 7581 (cab277f/e1/cand_simt.json, 6d707b3/g1 ncu). Fill aside where
+// vec128's own blocks fill under 3/4 of their slots: 1280 x 1280 x 2048, 100 blocks of vec128, 178
+// us on w256 (1.9 waves of 5 K chunks) against 201. Not with GELU or SiLU (erff / expf on 128
+// outputs a thread): ViT-B linear + bias + GELU fc1 3927 us against vec128's 2708 (cab277f/e1).
 bool w256_fits(const GemmArgs& a, int64_t sms) {
   if (a.act == Act::Gelu || a.act == Act::Silu) return false;
-  const SimtChoice& c = kSimtConfigs[kSimtW256];
-  const int64_t tiles = tiles_of(a, c.bm, c.bn);
+  const SimtChoice &w = kSimtConfigs[kSimtW256], &v = kSimtConfigs[kSimtVec128];
+  const int64_t tiles = tiles_of(a, w.bm, w.bn), v_tiles = tiles_of(a, v.bm, v.bn);
   const SimtChunks ch = simt_chunks(a, tiles);
   const int64_t blocks = tiles * ch.splits(), waves = (blocks + sms - 1) / sms;
-  const int64_t covered = ((a.M + c.bm - 1) / c.bm * c.bm) * ((a.N + c.bn - 1) / c.bn * c.bn);
-  return 10 * a.M * a.N >= 9 * covered && 4 * blocks >= 3 * waves * sms && (ch.splits() > 1 ? ch.kc : a.K) >= 384;
+  const int64_t v_blocks = v_tiles * simt_chunks(a, v_tiles).splits();  // two per SM
+  const int64_t covered = ((a.M + w.bm - 1) / w.bm * w.bm) * ((a.N + w.bn - 1) / w.bn * w.bn);
+  if (10 * a.M * a.N < 9 * covered || (ch.splits() > 1 ? ch.kc : a.K) < 384) return false;
+  return 25 * blocks >= 24 * waves * sms || 4 * v_blocks < 3 * 2 * sms;
 }
 
 // w256 where w256_fits, else the largest 'vectorized' tile whose blocks (tiles x K chunks) number
