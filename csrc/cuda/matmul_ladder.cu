@@ -167,8 +167,9 @@ bool w256_fits(const GemmArgs& a, int64_t sms) {
 }
 
 // w256 where w256_fits, else the largest 'vectorized' tile whose blocks (tiles x K chunks) number
-// at least 3/4 of the SMs and whose K chunks are all whole (a remainder chunk takes the RAGGED kernel: fp32 1000^3 on 128 x 128
-// tiles in chunks of 256, 256, 256 and 232 took 67.2 us against 62.7 unsplit on 128 x 64; 1024^3
+// at least 3/4 of the SMs and whose K chunks are all whole (a remainder chunk takes the RAGGED
+// kernel: fp32 1000^3 on 128 x 128 tiles in chunks of 256, 256, 256 and 232 took 67.2 us against
+// 62.7 unsplit on 128 x 64; 1024^3
 // in 4 chunks of 256 55.8; results/h200/84a64f5/f1/simt.json); else the smallest, whose blocks
 // are the most. Kernel us on an H200 (f6d89d1/a1/simt.json and f1, KxN; the old heuristic's
 // choice -> this one's): 127 x 255 x 511 16.1 -> 11.7 (vec64, with its remainder chunk joined),
