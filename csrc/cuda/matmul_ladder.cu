@@ -145,6 +145,18 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
   if (!c.split || !simt_splitk(a, tiles_of(a, c.bm, c.bn), launch, c.min_k)) launch(a, 0);
 }
 
+// A config's output tiles on problem a, its K chunks there (simt_splitk's) and the blocks they make.
+struct SimtGrid {
+  int64_t tiles;
+  SimtChunks ch;
+  int64_t blocks;
+};
+SimtGrid simt_grid(const GemmArgs& a, const SimtChoice& c) {
+  const int64_t tiles = tiles_of(a, c.bm, c.bn);
+  const SimtChunks ch = simt_chunks(a, tiles, c.min_k);
+  return {tiles, ch, tiles * ch.splits()};
+}
+
 // w256 where its tiles are nearly full (90% of their outputs inside C), each of its blocks runs at
 // least 384 of K and they fill their waves of one block per SM to 96% (d160ff6/a1/simt.json: it won on
 // 2048^2 and larger; it lost on 1024^3 and 768^3, chunks of 128, and on batched tiles half empty). A
@@ -156,22 +168,19 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
 // outputs a thread): ViT-B linear + bias + GELU fc1 3927 us against vec128's 2708 (cab277f/e1).
 bool w256_fits(const GemmArgs& a, int64_t sms) {
   if (a.act == Act::Gelu || a.act == Act::Silu) return false;
-  const SimtChoice &w = kSimtConfigs[kSimtW256], &v = kSimtConfigs[kSimtVec128];
-  const int64_t tiles = tiles_of(a, w.bm, w.bn), v_tiles = tiles_of(a, v.bm, v.bn);
-  const SimtChunks ch = simt_chunks(a, tiles);
-  const int64_t blocks = tiles * ch.splits(), waves = (blocks + sms - 1) / sms;
-  const int64_t v_blocks = v_tiles * simt_chunks(a, v_tiles).splits();  // two per SM
-  const int64_t covered = ((a.M + w.bm - 1) / w.bm * w.bm) * ((a.N + w.bn - 1) / w.bn * w.bn);
-  if (10 * a.M * a.N < 9 * covered || (ch.splits() > 1 ? ch.kc : a.K) < 384) return false;
-  return 25 * blocks >= 24 * waves * sms || 4 * v_blocks < 3 * 2 * sms;
+  const SimtChoice& w = kSimtConfigs[kSimtW256];
+  const SimtGrid g = simt_grid(a, w), v = simt_grid(a, kSimtConfigs[kSimtVec128]);  // v: two blocks per SM
+  const int64_t waves = (g.blocks + sms - 1) / sms;
+  const bool full = 10 * a.batch * a.M * a.N >= 9 * g.tiles * w.bm * w.bn;  // outputs inside C
+  if (!full || (g.ch.splits() > 1 ? g.ch.kc : a.K) < 384) return false;
+  return 25 * g.blocks >= 24 * waves * sms || 4 * v.blocks < 3 * 2 * sms;
 }
 
 // w256 where w256_fits, else the largest 'vectorized' tile whose blocks (tiles x K chunks) number
 // at least 3/4 of the SMs and whose K chunks are all whole (a remainder chunk takes the RAGGED
 // kernel: fp32 1000^3 on 128 x 128 tiles in chunks of 256, 256, 256 and 232 took 67.2 us against
-// 62.7 unsplit on 128 x 64; 1024^3
-// in 4 chunks of 256 55.8; results/h200/84a64f5/f1/simt.json); else the smallest, whose blocks
-// are the most. Kernel us on an H200 (f6d89d1/a1/simt.json and f1, KxN; the old heuristic's
+// 62.7 unsplit on 128 x 64; 1024^3 in 4 chunks of 256 55.8; results/h200/84a64f5/f1/simt.json);
+// else the smallest, whose blocks are the most. Kernel us on an H200 (f6d89d1/a1/simt.json and f1, KxN; the old heuristic's
 // choice -> this one's): 127 x 255 x 511 16.1 -> 11.7 (vec64, with its remainder chunk joined),
 // 512^3 18.6 -> 12.6 (vec128x64), 1000^3 74.8 -> 62.7 (vec128x64), 1000 x 64 x 1000 22.4 -> 9.7
 // (vec64; cuBLAS 9.8); 768^3, 1024^3, 1280 x 1280 x 2048 and up unchanged (vec128). The 16-byte
@@ -189,12 +198,9 @@ int simt_heuristic(const GemmArgs& a) {
   int most = kSimtVec128;
   int64_t most_blocks = 0;
   for (int i : {kSimtVec128, kSimtVec128x64, kSimtVec64}) {
-    const SimtChoice& c = kSimtConfigs[i];
-    const int64_t tiles = tiles_of(a, c.bm, c.bn);
-    const SimtChunks ch = simt_chunks(a, tiles);
-    const int64_t blocks = tiles * ch.splits();
-    if (4 * blocks >= 3 * enough && ch.rem == 0) return i;
-    if (blocks > most_blocks) most = i, most_blocks = blocks;
+    const SimtGrid g = simt_grid(a, kSimtConfigs[i]);
+    if (4 * g.blocks >= 3 * enough && g.ch.rem == 0) return i;
+    if (g.blocks > most_blocks) most = i, most_blocks = g.blocks;
   }
   return most == kSimtVec64 && 2 * most_blocks <= sms ? kSimtVec64K32 : most;
 }
