@@ -1,4 +1,6 @@
 """matmul and linear against float64 references: dtypes x odd sizes x layouts x activations."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -465,6 +467,32 @@ def test_linear_persistent_cuda(config, kind, activation, with_bias, out_feature
                 tileops.matmul(randn((520, 3008), dt, "cuda", gen).t(), w.t(), algo="wgmma")  # column-major A
     ref, mag = ref_linear(x, w, bias, activation)
     check(out, ref, mag, kind, "%s linear %s seed=%d" % (config, activation, seed))
+
+
+# The persistent pick (autotuning off) for a GELU epilogue: ping-pong up to K = 1024, where the
+# activation is a large part of a tile's time and ping-pong runs it beside the other warpgroup's
+# main loop; past that, and without an activation, the pick ignores the epilogue.
+@pytest.mark.cuda
+@pytest.mark.parametrize("activation,K,want", [("gelu", 768, True), ("gelu", 1024, True), ("none", 768, None),
+                                               ("gelu", 2048, None)])
+def test_persistent_pick_gelu_cuda(activation, K, want):
+    from tileops import autotune
+
+    gen, seed = fresh_generator()
+    M, N, dt = 4096, 3072, torch.bfloat16
+    x, w, bias = randn((M, K), dt, "cuda", gen), randn((N, K), dt, "cuda", gen), randn((N,), dt, "cuda", gen)
+    ping_pong = re.compile(r"persistent_kernel<[^,]+, (false|true), 128, 128, false,")
+    with autotune.enabled(False):
+        out, names = cuda_kernels(lambda: run_poisoned(lambda: tileops.linear(x, w, bias, activation), M * N, dt, "cuda"))
+        plain = cuda_kernels(lambda: tileops.linear(x, w, bias))[1]  # the pick without an activation
+    assert any("persistent_kernel" in n for n in names), "%s K=%d: not persistent: %s" % (activation, K, names)
+    took = any(ping_pong.search(n) for n in names)
+    if want is None:  # the same kernel as without the activation
+        assert took == any(ping_pong.search(n) for n in plain), "%s K=%d: %s against %s" % (activation, K, names, plain)
+    else:
+        assert took == want, "%s K=%d: ping-pong %sexpected, kernels %s" % (activation, K, "" if want else "not ", names)
+    ref, mag = ref_linear(x, w, bias, activation)
+    check(out, ref, mag, "bfloat16", "persistent pick %s K=%d seed=%d" % (activation, K, seed))
 
 
 # TF32's B read in place by the one-tile kernels' producer threads where K <= 512, rounded on the

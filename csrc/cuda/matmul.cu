@@ -271,11 +271,15 @@ const std::array<PersistentChoice, 3>& persistent_choices() {
 // results/h200/iterations-c2/cand_3fdd839.json this picks the fastest of the three on every row where they run by default, where 128 x 256 alone
 // did not: ViT-B fc2 214 -> 192 us (192 wide: 6 full waves, 256 wide: 4.5), QKV 167 -> 163,
 // 4095 x 4097 x 4093 355 -> 329 (ping-pong: 8 full waves), linear+GELU fc2 249 -> 205. Short K
-// (<= 256: 1x1 convs) takes ping-pong, whose epilogue overlaps the other warpgroup's main loop.
+// (<= 256: 1x1 convs) takes ping-pong, whose epilogue overlaps the other warpgroup's main loop; so
+// does a GELU epilogue up to K = 1024, where the activation is a large part of a tile's time (its
+// cost is largely instruction fetch, NOTES 75). bf16 ViT-B linear + bias + GELU, us, the cooperative
+// pick / pp128-c2 (results/h200/2cf7de3/v1/cand_bf16_v0.json): fc1 (K 768) 226.7 / 221.4, QKV (K 768)
+// 178.4 / 168.7, but fc2 (K 3072) 171.6 / 189.6.
 int persistent_pick(const GemmArgs& a, int64_t sms) {
   const auto& choices = persistent_choices();
   constexpr int kPingPong = 2;
-  if (a.K <= 256) return kPingPong;
+  if (a.K <= 256 || (a.act == Act::Gelu && a.K <= 1024)) return kPingPong;
   const int64_t clusters = resident_clusters(sms);
   int best = 0;
   double best_score = 0.0;
