@@ -279,7 +279,8 @@ const std::array<PersistentChoice, 3>& persistent_choices() {
 int persistent_pick(const GemmArgs& a, int64_t sms) {
   const auto& choices = persistent_choices();
   constexpr int kPingPong = 2;
-  if (a.K <= 256 || (a.act == Act::Gelu && a.K <= 1024)) return kPingPong;
+  const int64_t ping_pong_max_k = a.act == Act::Gelu ? 1024 : 256;  // the two short-K cases above, one limit
+  if (a.K <= ping_pong_max_k) return kPingPong;
   const int64_t clusters = resident_clusters(sms);
   int best = 0;
   double best_score = 0.0;
