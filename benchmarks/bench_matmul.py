@@ -77,12 +77,13 @@ def record(op, label, kind, batch, M, N, K, mine, theirs, reps, **extra):
 
 def build(op, shape, kind, algo="auto"):
     """(tileops fn, torch fn) of a row on fresh inputs: matmul (a @ b, b row-major K x N), or
-    linear+gelu (x @ w^T + b, then GELU; the torch side two kernels)."""
+    linear+<act> (x @ w^T + b, then act in gelu / silu / relu; the torch side two kernels)."""
     _, batch, M, N, K = shape
-    if op == "linear+gelu":
+    if op.startswith("linear+"):
+        act = op.split("+", 1)[1]
         x = torch.randn(M, K, device="cuda", dtype=dtype_of(kind))
         w, b = torch.randn(N, K, device="cuda", dtype=x.dtype), torch.randn(N, device="cuda", dtype=x.dtype)
-        return (lambda: tileops.linear(x, w, b, "gelu")), (lambda: F.gelu(F.linear(x, w, b)))
+        return (lambda: tileops.linear(x, w, b, act)), (lambda: getattr(F, act)(F.linear(x, w, b)))
     a, b = operands(kind, batch, M, N, K)
     return (lambda: tileops.matmul(a, b, algo=algo)), (lambda: torch.matmul(a, b))
 

@@ -7,7 +7,10 @@
 #                  test_residual that KEYS selects (keys: only those)
 #     linear       bench_matmul's ViT-B rows (matmul and linear + bias + GELU, every dtype)
 #     depthwise    bench_conv's depthwise rows
-#     cand_linear  time_candidates: the persistent configs on the linear + GELU rows
+#     cand_linear  time_candidates: the persistent configs on the linear + ACT rows (ACT: gelu, or
+#                  silu, relu, none), and on the plain matmul rows of ViT-B
+#     cand_conv_act  time_candidates: the conv forward's persistent candidates at batch 32 with the
+#                  ACT epilogue (default gelu) on both sides
 #     cand_dw      time_candidates: the depthwise forward's candidates (all) at batch 32 and 64
 #     skinny       scripts/probe_small_matmul.py --set skinny
 #     bench_tf32   bench_matmul's TF32 rows
@@ -60,8 +63,12 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
         tests/test_conv2d.py tests/test_autotune.py tests/test_residual.py -k "$KEYS" ;;
     linear) step linear 240 $PY benchmarks/bench_matmul.py --filter "ViT-B" --out "$OUTDIR/matmul_vit.json" ;;
     depthwise) step depthwise 240 $PY benchmarks/bench_conv.py --filter depthwise --out "$OUTDIR/conv_dw.json" ;;
-    cand_linear) step cand_linear 240 $PY scripts/time_candidates.py --family matmul_sm90 --filter "linear|ViT" \
-      --candidates pp128-c2,coop128x256-c2,coop128x192-c2 --out "$OUTDIR/cand_linear.json" ;;
+    cand_linear) step cand_linear_${ACT:-gelu} 240 $PY scripts/time_candidates.py --family matmul_sm90 \
+      --filter "linear|ViT" --act "${ACT:-gelu}" --candidates pp128-c2,coop128x256-c2,coop128x192-c2 \
+      --out "$OUTDIR/cand_linear_${ACT:-gelu}.json" ;;
+    cand_conv_act) step cand_conv_${ACT:-gelu} 300 $PY scripts/time_candidates.py --family conv_fwd_sm90 \
+      --act "${ACT:-gelu}" --batch 32 --candidates pp128-c2-im2col,coop128x256-c2-im2col,coop128x192-c2-im2col \
+      --out "$OUTDIR/cand_conv_${ACT:-gelu}.json" ;;
     cand_dw) for b in 32 64; do step cand_dw_b$b 120 $PY scripts/time_candidates.py --family conv_depthwise \
       --batch $b --out "$OUTDIR/cand_dw_b$b.json"; done ;;
     host) step host_streams1 120 $PY scripts/profile_host.py --parts --out "$OUTDIR"

@@ -47,10 +47,10 @@ def time_us(fn, calls=20, reps=15):
     return time_ms(batch, warmup=0, reps=reps, lead_us=lead_us) * 1000.0 / calls
 
 
-def problem(layer, n, pss, dtype=torch.bfloat16):
+def problem(layer, n, pss, dtype=torch.bfloat16, act="none"):
     """conv -> fn: pass `pss` of a bench_conv layer at batch n, bf16 / fp16 channels_last or fp32
-    NCHW as bench_conv runs them (fwd: through `conv`, tileops.conv2d or F.conv2d; dgrad / wgrad /
-    both: the backward op with that mask)."""
+    NCHW as bench_conv runs them (fwd: through `conv`, tileops.conv2d or F.conv2d, then act on
+    torch's side, fused into tileops'; dgrad / wgrad / both: the backward op with that mask)."""
     _, _, C, H, K, R, st, pd, g = layer
     fmt = torch.contiguous_format if dtype == torch.float32 else torch.channels_last
     x = torch.randn(n, C, H, H, device="cuda", dtype=dtype).to(memory_format=fmt)
@@ -58,7 +58,10 @@ def problem(layer, n, pss, dtype=torch.bfloat16):
     args = (st, pd, 1, g)
     gy = torch.randn_like(F.conv2d(x, w, None, *args)).contiguous(memory_format=fmt)
     if pss == "fwd":
-        return lambda conv: (lambda: conv(x, w, None, *args))
+        if act == "none":
+            return lambda conv: (lambda: conv(x, w, None, *args))
+        return lambda conv: ((lambda: getattr(F, act)(conv(x, w, None, *args))) if conv is F.conv2d else
+                             (lambda: conv(x, w, None, *args, activation=act)))
     mask = [pss in ("dgrad", "both"), pss in ("wgrad", "both"), False]
 
     def bwd(conv):
@@ -70,15 +73,15 @@ def problem(layer, n, pss, dtype=torch.bfloat16):
     return bwd
 
 
-def matmul_problems(kind, small=False):
+def matmul_problems(kind, small=False, act="gelu"):
     """(label, torch fn, tileops fn) for bench_matmul's rows of dtype kind (bench_matmul.build) past
-    the skinny shapes (small: with them), then its linear+GELU rows (K-major B)."""
-    rows = [("matmul", s) for s in SHAPES if small or s[2] >= 128] + [("linear+gelu", s) for s in SHAPES
+    the skinny shapes (small: with them), then its linear+GELU rows (K-major B; act: another activation)."""
+    rows = [("matmul", s) for s in SHAPES if small or s[2] >= 128] + [("linear+" + act, s) for s in SHAPES
                                                               if s[0].startswith("ViT-B")]
     out = []
     for op, shape in rows:
         mine, theirs = build(op, shape, kind)
-        out.append((shape[0] if op == "matmul" else "linear+gelu " + shape[0], theirs, mine))
+        out.append((shape[0] if op == "matmul" else op + " " + shape[0], theirs, mine))
     return out
 
 
@@ -93,18 +96,21 @@ def main():
     ap.add_argument("--small", action="store_true", help="matmul_sm90: the rows with M < 128 too (skinny, odd)")
     ap.add_argument("--conv", action="store_true",
                     help="matmul_sm90: bench_conv's ResNet forwards instead (its 1x1 layers are GEMMs)")
+    ap.add_argument("--act", default=None, choices=["none", "relu", "gelu", "silu"],
+                    help="the linear rows' activation (default gelu), or the conv forwards' (default none)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     pss = PASS_OF[a.family]
     rows = []
     if pss == "matmul" and not a.conv:
         set_precision(a.dtype)  # TF32 on for tf32, as bench_matmul's rows
-        problems = [(label, {"torch_us": theirs}, mine) for label, theirs, mine in matmul_problems(a.dtype, a.small)]
+        problems = [(label, {"torch_us": theirs}, mine)
+                    for label, theirs, mine in matmul_problems(a.dtype, a.small, a.act or "gelu")]
     else:
         problems = []
         group = "depthwise" if a.family == "conv_depthwise" else "resnet"
         for layer in [lay for lay in LAYERS if lay[0] == group]:
-            fn = problem(layer, a.batch, "fwd" if pss == "matmul" else pss)
+            fn = problem(layer, a.batch, "fwd" if pss == "matmul" else pss, act=a.act or "none")
             problems.append((layer[1], {"cudnn_us": fn(F.conv2d)}, fn(tileops.conv2d)))
     for label, theirs, mine in problems:
         if a.filter and not re.search(a.filter, label):
