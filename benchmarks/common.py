@@ -88,6 +88,15 @@ def profiled(fn, reps=5, warmup=1):
     return prof
 
 
+def kernel_table(fn, calls=5, warmup=1):
+    """[(kernel name, launches per call, mean us per launch)] of `calls` calls of fn under
+    torch.profiler, by total time: which kernels a call runs and where its GPU time goes."""
+    prof = profiled(fn, reps=calls, warmup=warmup)
+    rows = [(e.key, e.count / calls, e.device_time_total / max(e.count, 1)) for e in prof.key_averages()
+            if e.device_type == torch.autograd.DeviceType.CUDA and e.count > 0]
+    return sorted(rows, key=lambda r: -r[1] * r[2])
+
+
 def set_precision(kind):
     """TF32 flags set explicitly for every row: 'tf32' on, everything else off."""
     on = kind == "tf32"

@@ -22,10 +22,9 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
-from probe_small_matmul import kernel_table  # noqa: E402
 
 import tileops  # noqa: E402
-from common import timed  # noqa: E402
+from common import kernel_table, timed  # noqa: E402
 from tileops import autotune  # noqa: E402
 
 EDGES = [(1024, 1024, 1024), (1000, 1024, 1024), (1024, 1000, 1024), (1024, 1024, 1000), (1000, 1000, 1000),

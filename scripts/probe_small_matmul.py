@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 import tileops  # noqa: E402
-from common import profiled, timed  # noqa: E402
+from common import kernel_table, timed  # noqa: E402
 
 SETS = {  # (dtypes, [(batch, M, N, K)])
     "small": (("bfloat16", "float16", "tf32"),
@@ -40,11 +40,6 @@ SETS = {  # (dtypes, [(batch, M, N, K)])
              (1, 16, 4096, 4096), (1, 32, 4096, 4096), (8, 128, 128, 64), (64, 512, 512, 64), (64, 512, 64, 512),
              (1, 3136, 64, 576), (1, 4096, 4096, 4096)]),
 }
-
-
-def kernel_table(fn, reps=5):
-    prof = profiled(fn, reps=reps)
-    return [(e.key[:70], round(e.device_time_total / reps, 2)) for e in prof.key_averages() if e.device_time_total > 0][:6]
 
 
 def skinny_rows(dtype, b, M, N, K, kernels, budget):

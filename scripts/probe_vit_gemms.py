@@ -19,10 +19,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from probe_small_matmul import kernel_table  # noqa: E402
 
 import tileops  # noqa: E402
-from common import timed  # noqa: E402
+from common import kernel_table, timed  # noqa: E402
 from tileops import autotune  # noqa: E402
 
 LAYERS = [("qkv", 384, 1152, "none"), ("proj", 384, 384, "none"), ("fc1", 384, 1536, "gelu"), ("fc2", 1536, 384, "none")]
@@ -68,8 +67,8 @@ def main():
                 name, part, M, N, K, t_mine * 1e3, t_stock * 1e3, rec["ratio"],
                 " ".join("%s %.1f" % (c, t * 1e3) for c, t in rec["candidates"].items())), flush=True)
             for impl in ("tileops", "torch"):
-                for k, us in rec[impl + "_kernels"]:
-                    print("      %-7s %8.1f  %s" % (impl, us, k))
+                for k, n, us in rec[impl + "_kernels"]:
+                    print("      %-7s %8.1f us x %g  %s" % (impl, us, n, k[:70]))
     with open(args.out, "w") as f:
         json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, tileops=tileops.__version__,
                        records=records), f, indent=1)

@@ -21,15 +21,7 @@ from time_candidates import problem  # noqa: E402
 
 import tileops  # noqa: E402
 from bench_conv import LAYERS  # noqa: E402
-from common import profiled  # noqa: E402
-
-
-def kernel_table(fn, calls):
-    """[(kernel name, launches per call, mean us per launch)] of `calls` calls of fn, by total time."""
-    prof = profiled(fn, reps=calls, warmup=3)
-    rows = [(e.key, e.count / calls, e.device_time_total / max(e.count, 1)) for e in prof.key_averages()
-            if e.device_type == torch.autograd.DeviceType.CUDA and e.count > 0]
-    return sorted(rows, key=lambda r: -r[1] * r[2])
+from common import kernel_table  # noqa: E402
 
 
 def main():
@@ -52,7 +44,7 @@ def main():
         for pss in a.passes.split(","):
             fn = problem(layer, a.batch, pss, dtype)
             for who, conv in (("tileops", tileops.conv2d), ("torch", F.conv2d)):
-                rows = kernel_table(fn(conv), a.calls)
+                rows = kernel_table(fn(conv), a.calls, warmup=3)
                 total = sum(n * us for _, n, us in rows)
                 print("%-24s %-6s %-8s %7.1f us/call" % (layer[1], pss, who, total), flush=True)
                 for name, n, us in rows:

@@ -12,11 +12,9 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from profile_conv_kernels import kernel_table  # noqa: E402
 
 import tileops  # noqa: E402
-from common import set_precision, write_json  # noqa: E402
+from common import kernel_table, set_precision, write_json  # noqa: E402
 
 SHAPES = "4096x4096x4096,8192x8192x8192,4096x4096x11008,25216x3072x768,1024x1024x1024"
 

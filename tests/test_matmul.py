@@ -469,16 +469,17 @@ def test_linear_persistent_cuda(config, kind, activation, with_bias, out_feature
     check(out, ref, mag, kind, "%s linear %s seed=%d" % (config, activation, seed))
 
 
-# The persistent pick (autotuning off) for a GELU epilogue: ping-pong up to K = 1024, where the
+# The persistent pick (autotuning off) for a GELU or SiLU epilogue: ping-pong up to K = 1024, where the
 # activation is a large part of a tile's time and ping-pong runs it beside the other warpgroup's
 # main loop; past that, and without an activation past K = 256, the wave scores pick. The shape
 # is sized by the SM count so that those scores pick the cooperative 128 x 256 tiles on any GPU:
 # 256 x 512 tiles for each resident cluster of two fill exactly two waves, where 192- and 128-wide
 # tiles fill three and four at lower speeds.
 @pytest.mark.cuda
-@pytest.mark.parametrize("activation,K,want", [("gelu", 768, True), ("gelu", 1024, True), ("none", 768, False),
-                                               ("none", 256, True), ("gelu", 2048, False)])
-def test_persistent_pick_gelu_cuda(activation, K, want):
+@pytest.mark.parametrize("activation,K,want", [("gelu", 768, True), ("gelu", 1024, True), ("silu", 1024, True),
+                                               ("none", 768, False), ("relu", 768, False), ("none", 256, True),
+                                               ("gelu", 2048, False), ("silu", 2048, False)])
+def test_persistent_pick_activation_cuda(activation, K, want):
     from tileops import autotune
 
     gen, seed = fresh_generator()
