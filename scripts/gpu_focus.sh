@@ -11,6 +11,8 @@
 #                  silu, relu, none), and on the plain matmul rows of ViT-B
 #     cand_conv_act  time_candidates: the conv forward's persistent candidates at batch 32 with the
 #                  ACT epilogue (default gelu) on both sides
+#     cand_simt    time_candidates: matmul_simt's SIMT_CANDIDATES (default vec128,w256) on the large
+#                  fp32 rows of bench_matmul that SIMT_FILTER selects (default: those w256 takes)
 #     cand_dw      time_candidates: the depthwise forward's candidates (all) at batch 32 and 64
 #     skinny       scripts/probe_small_matmul.py --set skinny
 #     bench_tf32   bench_matmul's TF32 rows
@@ -69,6 +71,9 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     cand_conv_act) step cand_conv_${ACT:-gelu} 300 $PY scripts/time_candidates.py --family conv_fwd_sm90 \
       --act "${ACT:-gelu}" --batch 32 --candidates pp128-c2-im2col,coop128x256-c2-im2col,coop128x192-c2-im2col \
       --out "$OUTDIR/cand_conv_${ACT:-gelu}.json" ;;
+    cand_simt) step cand_simt 300 $PY scripts/time_candidates.py --family matmul_simt --dtype float32 \
+      --candidates "${SIMT_CANDIDATES:-vec128,w256}" --out "$OUTDIR/cand_simt.json" \
+      --filter "${SIMT_FILTER:-^(square 2048|square 4096|ViT-B MLP fc1|ViT-B QKV|LLM down|odd 4095)}" ;;
     cand_dw) for b in 32 64; do step cand_dw_b$b 120 $PY scripts/time_candidates.py --family conv_depthwise \
       --batch $b --out "$OUTDIR/cand_dw_b$b.json"; done ;;
     host) step host_streams1 120 $PY scripts/profile_host.py --parts --out "$OUTDIR"
