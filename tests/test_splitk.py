@@ -97,8 +97,7 @@ def test_splitk_simt_matmul_strided(kind, view):
 
 # The fp32 SIMT configs (autotune family "matmul_simt", matmul_ladder.cu's kSimtConfigs, in its
 # order), each pinned: 'vectorized' 128 x 128, 128 x 64 and 64 x 64, 256 x 128 with 16 x 8 a thread
-# (w256, and w256-early, its next tile's barrier before the last k step) and 'register' 64 x 64,
-# each split where its tiles leave SMs idle or never;
+# (w256) and 'register' 64 x 64, each split where its tiles leave SMs idle or never;
 # on tails, odd K (element loads), a batch, strided operands and a linear with bias, activation and
 # residual.
 SIMT_CONFIGS = family("matmul_simt")

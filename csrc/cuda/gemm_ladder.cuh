@@ -116,13 +116,10 @@ auto kernel_of(TiledConfig<V...>*) {
 // tile is multiplied, the next one travels global -> registers; it is stored to the other
 // buffer after the math, and one barrier per k tile separates the two.
 
-// EARLY: the next tile is stored, and the barrier taken, before this tile's last k step, whose
-// math then runs while the next tile's first fragments load (a second fragment register set).
-template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int TM_, int TN_, int MIN_BLOCKS_, bool EARLY_ = false>
+template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int TM_, int TN_, int MIN_BLOCKS_>
 struct VecConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
   static constexpr int TM = TM_, TN = TN_, MIN_BLOCKS = MIN_BLOCKS_;
-  static constexpr bool EARLY = EARLY_;
   static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   static constexpr int LY = 4, LX = 8;  // a warp's lanes: LY x LX sub-block positions
   static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
@@ -337,44 +334,6 @@ __device__ __forceinline__ void vec_mainloop(const VecSmem<Cfg, Acc>& sm, const 
     store(0);
     __syncthreads();
   }
-  auto frags = [&](const Acc* as, const Acc* bs, Acc(&af)[TM], Acc(&bf)[TN]) {
-#pragma unroll
-    for (int i = 0; i < TM / 4; ++i) lds4(as + i * (LY * 4), af + 4 * i);
-#pragma unroll
-    for (int j = 0; j < TN / 4; ++j) lds4(bs + j * (LX * 4), bf + 4 * j);
-  };
-  auto mul_add = [&](const Acc(&af)[TM], const Acc(&bf)[TN]) {
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) acc[i][j] += af[i] * bf[j];
-  };
-  if constexpr (Cfg::EARLY) {
-    // Fragments of k step kk live in f[kk % 2]; step kk + 1's load is issued before step kk's
-    // math, across the tile boundary too: the last step's math follows the barrier that
-    // publishes the next tile, and runs while that tile's first fragments load.
-    Acc af[2][TM], bf[2][TN];
-    if (ktiles > 0) frags(sm.As[0] + at.a_off, sm.Bs[0] + at.b_off, af[0], bf[0]);
-    for (int64_t kt = 0; kt < ktiles; ++kt) {
-      const int cur = int(kt & 1);
-      const bool more = kt + 1 < ktiles;
-      if (more) fetch(kt + 1);
-      const Acc* as = sm.As[cur] + at.a_off;
-      const Acc* bs = sm.Bs[cur] + at.b_off;
-#pragma unroll
-      for (int kk = 0; kk < BK; ++kk) {
-        if (kk + 1 < BK) {
-          frags(as + (kk + 1) * LDA, bs + (kk + 1) * LDB, af[(kk + 1) % 2], bf[(kk + 1) % 2]);
-        } else {
-          if (more) store(cur ^ 1);  // its buffer was last read before the previous tile's barrier
-          __syncthreads();           // this tile's fragment loads and the next tile's stores are done
-          if (more) frags(sm.As[cur ^ 1] + at.a_off, sm.Bs[cur ^ 1] + at.b_off, af[BK % 2], bf[BK % 2]);
-        }
-        mul_add(af[kk % 2], bf[kk % 2]);
-      }
-    }
-    return;
-  }
   for (int64_t kt = 0; kt < ktiles; ++kt) {
     const int cur = int(kt & 1);
     const bool more = kt + 1 < ktiles;
@@ -384,8 +343,14 @@ __device__ __forceinline__ void vec_mainloop(const VecSmem<Cfg, Acc>& sm, const 
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       Acc af[TM], bf[TN];
-      frags(as + kk * LDA, bs + kk * LDB, af, bf);
-      mul_add(af, bf);
+#pragma unroll
+      for (int i = 0; i < TM / 4; ++i) lds4(as + kk * LDA + i * (LY * 4), af + 4 * i);
+#pragma unroll
+      for (int j = 0; j < TN / 4; ++j) lds4(bs + kk * LDB + j * (LX * 4), bf + 4 * j);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] += af[i] * bf[j];
     }
     if (more) store(cur ^ 1);  // the other buffer was last read before the previous barrier
     __syncthreads();           // this tile's reads and the next tile's stores are done

@@ -83,13 +83,14 @@ using VecF32Small = VecConfig<64, 64, 16, 2, 2, 8, 4, 4>;
 // 4096^2 2865 / 2918 (cuBLAS 2676), 2048^2 367 / 379 (347), 4095 x 4097 x 4093 3123 / 3180;
 // slower wherever its blocks are few or short (1024^3 in 8 K chunks of 128: 73.8 / 59.2).
 // w128 (the same warp tile, 4 warps, two blocks per SM) lost everywhere (4096^2 3198); removed.
-// So did 128 x 64 on 4 warps of 8 x 8 a thread, cuBLAS's tile for 1000^3
-// (1000^3 107 us against vec128x64's 67, 5a2431f/b1/simt.json): with one warp per
+// So did w256 with the next tile's barrier before its last k step, whose math then overlapped the
+// next tile's first fragment loads (255 registers; 4096^2 2958 us against 2843, ViT-B fc1 2735 /
+// 2488; results/h200/b75b032/a1/cand_simt.json). So did 128 x 64 on 4 warps of 8 x 8 a thread,
+// cuBLAS's tile for 1000^3 (1000^3 107 us against vec128x64's 67, 5a2431f/b1/simt.json): with one warp per
 // scheduler the register-staged loads stall it; cuBLAS's cp.async stages do not. And 128 x 128 with
 // k tiles of 8, where K = 1000 then needs no ragged tile: 1000^3 66.4 us against vec128's 70.9 and
 // vec128x64's 66.0, 1024^3 58.0 / 58.9 (1cb2046/d1/simt.json): not the tile that 1000^3 lacks.
 using VecF32W256 = VecConfig<256, 128, 8, 4, 2, 16, 8, 1>;
-using VecF32W256Early = VecConfig<256, 128, 8, 4, 2, 16, 8, 1, true>;
 
 // The SIMT configs 'auto' chooses from for an fp32 matmul (TF32 off), as data: the kernel and
 // its block tile, and whether K may be split (simt_splitk, on that tile's count). Autotune
@@ -97,7 +98,7 @@ using VecF32W256Early = VecConfig<256, 128, 8, 4, 2, 16, 8, 1, true>;
 // where N <= 64 (launch_vectorized). min_k: the shortest K chunk of a split (splitk_count); the
 // -k32 / -k64 configs cut small problems finer, each block then running fewer k tiles, which bound
 // a block's time where a few dozen blocks share the GPU.
-enum class SimtTile { Vec128, Vec128x64, Vec64, Reg64, W256, W256Early };
+enum class SimtTile { Vec128, Vec128x64, Vec64, Reg64, W256 };
 struct SimtChoice {
   const char* name;
   SimtTile tile;
@@ -117,7 +118,6 @@ constexpr SimtChoice kSimtConfigs[] = {
     {"vec64-k64", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true, 64},
     {"vec64-k32", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true, 32},
     {"w256", SimtTile::W256, VecF32W256::BM, VecF32W256::BN, true},
-    {"w256-early", SimtTile::W256Early, VecF32W256Early::BM, VecF32W256Early::BN, true},
 };
 constexpr int kSimtVec128 = 0, kSimtVec128x64 = 1, kSimtVec64 = 2, kSimtVec64K32 = 9, kSimtW256 = 10;
 static_assert(kSimtConfigs[kSimtVec64K32].tile == SimtTile::Vec64 && kSimtConfigs[kSimtVec64K32].min_k == 32,
@@ -135,7 +135,6 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
       case SimtTile::Vec128x64: return launch_vectorized<float, VecF32N64>(p, g, k_last);
       case SimtTile::Vec64: return launch_vectorized<float, VecF32Small>(p, g, k_last);
       case SimtTile::W256: return launch_vectorized<float, VecF32W256>(p, g, k_last);
-      case SimtTile::W256Early: return launch_vectorized<float, VecF32W256Early>(p, g, k_last);
       case SimtTile::Reg64: break;
     }
     if (k_last > 0) return false;
