@@ -83,7 +83,8 @@ def build(op, shape, kind, algo="auto"):
         act = op.split("+", 1)[1]
         x = torch.randn(M, K, device="cuda", dtype=dtype_of(kind))
         w, b = torch.randn(N, K, device="cuda", dtype=x.dtype), torch.randn(N, device="cuda", dtype=x.dtype)
-        return (lambda: tileops.linear(x, w, b, act)), (lambda: getattr(F, act)(F.linear(x, w, b)))
+        torch_act = (lambda y: y) if act == "none" else getattr(F, act)
+        return (lambda: tileops.linear(x, w, b, act)), (lambda: torch_act(F.linear(x, w, b)))
     a, b = operands(kind, batch, M, N, K)
     return (lambda: tileops.matmul(a, b, algo=algo)), (lambda: torch.matmul(a, b))
 

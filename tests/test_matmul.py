@@ -469,30 +469,33 @@ def test_linear_persistent_cuda(config, kind, activation, with_bias, out_feature
     check(out, ref, mag, kind, "%s linear %s seed=%d" % (config, activation, seed))
 
 
-# The persistent pick (autotuning off) for a GELU or SiLU epilogue: ping-pong up to K = 1024, where the
-# activation is a large part of a tile's time and ping-pong runs it beside the other warpgroup's
-# main loop; past that, and without an activation past K = 256, the wave scores pick. The shape
-# is sized by the SM count so that those scores pick the cooperative 128 x 256 tiles on any GPU:
-# 256 x 512 tiles for each resident cluster of two fill exactly two waves, where 192- and 128-wide
-# tiles fill three and four at lower speeds.
+# The persistent pick (autotuning off) for a GELU or SiLU epilogue: ping-pong up to K = 1024 where
+# its tiles make at least 4 waves (the activation is a large part of a tile's time, and ping-pong
+# runs it beside the other warpgroup's main loop); past that K, on fewer waves, and without an
+# activation past K = 256, the wave scores pick. The shape is sized by the SM count so that those
+# scores pick the cooperative 128 x 256 tiles on any GPU: with N = 512, 256 x 512 for each resident
+# cluster of two fills exactly two waves, where 192- and 128-wide tiles fill three and four (ping-
+# pong's 4: the rule's least) at lower speeds; with N = 256, one wave against ping-pong's two.
 @pytest.mark.cuda
-@pytest.mark.parametrize("activation,K,want", [("gelu", 768, True), ("gelu", 1024, True), ("silu", 1024, True),
-                                               ("none", 768, False), ("relu", 768, False), ("none", 256, True),
-                                               ("gelu", 2048, False), ("silu", 2048, False)])
-def test_persistent_pick_activation_cuda(activation, K, want):
+@pytest.mark.parametrize("activation,K,N,want", [
+    ("gelu", 768, 512, True), ("gelu", 1024, 512, True), ("silu", 1024, 512, True), ("none", 768, 512, False),
+    ("relu", 768, 512, False), ("none", 256, 512, True), ("gelu", 2048, 512, False), ("silu", 2048, 512, False),
+    ("gelu", 768, 256, False), ("silu", 512, 256, False)])
+def test_persistent_pick_activation_cuda(activation, K, N, want):
     from tileops import autotune
 
     gen, seed = fresh_generator()
-    M, N, dt = 256 * (torch.cuda.get_device_properties(0).multi_processor_count // 2), 512, torch.bfloat16
+    M, dt = 256 * (torch.cuda.get_device_properties(0).multi_processor_count // 2), torch.bfloat16
     x, w, bias = randn((M, K), dt, "cuda", gen), randn((N, K), dt, "cuda", gen), randn((N,), dt, "cuda", gen)
     ping_pong = re.compile(r"persistent_kernel<[^,]+, (false|true), 128, 128, false,")
     with autotune.enabled(False):
         out, names = cuda_kernels(lambda: run_poisoned(lambda: tileops.linear(x, w, bias, activation), M * N, dt, "cuda"))
-    assert any("persistent_kernel" in n for n in names), "%s K=%d: not persistent: %s" % (activation, K, names)
+    assert any("persistent_kernel" in n for n in names), "%s K=%d N=%d: not persistent: %s" % (activation, K, N, names)
     took = any(ping_pong.search(n) for n in names)
-    assert took == want, "%s K=%d: ping-pong %sexpected, kernels %s" % (activation, K, "" if want else "not ", names)
+    assert took == want, "%s K=%d N=%d: ping-pong %sexpected, kernels %s" % (
+        activation, K, N, "" if want else "not ", names)
     ref, mag = ref_linear(x, w, bias, activation)
-    check(out, ref, mag, "bfloat16", "persistent pick %s K=%d seed=%d" % (activation, K, seed))
+    check(out, ref, mag, "bfloat16", "persistent pick %s K=%d N=%d seed=%d" % (activation, K, N, seed))
 
 
 # TF32's B read in place by the one-tile kernels' producer threads where K <= 512, rounded on the
