@@ -277,9 +277,8 @@ const std::array<PersistentChoice, 3>& persistent_choices() {
 // fewer the last wave's share, which the scores weigh, outweighs the overlap. bf16 linear + bias +
 // act, us, the cooperative pick / pp128-c2: GELU (results/h200/2cf7de3/v1/cand_bf16_v0.json) ViT-B
 // fc1 (K 768) 226.7 / 221.4, QKV (K 768) 178.4 / 168.7, but fc2 (K 3072) 171.6 / 189.6; SiLU
-// (5dc6fd0/s1) fc1 220.6 / 209.0, QKV 174.3 / 159.5, fc2 170.6 / 187.4; 6272 x 1536 x 384 (5
-// waves, 64c225d/p1) GELU 28.9 / 28.8, SiLU 28.2 / 25.4; but 1568 x 3072 x 768 (3 waves) GELU
-// 22.5 / 25.1, SiLU 22.2 / 22.9 (the scores' coop128x192-c2).
+// (5dc6fd0/s1) fc1 220.6 / 209.0, QKV 174.3 / 159.5, fc2 170.6 / 187.4; but 1568 x 3072 x 768
+// (3 waves, 64c225d/p1) GELU 22.5 / 25.1, SiLU 22.2 / 22.9 (the scores' coop128x192-c2).
 int persistent_pick(const GemmArgs& a, int64_t sms) {
   const auto& choices = persistent_choices();
   constexpr int kPingPong = 2;
