@@ -452,20 +452,6 @@ def test_conv_fwd_sm90_candidates_cuda(config, case):
             run_forward(sized(case, "cuda"), case, "cuda", "bfloat16", "channels_last", act="relu", bias=True)
 
 
-# The cooperative persistent conv forward with GELU / SiLU: each staged block activated and
-# stored by the producer warpgroup's spare warps (gemm_sm90.cuh, activate_staged); C's rows
-# 16-byte aligned (64 and 264 output channels; at 264 some blocks take two tiles).
-@pytest.mark.cuda
-@pytest.mark.parametrize("config", [c for c in CONV_FWD_PERSISTENT if c.startswith("coop")])
-@pytest.mark.parametrize("act", ["gelu", "silu"])
-@pytest.mark.parametrize("case", ["resnet_3x3_64@56", "3x3_c64_k264@56"])
-def test_conv_fwd_deferred_act_cuda(config, act, case):
-    from test_conv2d import run_forward, sized
-
-    with autotune.pinned("conv_fwd_sm90", config):
-        run_forward(sized(case, "cuda"), case, "cuda", "bfloat16", "channels_last", act=act, bias=True)
-
-
 @pytest.mark.cuda
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shape", [(3, 9, 13, 64, (3, 3), 1), (2, 12, 10, 72, (3, 3), 0), (1, 7, 30, 128, (3, 1), (1, 0)),

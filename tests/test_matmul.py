@@ -469,29 +469,6 @@ def test_linear_persistent_cuda(config, kind, activation, with_bias, out_feature
     check(out, ref, mag, kind, "%s linear %s seed=%d" % (config, activation, seed))
 
 
-# The cooperative configs with a GELU or SiLU epilogue and C stored by TMA hand each staged block
-# to the producer warpgroup's spare warps, which activate it in place and store it while the
-# consumers run the next tile: several tiles a block (the staging's hand-offs over many rounds),
-# M and K not multiples of the tile, fp16 and bf16, with and without bias.
-@pytest.mark.cuda
-@pytest.mark.parametrize("config", [c for c in PERSISTENT if c.startswith("coop")])
-@pytest.mark.parametrize("kind", ["bfloat16", "float16"])
-@pytest.mark.parametrize("activation", ["gelu", "silu"])
-@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
-def test_linear_deferred_act_cuda(config, kind, activation, with_bias):
-    from tileops import autotune
-
-    gen, seed = fresh_generator()
-    dt = DTYPES[kind]
-    M, N, K = 11999, 1536, 200
-    x, w = randn((M, K), dt, "cuda", gen), randn((N, K), dt, "cuda", gen)
-    bias = randn((N,), dt, "cuda", gen) if with_bias else None
-    with autotune.pinned("matmul_sm90", config):
-        out = run_poisoned(lambda: tileops.linear(x, w, bias, activation), M * N, dt, "cuda")
-    ref, mag = ref_linear(x, w, bias, activation)
-    check(out, ref, mag, kind, "%s deferred %s seed=%d" % (config, activation, seed))
-
-
 # The persistent pick (autotuning off) for a GELU or SiLU epilogue: ping-pong up to K = 1024 where
 # its tiles make at least 4 waves (the activation is a large part of a tile's time, and ping-pong
 # runs it beside the other warpgroup's main loop); past that K, on fewer waves, and without an

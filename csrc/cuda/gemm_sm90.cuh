@@ -1077,28 +1077,6 @@ __device__ __forceinline__ TileOrigin persist_tile(int i, int mt, int nt, int bm
   return {g, int64_t(first + in % rows) * bm, int64_t(in / rows) * bn};
 }
 
-// The cooperative kernels' deferred activation (16-bit C stored by TMA, GELU or SiLU): the
-// consumers stage act's input, bf16 / fp16 of the accumulator + bias, and go on to the next tile's
-// main loop; the producer warpgroup's three spare warps apply the activation to the staged block
-// in place and hand it to TMA. The activation's instructions then overlap the tensor cores' work
-// instead of stalling them between tiles (a GELU cost bf16 ViT-B fc2, K = 3072, 8 of 171 us,
-// NOTES 75). Its input is the output rounded to T, as torch's F.gelu(F.linear(...)) computes it.
-// Named barriers: kActFull + w (consumer w's block staged) and kActFree + w (its staging read by
-// TMA: free again), each 128 consumer threads + the kActThreads; kActOwn among the act warps.
-constexpr int kActThreads = 96, kActFull = 4, kActFree = 6, kActOwn = 8;
-
-template <Act A, typename T>
-__device__ __forceinline__ void activate_staged(T* stage, int n, const Epilogue<T>& epi, int t) {
-  // n elements, 16-byte vectors of 8 (the staging is whole 128-byte rows)
-  for (int v = t; v < n / 8; v += kActThreads) {
-    uint4 raw = reinterpret_cast<const uint4*>(stage)[v];
-    T* e = reinterpret_cast<T*>(&raw);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) e[k] = epi.template finish<A>(static_cast<float>(e[k]));
-    reinterpret_cast<uint4*>(stage)[v] = raw;
-  }
-}
-
 // G = ConvFwdIm2col: the conv forward's implicit GEMM, A loaded by TMA im2col loads of tm_a (a map
 // of x with BM-pixel boxes, as the one-tile kernel's), each of a tile's BM-row boxes one load per k
 // tile; B (the weight rows) and C as in the plain GEMM.
@@ -1152,43 +1130,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   if constexpr (CL > 1) cluster_sync();  // the peer's barriers exist before any multicast
   else __syncthreads();
 
-  const bool c_by_tma = Shape::STAGED && vec_store;  // C's rows 16-byte aligned: the host made tm_c, TMA stores C
-  // see activate_staged; the act is uniform over the block, so both sides take the same branch
-  const bool defer_act = COOP && c_by_tma && (epi.act == Act::Gelu || epi.act == Act::Silu);
   if (wg == 0) {  // producer: one thread, every tile of this block in order
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if constexpr (COOP && Shape::STAGED) {
-      if (defer_act && t >= 128 - kActThreads) {  // the spare warps: each tile's two staged blocks
-        const int at = t - (128 - kActThreads);
-        if (cluster < tiles)  // the consumers' first staging is free
-          for (int w = 0; w < 2; ++w) asm volatile("bar.arrive %0, %1;" ::"r"(kActFree + w), "n"(128 + kActThreads));
-        with_act(epi.act, [&](auto act) {
-          for (int i = cluster; i < tiles; i += clusters) {
-            const TileOrigin o = persist_tile(i, mt, nt, CL * TM, BN);
-            for (int w = 0; w < 2; ++w) {
-              T* stage = staging + w * WROWS * SCOLS;
-              asm volatile("bar.sync %0, %1;" ::"r"(kActFull + w), "n"(128 + kActThreads) : "memory");
-              activate_staged<decltype(act)::value>(stage, WROWS * SCOLS, epi, at);
-              asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // visible to TMA
-              asm volatile("bar.sync %0, %1;" ::"r"(kActOwn), "n"(kActThreads) : "memory");
-              if (at == 0) {
-                constexpr int CW = SwizzledStaging<WROWS, int(sizeof(T))>::CW;
-#pragma unroll
-                for (int j = 0; j < SCOLS / CW; ++j)
-                  tma_store(stage + j * WROWS * CW, &tm_c, int(o.n0) + CW * j, int(o.m0) + rank * TM + w * WROWS,
-                            o.g);
-                asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-                asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // the staging read
-              }
-              asm volatile("bar.sync %0, %1;" ::"r"(kActOwn), "n"(kActThreads) : "memory");
-              if (i + clusters < tiles)  // a consumer stages another block here
-                asm volatile("bar.arrive %0, %1;" ::"r"(kActFree + w), "n"(128 + kActThreads) : "memory");
-            }
-          }
-        });
-        return;
-      }
-    }
     if (t != 0) return;
     int pos = 0;  // ring position of the next k tile
     for (int i = cluster; i < tiles; i += clusters, pos += ktiles) {
@@ -1226,6 +1169,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int w = wg - 1;
   float* bias_s = bias_tiles + w * BN;
   const bool has_bias = epi.bias != nullptr;
+  const bool c_by_tma = Shape::STAGED && vec_store;  // C's rows 16-byte aligned: the host made tm_c, TMA stores C
   const int bar = 2 + w;  // this warpgroup's named barrier (0 is __syncthreads, 1 the other kernel's)
   const int row0 = COOP ? w * WROWS : 0;  // this warpgroup's first row in the tile
   // j: the block's tile count. Ping-pong: this warpgroup takes every other tile, from its own.
@@ -1304,7 +1248,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     // reading the last tile's bias and storing from the staging, and the last TMA store has read
     // the staging (its issuing thread waits for that).
     const int64_t m0 = o.m0 + row0;
-    if (c_by_tma && !defer_act && t == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    if (c_by_tma && t == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
     if (Shape::STAGED || has_bias) asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
     if (has_bias) {
       stage_bias<BN>(bias_s, epi, p, o.g, o.n0, N, t);
@@ -1320,14 +1264,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     } else {
       using Staging = SwizzledStaging<WROWS, int(sizeof(T))>;
       T* stage = staging + w * WROWS * SCOLS;
-      if (defer_act) {  // act's input staged for the spare producer warps, which store it (activate_staged)
-        asm volatile("bar.sync %0, %1;" ::"r"(kActFree + w), "n"(128 + kActThreads) : "memory");
-#pragma unroll
-        for (int h = 0; h < H; ++h)
-          stage_fragment<Act::None, BN, Staging, false>(d[h], stage, h * 64, bias_s, has_bias, epi, t);
-        asm volatile("bar.arrive %0, %1;" ::"r"(kActFull + w), "n"(128 + kActThreads) : "memory");
-        continue;
-      }
       with_act(epi.act, [&](auto act) {
 #pragma unroll
         for (int h = 0; h < H; ++h)
