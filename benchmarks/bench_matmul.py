@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from common import gpu_dir_name, gpu_name, print_table, progress, set_precision, timed, write_json
+from common import gpu_dir_name, gpu_name, print_table, progress, set_precision, timed, torch_act, write_json
 
 KINDS = ["float32", "tf32", "float16", "bfloat16"]
 SHAPES = [  # label, batch, M, N, K
@@ -83,8 +83,8 @@ def build(op, shape, kind, algo="auto"):
         act = op.split("+", 1)[1]
         x = torch.randn(M, K, device="cuda", dtype=dtype_of(kind))
         w, b = torch.randn(N, K, device="cuda", dtype=x.dtype), torch.randn(N, device="cuda", dtype=x.dtype)
-        torch_act = (lambda y: y) if act == "none" else getattr(F, act)
-        return (lambda: tileops.linear(x, w, b, act)), (lambda: torch_act(F.linear(x, w, b)))
+        stock_act = torch_act(act)
+        return (lambda: tileops.linear(x, w, b, act)), (lambda: stock_act(F.linear(x, w, b)))
     a, b = operands(kind, batch, M, N, K)
     return (lambda: tileops.matmul(a, b, algo=algo)), (lambda: torch.matmul(a, b))
 

@@ -97,6 +97,12 @@ def kernel_table(fn, calls=5, warmup=1):
     return sorted(rows, key=lambda r: -r[1] * r[2])
 
 
+def torch_act(name):
+    """The torch function of a tileops activation name (tileops.ACTIVATIONS): what the stock side
+    of a fused row applies after its linear or conv."""
+    return (lambda y: y) if name == "none" else getattr(torch.nn.functional, name)
+
+
 def set_precision(kind):
     """TF32 flags set explicitly for every row: 'tf32' on, everything else off."""
     on = kind == "tf32"

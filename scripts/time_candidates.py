@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import tileops  # noqa: E402
 from bench_conv import LAYERS  # noqa: E402
 from bench_matmul import SHAPES, build  # noqa: E402
-from common import set_precision, time_ms  # noqa: E402
+from common import set_precision, time_ms, torch_act  # noqa: E402
 from tileops import autotune  # noqa: E402
 
 PASS_OF = {"conv_fwd_sm90": "fwd", "conv_wgrad_sm90": "wgrad", "conv_dgrad": "dgrad", "conv_dgrad_sm90": "dgrad",
@@ -58,9 +58,10 @@ def problem(layer, n, pss, dtype=torch.bfloat16, act="none"):
     args = (st, pd, 1, g)
     gy = torch.randn_like(F.conv2d(x, w, None, *args)).contiguous(memory_format=fmt)
     if pss == "fwd":
-        if act == "none":
+        if act == "none":  # the bare call (profile_host times its host cost)
             return lambda conv: (lambda: conv(x, w, None, *args))
-        return lambda conv: ((lambda: getattr(F, act)(conv(x, w, None, *args))) if conv is F.conv2d else
+        stock_act = torch_act(act)
+        return lambda conv: ((lambda: stock_act(conv(x, w, None, *args))) if conv is F.conv2d else
                              (lambda: conv(x, w, None, *args, activation=act)))
     mask = [pss in ("dgrad", "both"), pss in ("wgrad", "both"), False]
 
@@ -101,7 +102,7 @@ def main():
     ap.add_argument("--small", action="store_true", help="matmul_sm90: the rows with M < 128 too (skinny, odd)")
     ap.add_argument("--conv", action="store_true",
                     help="matmul_sm90: bench_conv's ResNet forwards instead (its 1x1 layers are GEMMs)")
-    ap.add_argument("--act", default=None, choices=["none", "relu", "gelu", "silu"],
+    ap.add_argument("--act", default=None, choices=tileops.ACTIVATIONS,
                     help="the linear rows' activation (default gelu), or the conv forwards' (default none)")
     ap.add_argument("--linear-shapes", default=None,
                     help="matmul_sm90 / matmul_simt: linear + act rows of these shapes only, MxNxK,...")
