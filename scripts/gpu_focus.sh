@@ -35,6 +35,7 @@
 #                  and cuBLAS, on the large shapes (where TF32's rounding copy of B goes)
 #     tf32_round   scripts/probe_tf32_rounding.py: whether torch and tileops round or truncate each TF32
 #                  operand, per layout
+#     bias         scripts/probe_bias.py: a linear's bias and weight layout, tileops and torch, GPU us
 #     pdl_conv     bench_conv's ResNet forward+backward rows at batch 1 (fp32, TF32, bf16), the same
 #                  way: whether an early trigger costs the backward its two streams' overlap (NOTES 72)
 # The extension is usually built on the CPU machine and carried (scripts/build_for_device.sh).
@@ -98,6 +99,7 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     tf32_round) step tf32_round 120 $PY scripts/probe_tf32_rounding.py --out "$OUTDIR/tf32_rounding.json" ;;
     bench_tf32) step bench_tf32 240 $PY benchmarks/bench_matmul.py --filter "tf32" --out "$OUTDIR/matmul_tf32.json" ;;
     edges|simt|tf32) step "probe_$s" 240 $PY scripts/probe_edges.py "$OUTDIR/$s.json" --set $s ;;
+    bias) step bias 300 $PY scripts/probe_bias.py "$OUTDIR/bias.json" ;;
     skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
     *) echo "unknown step $s"; rc=1 ;;

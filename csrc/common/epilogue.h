@@ -106,7 +106,12 @@ struct Epilogue {
   // Bias and residual already added (kernels that load the residual themselves, e.g. as vectors).
   template <Act A, typename Acc>
   TILEOPS_HD T finish(Acc v) const {
-    return static_cast<T>(activate<kFastAct<Acc>>(v, A));
+    return static_cast<T>(activated<A>(v));
+  }
+  // The same, not yet cast (kernels that convert pairs of outputs in one instruction).
+  template <Act A, typename Acc>
+  TILEOPS_HD Acc activated(Acc v) const {
+    return activate<kFastAct<Acc>>(v, A);
   }
 };
 

@@ -23,6 +23,8 @@
 // the wgmmas' own reads.
 #pragma once
 #include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <climits>
 #include <cstdint>
@@ -546,6 +548,25 @@ struct ColumnStaging {
 };
 
 
+// Two adjacent outputs, stored as one; pack_pair converts a 16-bit pair in one instruction
+// (cvt.rn.{bf16,f16}x2.f32, round to nearest as one conversion each would) instead of two and a pack.
+template <typename S>
+struct alignas(2 * sizeof(S)) Pair {
+  S e[2];
+};
+template <typename S>
+__device__ __forceinline__ Pair<S> pack_pair(float a, float b) {
+  if constexpr (std::is_same<S, c10::BFloat16>::value || std::is_same<S, c10::Half>::value) {
+    using V2 = std::conditional_t<std::is_same<S, c10::BFloat16>::value, __nv_bfloat162, __half2>;
+    V2 v;
+    if constexpr (std::is_same<S, c10::BFloat16>::value) v = __floats2bfloat162_rn(a, b);
+    else v = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const Pair<S>*>(&v);
+  } else {
+    return Pair<S>{{static_cast<S>(a), static_cast<S>(b)}};
+  }
+}
+
 // stage_fragment: warpgroup thread t's part of an m64 x BN wgmma accumulator d into staging rows
 // row0..row0+63, plus the tile's bias from shared memory; RAW: as fp32, for a store loop that adds
 // a residual before activating; else activated and cast to T. Fragment layout of m64nN: warp w
@@ -571,23 +592,37 @@ __device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stag
         stage[L::at(r, c)] = epi.template finish<A>(v[0]);
         stage[L::at(r, c + 1)] = epi.template finish<A>(v[1]);
       } else {  // the pair as one store (half the shared-memory store instructions)
-        struct alignas(2 * sizeof(S)) Pair {
-          S e[2];
-        };
-        *reinterpret_cast<Pair*>(stage + L::at(r, c)) = Pair{{epi.template finish<A>(v[0]), epi.template finish<A>(v[1])}};
+        *reinterpret_cast<Pair<S>*>(stage + L::at(r, c)) =
+            pack_pair<S>(epi.template activated<A>(v[0]), epi.template activated<A>(v[1]));
       }
     }
   }
 }
 
-// stage_bias: the tile's bias from column n0 on, once, as float (zeros past N), by a warpgroup's
-// 128 threads: no global loads per element in stage_fragment. I: the caller's index type.
-template <int BN, typename T, typename I>
-__device__ __forceinline__ void stage_bias(float* bias_s, const Epilogue<T>& epi, const MatmulProblem<T>& p, int g,
-                                           I n0, int64_t N, int t) {
-  for (int c = t; c < BN; c += 128)
-    bias_s[c] = n0 + c < N ? static_cast<float>(epi.bias[p.bias_index(g, n0 + c)]) : 0.f;
-}
+// BiasTile: a tile's bias, BN values from column n0 on, as a warpgroup's 128 threads hold it.
+// load() reads it into registers when the tile starts, so that the global loads' latency hides
+// behind the main loop rather than stalling the epilogue (an L2 round trip a tile, every tile);
+// stage() writes it to shared memory as float (zeros past N) for stage_fragment / store_fragment.
+// I: the caller's index type.
+template <int BN, typename T>
+struct BiasTile {
+  static constexpr int PER = (BN + 127) / 128;  // values a thread holds
+  T v[PER];
+  template <typename I>
+  __device__ __forceinline__ void load(const Epilogue<T>& epi, const MatmulProblem<T>& p, int g, I n0, int64_t N,
+                                       int t) {
+#pragma unroll
+    for (int e = 0; e < PER; ++e) {
+      const int c = t + 128 * e;
+      v[e] = c < BN && n0 + c < N ? epi.bias[p.bias_index(g, n0 + c)] : T(0.f);
+    }
+  }
+  __device__ __forceinline__ void stage(float* bias_s, int t) const {
+#pragma unroll
+    for (int e = 0; e < PER; ++e)
+      if (t + 128 * e < BN) bias_s[t + 128 * e] = static_cast<float>(v[e]);
+  }
+};
 
 // store_fragment (fp32 outputs, T = float): as stage_fragment, but straight to C from row m0 and
 // column n0 on, activated: a quad's float2 stores cover a 32-byte sector of a row, as many bytes
@@ -774,6 +809,9 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
     float d[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+    const bool has_bias = epi.bias != nullptr && !sk.partial;
+    BiasTile<BN, T> bias;
+    if (has_bias) bias.load(epi, p, g, n0, N, t);
     const T* a_half = As + (wg - 1) * 64 * BK;
     if constexpr (kTf32<T>) {
       // TF32: A's fragments rounded in registers (load_a_tf32), so the host need not copy a rounded
@@ -882,10 +920,9 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
     const bool has_res = epi.residual != nullptr;
     T* stage = As + (wg - 1) * 64 * CP;
     float* fstage = reinterpret_cast<float*>(As) + (wg - 1) * 64 * CP;
-    const bool has_bias = epi.bias != nullptr;
     float* bias_s = reinterpret_cast<float*>(As) + 2 * 64 * CP + (wg - 1) * BN;  // past either staging
     if (has_bias) {
-      stage_bias<BN>(bias_s, epi, p, g, n0, N, t);
+      bias.stage(bias_s, t);
       asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
     }
     if (has_res) {
@@ -1184,6 +1221,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   for (int j = first, i = cluster + first * clusters; i < tiles; j += STEP, i += STEP * clusters) {
     TileOrigin o = persist_tile(i, mt, nt, CL * TM, BN);
     o.m0 += rank * TM;
+    BiasTile<BN, T> bias;
+    if (has_bias) bias.load(epi, p, o.g, o.n0, N, t);
     constexpr int H = WROWS / 64;  // m64 wgmmas per k step
     float d[H][BN / 2];
 #pragma unroll
@@ -1251,7 +1290,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (c_by_tma && t == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
     if (Shape::STAGED || has_bias) asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
     if (has_bias) {
-      stage_bias<BN>(bias_s, epi, p, o.g, o.n0, N, t);
+      bias.stage(bias_s, t);
       asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
     }
     if constexpr (!Shape::STAGED) {  // TF32: float2 stores where C's rows are 16-byte aligned
