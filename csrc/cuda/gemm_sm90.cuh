@@ -567,33 +567,57 @@ __device__ __forceinline__ Pair<S> pack_pair(float a, float b) {
   }
 }
 
+// The tile's bias in shared memory, as float, in the accumulators' order: lane quad q = lane % 4
+// holds columns 8j + 2q (+1) of every n8 block j, so each quad's values of blocks 2x and 2x + 1
+// lie in one 16-byte chunk, chunk (x ^ q) of quad q's row: one LDS.128 per four columns (at one
+// 4-byte LDS per output the bias's loads bounded the epilogue on the shared-memory pipe, ~1 us a
+// 128 x 256 tile), and the XOR puts the four quads' chunks in distinct banks.
+template <int BN>
+struct BiasLayout {
+  static_assert(BN % 64 == 0, "BN / 16 chunks a quad, a multiple of 4 (x ^ q stays in the row)");
+  static constexpr int CHUNKS = BN / 16;  // 16-byte chunks a quad
+  static __device__ __forceinline__ int slot(int c) {  // column c's float
+    const int q = c % 8 / 2, x = c / 16;
+    return (q * CHUNKS + (x ^ q)) * 4 + c / 8 % 2 * 2 + c % 2;
+  }
+  // quad q's bias of n8 blocks 2x and 2x + 1: {8j + 2q, 8j + 2q + 1} for j = 2x, then j = 2x + 1
+  static __device__ __forceinline__ float4 quad(const float* bias_s, int x, int q) {
+    return *reinterpret_cast<const float4*>(bias_s + (q * CHUNKS + (x ^ q)) * 4);
+  }
+};
+
 // stage_fragment: warpgroup thread t's part of an m64 x BN wgmma accumulator d into staging rows
-// row0..row0+63, plus the tile's bias from shared memory; RAW: as fp32, for a store loop that adds
-// a residual before activating; else activated and cast to T. Fragment layout of m64nN: warp w
-// holds rows 16w + lane/4 (+8), n8 block j columns 8j + 2 (lane % 4) (+1). Columns past N are
-// computed, never stored.
+// row0..row0+63, plus the tile's bias from shared memory (BiasLayout); RAW: as fp32, for a store
+// loop that adds a residual before activating; else activated and cast to T. Fragment layout of
+// m64nN: warp w holds rows 16w + lane/4 (+8), n8 block j columns 8j + 2 (lane % 4) (+1). Columns
+// past N are computed, never stored.
 template <Act A, int BN, class L, bool RAW, typename S, typename T>
 __device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stage, int row0, const float* bias_s,
                                                bool has_bias, const Epilogue<T>& epi, int t) {
   const int warp = t / 32, lane = t % 32;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = row0 + warp * 16 + lane / 4 + half * 8;
+  for (int x = 0; x < BN / 16; ++x) {  // n8 blocks 2x and 2x + 1, whose bias is one 16-byte read
+    const float4 b4 = has_bias ? BiasLayout<BN>::quad(bias_s, x, lane % 4) : float4{};
+    const float b[4] = {b4.x, b4.y, b4.z, b4.w};
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int c = j * 8 + (lane % 4) * 2;
-      float v[2];
+    for (int jj = 0; jj < 2; ++jj) {
+      const int j = 2 * x + jj, c = j * 8 + (lane % 4) * 2;
 #pragma unroll
-      for (int e = 0; e < 2; ++e) v[e] = d[j * 4 + half * 2 + e] + (has_bias ? bias_s[c + e] : 0.f);
-      if constexpr (RAW) {
-        static_assert(L::kPairs, "fp32 staging (a residual's) is by rows");
-        *reinterpret_cast<float2*>(stage + L::at(r, c)) = make_float2(v[0], v[1]);
-      } else if constexpr (!L::kPairs) {
-        stage[L::at(r, c)] = epi.template finish<A>(v[0]);
-        stage[L::at(r, c + 1)] = epi.template finish<A>(v[1]);
-      } else {  // the pair as one store (half the shared-memory store instructions)
-        *reinterpret_cast<Pair<S>*>(stage + L::at(r, c)) =
-            pack_pair<S>(epi.template activated<A>(v[0]), epi.template activated<A>(v[1]));
+      for (int half = 0; half < 2; ++half) {
+        const int r = row0 + warp * 16 + lane / 4 + half * 8;
+        float v[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) v[e] = has_bias ? d[j * 4 + half * 2 + e] + b[jj * 2 + e] : d[j * 4 + half * 2 + e];
+        if constexpr (RAW) {
+          static_assert(L::kPairs, "fp32 staging (a residual's) is by rows");
+          *reinterpret_cast<float2*>(stage + L::at(r, c)) = make_float2(v[0], v[1]);
+        } else if constexpr (!L::kPairs) {
+          stage[L::at(r, c)] = epi.template finish<A>(v[0]);
+          stage[L::at(r, c + 1)] = epi.template finish<A>(v[1]);
+        } else {  // the pair as one store (half the shared-memory store instructions)
+          *reinterpret_cast<Pair<S>*>(stage + L::at(r, c)) =
+              pack_pair<S>(epi.template activated<A>(v[0]), epi.template activated<A>(v[1]));
+        }
       }
     }
   }
@@ -601,9 +625,9 @@ __device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stag
 
 // BiasTile: a tile's bias, BN values from column n0 on, as a warpgroup's 128 threads hold it.
 // load() reads it into registers when the tile starts, so that the global loads' latency hides
-// behind the main loop rather than stalling the epilogue (an L2 round trip a tile, every tile);
-// stage() writes it to shared memory as float (zeros past N) for stage_fragment / store_fragment.
-// I: the caller's index type.
+// behind the main loop rather than stalling the epilogue; stage() writes it to shared memory as
+// float (zeros past N, BiasLayout's order) for stage_fragment / store_fragment. I: the caller's
+// index type.
 template <int BN, typename T>
 struct BiasTile {
   static constexpr int PER = (BN + 127) / 128;  // values a thread holds
@@ -620,7 +644,7 @@ struct BiasTile {
   __device__ __forceinline__ void stage(float* bias_s, int t) const {
 #pragma unroll
     for (int e = 0; e < PER; ++e)
-      if (t + 128 * e < BN) bias_s[t + 128 * e] = static_cast<float>(v[e]);
+      if (t + 128 * e < BN) bias_s[BiasLayout<BN>::slot(t + 128 * e)] = static_cast<float>(v[e]);
   }
 };
 
@@ -636,8 +660,10 @@ __device__ __forceinline__ void store_fragment(const float (&d)[BN / 2], const M
   static_assert(std::is_same<T, float>::value, "store_fragment: fp32 outputs");
   const int warp = t / 32, lane = t % 32;
   auto value = [&](int j, int half, int e) {
-    const int c = j * 8 + (lane % 4) * 2 + e;
-    return epi.template finish<A>(d[j * 4 + half * 2 + e] + (has_bias ? bias_s[c] : 0.f));
+    const float v = d[j * 4 + half * 2 + e];
+    if (!has_bias) return epi.template finish<A>(v);
+    const float4 b = BiasLayout<BN>::quad(bias_s, j / 2, lane % 4);
+    return epi.template finish<A>(v + (j % 2 == 0 ? (e == 0 ? b.x : b.y) : (e == 0 ? b.z : b.w)));
   };
   const bool whole = pairs && n0 + BN <= N;
 #pragma unroll
