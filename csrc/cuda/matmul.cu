@@ -272,18 +272,17 @@ const std::array<PersistentChoice, 3>& persistent_choices() {
 // did not: ViT-B fc2 214 -> 192 us (192 wide: 6 full waves, 256 wide: 4.5), QKV 167 -> 163,
 // 4095 x 4097 x 4093 355 -> 329 (ping-pong: 8 full waves), linear+GELU fc2 249 -> 205. Short K
 // (<= 256: 1x1 convs) takes ping-pong, whose epilogue overlaps the other warpgroup's main loop; so
-// does a GELU or SiLU epilogue up to K = 1024, where the activation is a large part of a tile's time
-// (its cost is largely instruction fetch, NOTES 75), if ping-pong's tiles make at least 4 waves: on
-// fewer the last wave's share, which the scores weigh, outweighs the overlap. bf16 linear + bias +
-// act, us, the cooperative pick / pp128-c2: GELU (results/h200/2cf7de3/v1/cand_bf16_v0.json) ViT-B
-// fc1 (K 768) 226.7 / 221.4, QKV (K 768) 178.4 / 168.7, but fc2 (K 3072) 171.6 / 189.6; SiLU
-// (5dc6fd0/s1) fc1 220.6 / 209.0, QKV 174.3 / 159.5, fc2 170.6 / 187.4; but 1568 x 3072 x 768
-// (3 waves, 64c225d/p1) GELU 22.5 / 25.1, SiLU 22.2 / 22.9 (the scores' coop128x192-c2).
+// does a SiLU epilogue up to K = 1024 if ping-pong's tiles make at least 4 waves (on fewer the
+// last wave's share, which the scores weigh, outweighs the overlap): bf16 linear + bias + SiLU, us,
+// cooperative / pp128-c2 (results/h200/9f98b77/p1/lin_silu.json): 25216 x 3072 x 512 157.7 / 150.4,
+// ViT-B fc1 and QKV within 1%; fc2 (K 3072) 165.7 / 187.3. GELU took ping-pong as well until its
+// epilogue got cheaper (NOTES 77); now the cooperative tiles run it faster (lin_gelu.json: ViT-B
+// fc1 204.2 / 222.3, QKV 158.0 / 168.9, 25216 x 3072 x 512 161.0 / 168.8).
 int persistent_pick(const GemmArgs& a, int64_t sms) {
   const auto& choices = persistent_choices();
   constexpr int kPingPong = 2;
-  const bool act_overlap = (a.act == Act::Gelu || a.act == Act::Silu) && a.K <= 1024 &&
-                           cluster_waves(a, kSm90Configs[choices[kPingPong].config].bn, sms) >= 4;
+  const bool act_overlap =
+      a.act == Act::Silu && a.K <= 1024 && cluster_waves(a, kSm90Configs[choices[kPingPong].config].bn, sms) >= 4;
   if (a.K <= 256 || act_overlap) return kPingPong;
   const int64_t clusters = resident_clusters(sms);
   int best = 0;
