@@ -469,14 +469,14 @@ def test_linear_persistent_cuda(config, kind, activation, with_bias, out_feature
     check(out, ref, mag, kind, "%s linear %s seed=%d" % (config, activation, seed))
 
 
-# The persistent pick (autotuning off) for a SiLU epilogue: ping-pong up to K = 1024 where its
-# tiles make at least 4 waves (ping-pong runs the activation beside the other warpgroup's main
-# loop); past that K, on fewer waves, with GELU (whose epilogue the cooperative tiles now run
-# faster, NOTES 77) and without an activation past K = 256, the wave scores pick. The shape is
-# sized by the SM count so that those scores pick the cooperative 128 x 256 tiles on any even SM count (every Hopper part): with N =
-# 512, 256 x 512 for each resident cluster of two fills exactly two waves, where 192- and 128-wide
-# tiles fill three and four (ping-pong's 4: the rule's least) at lower speeds; with N = 256, one
-# wave against ping-pong's two.
+# The persistent pick (autotuning off) for a SiLU epilogue: ping-pong up to K = 1024 where its tiles
+# make at least 4 waves (ping-pong runs the activation beside the other warpgroup's main loop); past
+# that K, on fewer waves, with GELU (whose epilogue the cooperative tiles now run faster, NOTES 77)
+# and without an activation past K = 256, the wave scores pick. The shape is sized by the SM count
+# so that those scores pick the cooperative 128 x 256 tiles on any even SM count (every Hopper
+# part): with N = 512, 256 x 512 for each resident cluster of two fills exactly two waves, where
+# 192- and 128-wide tiles fill three and four (ping-pong's 4: the rule's least) at lower speeds;
+# with N = 256, one wave against ping-pong's two.
 @pytest.mark.cuda
 @pytest.mark.parametrize("activation,K,N,want", [
     ("gelu", 768, 512, False), ("gelu", 256, 512, True), ("silu", 1024, 512, True), ("none", 768, 512, False),
