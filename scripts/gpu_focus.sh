@@ -15,6 +15,9 @@
 #                  fp32 rows of bench_matmul that SIMT_FILTER selects (default: those w256 takes)
 #     cand_dw      time_candidates: the depthwise forward's candidates (all) at batch 32 and 64
 #     skinny       scripts/probe_small_matmul.py --set skinny
+#     waves        time_candidates: the six persistent configs (128-row tiles, clusters of one and two)
+#                  and the default on linear + bias shapes from under one wave to many (WAVE_SHAPES),
+#                  bf16 and TF32: how their speeds depend on the waves a problem makes
 #     bench_tf32   bench_matmul's TF32 rows
 #     edges, simt, tf32  scripts/probe_edges.py --set edges / simt / tf32: each matmul_sm90 (bf16
 #                  near 1024; TF32) or matmul_simt (fp32) config pinned, kernel times beside cuBLAS
@@ -50,6 +53,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 $PY -c "import tileops, json; print(json.dumps(tileops.build_info()))" > "$OUTDIR/build_info.json" || exit 1
 # the tests step: test_splitk whole, and the named tests of the others (KEYS: a pytest -k expression)
 KEYS=${KEYS:-"fast_activation or linear_epilogue or family or depthwise or fast_path or smallc or skinny or persistent"}
+# ViT-B's linears at batch 8 to 128, ViT-S's (384 wide) at 32 and 128, LLM and square ones
+WAVE_DEFAULT=1568x3072x768,1568x768x3072,1568x2304x768,3136x3072x768,3136x768x3072,6272x1536x384,\
+6272x384x1536,6272x1152x384,6272x3072x768,6272x768x3072,12608x3072x768,12608x768x3072,25216x3072x768,\
+25216x768x3072,25216x2304x768,25088x1536x384,25088x384x1536,2048x2048x2048,4096x4096x4096,4096x11008x4096,\
+4096x4096x11008,8192x8192x8192
 rc=0
 step() {  # step NAME SECONDS CMD...: CMD's output to OUTDIR/NAME.log, its last lines here
   local name=$1 limit=$2
@@ -100,6 +108,9 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     bench_tf32) step bench_tf32 240 $PY benchmarks/bench_matmul.py --filter "tf32" --out "$OUTDIR/matmul_tf32.json" ;;
     edges|simt|tf32) step "probe_$s" 240 $PY scripts/probe_edges.py "$OUTDIR/$s.json" --set $s ;;
     bias) step bias 300 $PY scripts/probe_bias.py "$OUTDIR/bias.json" ;;
+    waves) for d in bfloat16 tf32; do step waves_$d 300 $PY scripts/time_candidates.py --family matmul_sm90 \
+      --dtype $d --act none --out "$OUTDIR/waves_$d.json" --linear-shapes "${WAVE_SHAPES:-$WAVE_DEFAULT}" \
+      --candidates pp128,coop128x192,coop128x256,pp128-c2,coop128x192-c2,coop128x256-c2; done ;;
     skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
     *) echo "unknown step $s"; rc=1 ;;
