@@ -15,6 +15,7 @@
 #                  fp32 rows of bench_matmul that SIMT_FILTER selects (default: those w256 takes)
 #     cand_dw      time_candidates: the depthwise forward's candidates (all) at batch 32 and 64
 #     skinny       scripts/probe_small_matmul.py --set skinny
+#     ncu          scripts/ncu_probe.sh on NCU_SHAPES ("M N K dtype;M N K dtype;...")
 #     waves        time_candidates: the six persistent configs (128-row tiles, clusters of one and two)
 #                  and the default on linear + bias shapes from under one wave to many (WAVE_SHAPES),
 #                  bf16 and TF32: how their speeds depend on the waves a problem makes
@@ -108,6 +109,8 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     bench_tf32) step bench_tf32 240 $PY benchmarks/bench_matmul.py --filter "tf32" --out "$OUTDIR/matmul_tf32.json" ;;
     edges|simt|tf32) step "probe_$s" 240 $PY scripts/probe_edges.py "$OUTDIR/$s.json" --set $s ;;
     bias) step bias 300 $PY scripts/probe_bias.py "$OUTDIR/bias.json" ;;
+    ncu) IFS=';' read -ra shapes <<< "${NCU_SHAPES:?ncu: set NCU_SHAPES}"
+      step ncu 500 bash scripts/ncu_probe.sh "$OUTDIR/ncu" "${shapes[@]}" ;;
     waves) for d in bfloat16 tf32; do step waves_$d 300 $PY scripts/time_candidates.py --family matmul_sm90 \
       --dtype $d --act none --out "$OUTDIR/waves_$d.json" --linear-shapes "${WAVE_SHAPES:-$WAVE_DEFAULT}" \
       --candidates pp128,coop128x192,coop128x256,pp128-c2,coop128x192-c2,coop128x256-c2; done ;;

@@ -499,6 +499,33 @@ def test_persistent_pick_activation_cuda(activation, K, N, want):
     check(out, ref, mag, "bfloat16", "persistent pick %s K=%d N=%d seed=%d" % (activation, K, N, seed))
 
 
+# The heuristic on problems of a few waves (autotuning off; NOTES 78), sized by the SM count:
+# "waves", 128-row tiles 192 wide fill exactly three waves of blocks (one an SM) where 256-row
+# cluster tiles leave a fourth of theirs idle: the unclustered coop128x192; "gate", between one and
+# two 128 x 128 tiles an SM: a persistent kernel (the one-tile bn256 before); "band", 64-wide tiles
+# outnumbering the SMs, 128-wide ones not, over K = 3072: the one-tile bn128, not bn64x2.
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", ["waves", "gate", "band"])
+def test_heuristic_few_waves_cuda(case):
+    from tileops import autotune
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the configs under test are Hopper's")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows, N, K = {"waves": (3 * sms // 4, 768, 768), "gate": (sms // 3 + 1, 384, 768),
+                  "band": (sms // 8 + 1, 768, 3072)}[case]
+    M, dt = 128 * rows - 5, torch.bfloat16  # the last tile row partial
+    gen, seed = fresh_generator()
+    x, w, bias = randn((M, K), dt, "cuda", gen), randn((N, K), dt, "cuda", gen), randn((N,), dt, "cuda", gen)
+    with autotune.enabled(False):
+        out, names = cuda_kernels(lambda: run_poisoned(lambda: tileops.linear(x, w, bias), M * N, dt, "cuda"))
+    want = {"waves": r"persistent_kernel<[^,]+, false, 128, 192, true, 1,", "gate": r"persistent_kernel<",
+            "band": r"gemm_sm90_kernel<[^,]+, 128,"}[case]
+    assert any(re.search(want, n) for n in names), "%s %dx%dx%d: expected %s among %s" % (case, M, N, K, want, names)
+    ref, mag = ref_linear(x, w, bias, "none")
+    check(out, ref, mag, "bfloat16", "heuristic %s seed=%d" % (case, seed))
+
+
 # TF32's B read in place by the one-tile kernels' producer threads where K <= 512, rounded on the
 # way (the persistent configs, bn256 and longer K take a rounded copy): row-major (MN-major) and
 # transposed (K-major) views whose last chunk of 4 words is partial (N = 262 of 264 columns, K =

@@ -85,7 +85,8 @@ void run_conv_candidates(const GemmArgs& g, const char* family, const std::vecto
 // The families' candidates (autotune::Family), each described where it runs.
 std::vector<std::string> fwd_names() {  // conv_fwd_sm90
   std::vector<std::string> v = {"bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"};
-  for (const PersistentChoice& c : persistent_choices()) v.push_back(kSm90Names[c.config] + "-im2col");
+  const auto& persist = persistent_choices();  // its first kClusteredChoices: clusters of two
+  for (int j = 0; j < kClusteredChoices; ++j) v.push_back(kSm90Names[persist[j].config] + "-im2col");
   v.push_back("rows64");  // conv_fwd_rows64 (conv_smallc.cu), last: the indices above stay
   return v;
 }
@@ -183,7 +184,7 @@ int rows64_index() {
 int fwd_heuristic(const GemmArgs& g, bool im2col) {
   const auto& persist = persistent_choices();
   static const int kCoop256 = [&] {  // coop128x256-c2-im2col
-    for (int j = 0; j < int(persist.size()); ++j)
+    for (int j = 0; j < kClusteredChoices; ++j)
       if (persist[j].config == sm90_index("coop128x256-c2")) return kFirstPersist + j;
     TORCH_INTERNAL_ASSERT(false, "tileops: coop128x256-c2 is not a persistent choice");
     return -1;
@@ -217,7 +218,7 @@ int fwd_heuristic(const GemmArgs& g, bool im2col) {
   } else if (g.N <= 64 || 2 * output_tiles(g, 64) <= sms) {
     heuristic = kBn64x2Im2col;  // gathers where no im2col map can be made
   } else if (can_persist && output_tiles(g, 128) >= 2 * sms) {
-    heuristic = kFirstPersist + persistent_pick(g, sms);
+    heuristic = kFirstPersist + persistent_pick(g, sms, kClusteredChoices);
   } else if (can_persist) {
     const int64_t waves128 = (output_tiles(g, 128) + sms - 1) / sms;
     if (2.0 * double(cluster_waves(g, 256, sms)) < 1.12 * double(waves128)) heuristic = kCoop256;

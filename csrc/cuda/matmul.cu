@@ -259,42 +259,141 @@ int sm90_index(const char* name) {
   return int(it - kSm90Names.begin());
 }
 
-const std::array<PersistentChoice, 3>& persistent_choices() {
-  static const std::array<PersistentChoice, 3> kChoices = {
-      {{sm90_index("coop128x256-c2"), 1.0}, {sm90_index("coop128x192-c2"), 0.977}, {sm90_index("pp128-c2"), 0.913}}};
+// Speeds at full waves, relative to coop128x256-c2's, 16-bit and TF32: fitted on linear + bias
+// shapes from under one wave to 36 (H200, results/h200/c11183d/w1/waves_*.json, NOTES 78): each
+// config's time against coop128x256-c2's, corrected by the two wave efficiencies, was nearly
+// constant over the shapes of many waves (the medians here). Unclustered, the tiles ran as fast as
+// clustered (TF32's coop128x192 slower on the largest, 0.75 at 8192^3, where the multicast of
+// its 4-byte B still pays: 0.88 here); their wins are in waves alone.
+const std::array<PersistentChoice, 6>& persistent_choices() {  // speed: 16-bit's
+  static const std::array<PersistentChoice, 6> kChoices = {{{sm90_index("coop128x256-c2"), 1.0},
+                                                            {sm90_index("coop128x192-c2"), 0.974},
+                                                            {sm90_index("pp128-c2"), 0.887},
+                                                            {sm90_index("coop128x256"), 0.996},
+                                                            {sm90_index("coop128x192"), 0.963},
+                                                            {sm90_index("pp128"), 0.889}}};
   return kChoices;
 }
+namespace {
+constexpr double kTf32Speed[] = {1.0, 0.943, 0.68, 0.997, 0.88, 0.69};  // TF32's, in the same order
 
-// The heuristic's persistent config (TF32 takes bf16's relative speeds): the best wave efficiency
-// (the share of the clusters' tile slots that covers C: a partial last wave and tiles past N's
-// edge are lost) times the config's speed at full waves. On
-// results/h200/iterations-c2/cand_3fdd839.json this picks the fastest of the three on every row where they run by default, where 128 x 256 alone
-// did not: ViT-B fc2 214 -> 192 us (192 wide: 6 full waves, 256 wide: 4.5), QKV 167 -> 163,
-// 4095 x 4097 x 4093 355 -> 329 (ping-pong: 8 full waves), linear+GELU fc2 249 -> 205. Short K
-// (<= 256: 1x1 convs) takes ping-pong, whose epilogue overlaps the other warpgroup's main loop; so
-// does a SiLU epilogue up to K = 1024 if ping-pong's tiles make at least 4 waves (on fewer the
-// last wave's share, which the scores weigh, outweighs the overlap): bf16 linear + bias + SiLU, us,
-// cooperative / pp128-c2 (results/h200/9f98b77/p1/lin_silu.json): 25216 x 3072 x 512 157.7 / 150.4,
-// ViT-B fc1 and QKV within 1%; fc2 (K 3072) 165.7 / 187.3. GELU took ping-pong as well until its
-// epilogue got cheaper (NOTES 77); now the cooperative tiles run it faster (lin_gelu.json: ViT-B
-// fc1 204.2 / 222.3, QKV 158.0 / 168.9, 25216 x 3072 x 512 161.0 / 168.8).
-int persistent_pick(const GemmArgs& a, int64_t sms) {
+// The share of a persistent config's tile slots over its waves that covers C (a partial last
+// wave and tiles past the edges are lost): clusters of two run resident_clusters(sms) at once,
+// 256 x bn tiles; unclustered, one 128 x bn block an SM.
+double wave_efficiency(const GemmArgs& a, const Sm90Config& c, int64_t sms) {
+  const int64_t units = c.cluster == 2 ? resident_clusters(sms) : sms, rows = 128 * c.cluster;
+  const int64_t waves = (output_tiles(a, c.bn, rows) + units - 1) / units;
+  return double(a.M) * double(a.N) * double(a.batch) / (double(waves * units) * double(rows) * c.bn);
+}
+}  // namespace
+
+// The heuristic's persistent config: the best wave efficiency times the config's speed at full
+// waves. On results/h200/iterations-c2/cand_3fdd839.json this picked the fastest of the clustered
+// three on every row where they ran by default, where 128 x 256 alone did not: ViT-B fc2 214 -> 192 us (192 wide: 6 full waves, 256 wide: 4.5), QKV 167 ->
+// 163, 4095 x 4097 x 4093 355 -> 329 (ping-pong: 8 full waves), linear+GELU fc2 249 -> 205. Short
+// K (<= 256: 1x1 convs) takes ping-pong, whose epilogue overlaps the other warpgroup's main loop;
+// so does a SiLU epilogue up to K = 1024 if ping-pong's clustered tiles make at least 4 waves (on
+// fewer the last wave's share, which the scores weigh, outweighs the overlap): bf16 linear + bias
+// + SiLU, us, cooperative / pp128-c2 (results/h200/9f98b77/p1/lin_silu.json): 25216 x 3072 x 512
+// 157.7 / 150.4, ViT-B fc1 and QKV within 1%; fc2 (K 3072) 165.7 / 187.3. GELU took ping-pong as
+// well until its epilogue got cheaper (NOTES 77); now the cooperative tiles run it faster
+// (lin_gelu.json: ViT-B fc1 204.2 / 222.3, QKV 158.0 / 168.9, 25216 x 3072 x 512 161.0 / 168.8).
+// Where ping-pong is the rule, the wave scores choose between its clustered and unclustered forms.
+int persistent_pick(const GemmArgs& a, int64_t sms, int n) {
   const auto& choices = persistent_choices();
+  TORCH_INTERNAL_ASSERT(n >= kClusteredChoices && n <= int(choices.size()), "tileops: persistent_pick over ", n, " choices");
   constexpr int kPingPong = 2;
   const bool act_overlap =
       a.act == Act::Silu && a.K <= 1024 && cluster_waves(a, kSm90Configs[choices[kPingPong].config].bn, sms) >= 4;
-  if (a.K <= 256 || act_overlap) return kPingPong;
-  const int64_t clusters = resident_clusters(sms);
-  int best = 0;
+  const bool ping_pong = a.K <= 256 || act_overlap;
+  int best = -1;
   double best_score = 0.0;
-  for (int j = 0; j < int(choices.size()); ++j) {
-    const int bn = kSm90Configs[choices[j].config].bn;
-    const int64_t waves = cluster_waves(a, bn, sms);
-    const double score =
-        choices[j].speed * double(a.M) * double(a.N) * double(a.batch) / (double(waves * clusters) * 256.0 * bn);
-    if (score > best_score) best = j, best_score = score;
+  for (int j = 0; j < n; ++j) {
+    const Sm90Config& c = kSm90Configs[choices[j].config];
+    if (ping_pong && c.persist != Persist::PingPong) continue;
+    const double speed = a.dtype == at::kFloat ? kTf32Speed[j] : choices[j].speed;
+    const double score = speed * wave_efficiency(a, c, sms);
+    if (best < 0 || score > best_score) best = j, best_score = score;
   }
   return best;
+}
+
+// The heuristic: bn64x2 where 128-wide tiles would leave SMs idle but 64-wide ones fill them
+// without split-K, and for N <= 64 (measured, results/h200/14fecd3: square 1024 0.70 -> 1.10x,
+// 1000^3 0.75 -> 0.92x, batched AV 1.00 -> 1.19x; 1x1-conv GEMMs with N = 64 unchanged; large
+// problems are slower with it: ViT-B 0.36-0.67x); the persistent kernels where there is at least
+// one 128 x 128 tile per SM (persistent_pick; TF32 2048^2 on an H100: bn256 79 us,
+// coop128x256-c2 66, results/h100/ddb1659/a/cand_tf32.log; 16-bit took them from two tiles per SM
+// until the unclustered configs joined the pick, NOTES 78); else 256 wide for wide outputs, 128
+// below. (TF32 with N <= 64 took the persistent kernels where they filled the SMs while bn64x2
+// copied A to round it, H100 batched AV 95 -> 53 us of which 56 were the copies,
+// results/h100/8643bf4/c2; the one-tile kernels now round A in registers too.)
+int sm90_heuristic(const GemmArgs& a, const TmaLayout& l) {
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const bool tf32 = a.dtype == at::kFloat;
+  const int64_t es = int64_t(c10::elementSize(a.dtype)), bk = sm90::ROW_BYTES / es;
+  const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
+  const bool can_persist = persistent_refusal(a, a_mn) == nullptr;
+  const bool persist = can_persist && output_tiles(a, 128) >= sms;
+  const bool x2 = !a_mn &&  // A MN: no bn64
+                  (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));
+  // 16-bit one-tile kernels that split K (few output tiles over a long K, as a linear's weight
+  // gradient gz^T x) take 128-wide tiles: as many blocks with half the splits, each a main loop twice
+  // as long against the same prologue and partial store (H100, ViT-S b128 weight gradients, K =
+  // 25216, bn256 -> bn128: 1152 x 384 59 -> 47 us, 384 x 384 33 -> 28, 1536 x 384 76 -> 59, 384 x
+  // 1536 58 -> 55; results/h100/2a3f1ef/n1/vit_gemms.json, NOTES 55).
+  const bool split = !tf32 && splitk_factor(a, 128, int(bk)) > 1;
+  // At most one 64-wide tile per SM over a short K (<= 1024): bn64, one block per SM with an
+  // 8-stage ring, where bn64x2's second block per SM never comes and its ring is 4 deep; but, 16-bit,
+  // where an operand's rows are not 128-byte aligned (TMA boxes straddle lines), ping-pong pp128,
+  // whose 128 x 128 tiles load less per output. Over a longer K, where 128-wide tiles split K:
+  // bn128. H200, kernel us (results/h200/f6d89d1/a1/edges.json), bn64 / bn64x2 / pp128 / bn128:
+  // 1024^3 6.0 / 6.8 / 8.2 / 10.9, 1000 x 1024 x 1024 6.4 / 7.2 / 8.2; 1000^3 11.8 / 11.8 / 10.3,
+  // B K-major 11.3 / 11.3 / 9.7; 1024 x 1024 x 1000 9.0 / 8.9 / 8.3; 1000 x 1000 x 4096 bn128 23.4
+  // against bn64x2's 26.4, B K-major 18.6 against 22.5.
+  // TF32 takes bn64 where bn64x2 would run with at most one block per SM: bn64x2's two blocks keep
+  // one register set of A fragments and a 4-deep ring; nor pp128. Where its 64-wide tiles fill
+  // between one and two blocks per SM, bn64x2 (GPU us, results/h200/35cc54d/c1/tf32.json, bn64 /
+  // bn64x2 / pp128: 1024^2 17.9 / 27.6 / 27.3, 1000^3 20.3 / 29.0 / 31.7; batched AV
+  // 64 x 512 x 64 x 512, 256 tiles, 34.7 / 33.4 / 39.1).
+  // 16-bit with both operands' rows ragged: the clusters of two, whose multicast halves the
+  // straddling B loads; pp128-c2 in place of pp128 at one wave, and where K is not split a
+  // persistent config in place of the one-tile bn256 / bn128 (H200, results/h200/70d0595/p1/edges_c2.json,
+  // kernel us: 1000^3 pp128 10.5 -> pp128-c2 9.5, B K-major 9.9 -> 9.4; 2048 x 2048 x 1000 with B
+  // K-major bn256 20.0 -> coop128x256-c2 15.5; with one ragged operand pp128 / bn256 stay ahead,
+  // 1024^2 x 1000 8.5 against 9.1; split over K = 4096, bn128 18.5 against pp128-c2's 24.8).
+  // (Copying both ragged operands to whole-line rows first did not pay at 1000^3: one launch for
+  // both took 3.1 us, more than the straddling loads cost; NOTES 72.)
+  const int64_t pitch_a = a_mn ? a.mm.sa[2] : a.mm.sa[1], pitch_b = b_mn ? a.mm.sb[1] : a.mm.sb[2];
+  const bool ragged_a = (pitch_a * es) % 128 != 0, ragged_b = (pitch_b * es) % 128 != 0;
+  const bool one_wave64 = x2 && output_tiles(a, 64) <= sms && a.K <= 1024;
+  // Nor bn64x2 where its 64-wide tiles outnumber the SMs over a long K (> 1024) unsplit: the SMs
+  // that get a second block take twice as long, while 128-wide tiles give each busy SM one; bn128
+  // (H200, linear + bias 1568 x 768 x 3072, kernel us: bn64x2 26.4, bn128 18.3, pp128 18.3;
+  // results/h200/b7605fa/s1/small_linear.json).
+  const bool long_x2 = x2 && !one_wave64 && a.N > 64 && (split || (output_tiles(a, 64) > sms && a.K > 1024));
+  static const int kX2 = sm90_index("bn64x2"), kBn64 = sm90_index("bn64"), kBn256 = sm90_index("bn256"),
+                   kBn128 = sm90_index("bn128"), kPp128 = sm90_index("pp128"), kPp128c2 = sm90_index("pp128-c2");
+  const bool pp_rows = (ragged_a || ragged_b) && !tf32 && can_persist;
+  const bool cluster_rows = pp_rows && ragged_a && ragged_b;
+  const bool persistent = persist || (cluster_rows && !split);
+  // 16-bit, rows aligned, where even 64-wide tiles fill at most half the SMs over K <= 1024 (batch-1
+  // ViT linears, a batch-1 patch embedding's GEMM): bn64 unsplit, the most blocks without a reduce.
+  // H200 kernel us (results/h200/11f5cbf/s1/few.json), bn64-nosplit / the bn256 or split bn128
+  // it replaces / cuBLAS: 197 x 1152 x 384 4.2 / 10.2 / 3.0, 197 x 384 x 384 4.0 / 10.0 / 2.7,
+  // 196 x 768 x 768 5.2 / 7.3 / 3.5, 384 x 768 x 768 4.8 / 7.3 / 3.6, 512^3 4.0 / 6.6 / 3.1; it was the
+  // fastest candidate on all 11 shapes probed.
+  const bool few64 = !a_mn && !tf32 && !pp_rows && !persist && 2 * output_tiles(a, 64) <= sms &&
+                     a.K <= 1024;
+  static const int kBn64Nosplit = sm90_index("bn64-nosplit");
+  const int heuristic = one_wave64   ? (cluster_rows ? kPp128c2 : pp_rows ? kPp128 : kBn64)
+                        : long_x2    ? kBn128
+                        : x2         ? (tf32 && output_tiles(a, 64) <= sms ? kBn64 : kX2)
+                        : few64      ? kBn64Nosplit
+                        : persistent ? persistent_choices()[persistent_pick(a, sms, cluster_rows ? kClusteredChoices
+                                                                                                   : 6)].config
+                                     : a.N > 128 && !split ? kBn256 : kBn128;
+  return heuristic;
 }
 
 bool tm128(const Sm90Config& cfg) { return cfg.persist == Persist::PingPong || cfg.bn != 128; }

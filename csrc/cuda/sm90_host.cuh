@@ -70,7 +70,7 @@ const char* persistent_refusal(const GemmArgs& a, bool a_mn);
 
 // Hopper configs as data: tile width x split-K allowed x two blocks per SM (a 4-stage ring,
 // sm90::blocks_per_sm: one block's fill and epilogue overlap the other's main loop, for short
-// K) x persistent (the ping-pong and cooperative kernels). The heuristic is in run_sm90; split-K
+// K) x persistent (the ping-pong and cooperative kernels). The heuristic is sm90_heuristic; split-K
 // where splitk_factor says.
 enum class Persist { No, PingPong, Coop };
 struct Sm90Config {
@@ -92,16 +92,21 @@ inline int64_t cluster_waves(const GemmArgs& a, int64_t bn, int64_t sms) {
   return (output_tiles(a, bn, 256) + resident_clusters(sms) - 1) / resident_clusters(sms);
 }
 
-// The persistent configs the heuristics choose among (clusters of two, 128-row block tiles), with
-// their speed at full waves (ViT-B fc1 on an H200: 128 x 256 212 us, 128 x 192 217, ping-pong
-// 232). The conv forward offers exactly these, with im2col loads.
+// The persistent configs the heuristics choose among (128-row block tiles), with their speed at
+// full waves relative to coop128x256-c2's: the three in clusters of two first, which the conv
+// forward offers with im2col loads (kClusteredChoices), then the same tiles unclustered (matmul only).
 struct PersistentChoice {
   int config;  // index in kSm90Configs
   double speed;
 };
-const std::array<PersistentChoice, 3>& persistent_choices();
-// The heuristic's persistent config: its position in persistent_choices() (matmul.cu says how).
-int persistent_pick(const GemmArgs& a, int64_t sms);
+constexpr int kClusteredChoices = 3;
+const std::array<PersistentChoice, 6>& persistent_choices();
+// The heuristic's persistent config: its position among the first `n` of persistent_choices()
+// (matmul.cu says how).
+int persistent_pick(const GemmArgs& a, int64_t sms, int n = 6);
+// The Hopper matmul's config for a's problem, its operands laid out as l, where the autotuner has
+// none: an index in kSm90Configs (matmul.cu says why each).
+int sm90_heuristic(const GemmArgs& a, const TmaLayout& l);
 // Whether a persistent config's block tile is 128 rows (ping-pong 128 x 128, cooperative 128 x 256
 // and 128 x 192): the ones the conv forward takes.
 bool tm128(const Sm90Config& cfg);

@@ -249,75 +249,11 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
   }
 }
 
+// The config: sm90_heuristic's (matmul.cu), or the autotuner's.
 template <typename T>
 void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded) {
-  // The heuristic: bn64x2 where 128-wide tiles would leave SMs idle but 64-wide ones fill them
-  // without split-K, and for N <= 64 (measured, results/h200/14fecd3: square 1024 0.70 -> 1.10x,
-  // 1000^3 0.75 -> 0.92x, batched AV 1.00 -> 1.19x; 1x1-conv GEMMs with N = 64 unchanged; large
-  // problems are slower with it: ViT-B 0.36-0.67x); the persistent kernels in clusters of two
-  // where there are at least two 128 x 128 tiles per SM, TF32 one (persistent_pick; TF32 2048^2
-  // on an H100: bn256 79 us, coop128x256-c2 66, results/h100/ddb1659/a/cand_tf32.log); else 256
-  // wide for wide outputs, 128 below. (TF32 with N <= 64 took the persistent kernels where they
-  // filled the SMs while bn64x2 copied A to round it, H100 batched AV 95 -> 53 us of which 56 were
-  // the copies, results/h100/8643bf4/c2; the one-tile kernels now round A in registers too.)
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
-  const bool can_persist = persistent_refusal(a, a_mn) == nullptr;
-  const bool persist = can_persist && output_tiles(a, 128) >= (sm90::kTf32<T> ? 1 : 2) * sms;
-  const bool x2 = !a_mn &&  // A MN: no bn64
-                  (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));
-  // 16-bit one-tile kernels that split K (few output tiles over a long K, as a linear's weight
-  // gradient gz^T x) take 128-wide tiles: as many blocks with half the splits, each a main loop twice
-  // as long against the same prologue and partial store (H100, ViT-S b128 weight gradients, K =
-  // 25216, bn256 -> bn128: 1152 x 384 59 -> 47 us, 384 x 384 33 -> 28, 1536 x 384 76 -> 59, 384 x
-  // 1536 58 -> 55; results/h100/2a3f1ef/n1/vit_gemms.json, NOTES 55).
-  const bool split = !sm90::kTf32<T> && splitk_factor(a, 128, sm90::bk<T>) > 1;
-  // At most one 64-wide tile per SM over a short K (<= 1024): bn64, one block per SM with an
-  // 8-stage ring, where bn64x2's second block per SM never comes and its ring is 4 deep; but, 16-bit,
-  // where an operand's rows are not 128-byte aligned (TMA boxes straddle lines), ping-pong pp128,
-  // whose 128 x 128 tiles load less per output. Over a longer K, where 128-wide tiles split K:
-  // bn128. H200, kernel us (results/h200/f6d89d1/a1/edges.json), bn64 / bn64x2 / pp128 / bn128:
-  // 1024^3 6.0 / 6.8 / 8.2 / 10.9, 1000 x 1024 x 1024 6.4 / 7.2 / 8.2; 1000^3 11.8 / 11.8 / 10.3,
-  // B K-major 11.3 / 11.3 / 9.7; 1024 x 1024 x 1000 9.0 / 8.9 / 8.3; 1000 x 1000 x 4096 bn128 23.4
-  // against bn64x2's 26.4, B K-major 18.6 against 22.5.
-  // TF32 takes bn64 where bn64x2 would run with at most one block per SM: bn64x2's two blocks keep
-  // one register set of A fragments and a 4-deep ring; nor pp128. Where its 64-wide tiles fill
-  // between one and two blocks per SM, bn64x2 (GPU us, results/h200/35cc54d/c1/tf32.json, bn64 /
-  // bn64x2 / pp128: 1024^2 17.9 / 27.6 / 27.3, 1000^3 20.3 / 29.0 / 31.7; batched AV
-  // 64 x 512 x 64 x 512, 256 tiles, 34.7 / 33.4 / 39.1).
-  // 16-bit with both operands' rows ragged: the clusters of two, whose multicast halves the
-  // straddling B loads; pp128-c2 in place of pp128 at one wave, and where K is not split a
-  // persistent config in place of the one-tile bn256 / bn128 (H200, results/h200/70d0595/p1/edges_c2.json,
-  // kernel us: 1000^3 pp128 10.5 -> pp128-c2 9.5, B K-major 9.9 -> 9.4; 2048 x 2048 x 1000 with B
-  // K-major bn256 20.0 -> coop128x256-c2 15.5; with one ragged operand pp128 / bn256 stay ahead,
-  // 1024^2 x 1000 8.5 against 9.1; split over K = 4096, bn128 18.5 against pp128-c2's 24.8).
-  // (Copying both ragged operands to whole-line rows first did not pay at 1000^3: one launch for
-  // both took 3.1 us, more than the straddling loads cost; NOTES 72.)
-  const int64_t es = int64_t(c10::elementSize(a.dtype));
-  const int64_t pitch_a = a_mn ? a.mm.sa[2] : a.mm.sa[1], pitch_b = b_mn ? a.mm.sb[1] : a.mm.sb[2];
-  const bool ragged_a = (pitch_a * es) % 128 != 0, ragged_b = (pitch_b * es) % 128 != 0;
-  const bool one_wave64 = x2 && output_tiles(a, 64) <= sms && a.K <= 1024;
-  const bool long_x2 = x2 && !one_wave64 && a.N > 64 && split;
-  static const int kX2 = sm90_index("bn64x2"), kBn64 = sm90_index("bn64"), kBn256 = sm90_index("bn256"),
-                   kBn128 = sm90_index("bn128"), kPp128 = sm90_index("pp128"), kPp128c2 = sm90_index("pp128-c2");
-  const bool pp_rows = (ragged_a || ragged_b) && !sm90::kTf32<T> && can_persist;
-  const bool cluster_rows = pp_rows && ragged_a && ragged_b;
-  const bool persistent = persist || (cluster_rows && !split);
-  // 16-bit, rows aligned, where even 64-wide tiles fill at most half the SMs over K <= 1024 (batch-1
-  // ViT linears, a batch-1 patch embedding's GEMM): bn64 unsplit, the most blocks without a reduce.
-  // H200 kernel us (results/h200/11f5cbf/s1/few.json), bn64-nosplit / the bn256 or split bn128
-  // it replaces / cuBLAS: 197 x 1152 x 384 4.2 / 10.2 / 3.0, 197 x 384 x 384 4.0 / 10.0 / 2.7,
-  // 196 x 768 x 768 5.2 / 7.3 / 3.5, 384 x 768 x 768 4.8 / 7.3 / 3.6, 512^3 4.0 / 6.6 / 3.1; it was the
-  // fastest candidate on all 11 shapes probed.
-  const bool few64 = !a_mn && !sm90::kTf32<T> && !pp_rows && !persist && 2 * output_tiles(a, 64) <= sms &&
-                     a.K <= 1024;
-  static const int kBn64Nosplit = sm90_index("bn64-nosplit");
-  const int heuristic = one_wave64   ? (cluster_rows ? kPp128c2 : pp_rows ? kPp128 : kBn64)
-                        : long_x2    ? kBn128
-                        : x2         ? (sm90::kTf32<T> && output_tiles(a, 64) <= sms ? kBn64 : kX2)
-                        : few64      ? kBn64Nosplit
-                        : persistent ? persistent_choices()[persistent_pick(a, sms)].config
-                                     : a.N > 128 && !split ? kBn256 : kBn128;
+  const int heuristic = sm90_heuristic(a, l);
   autotune::run(
       [&] {
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
