@@ -363,7 +363,9 @@ int sm90_heuristic(const GemmArgs& a, const TmaLayout& l) {
   // K-major bn256 20.0 -> coop128x256-c2 15.5; with one ragged operand pp128 / bn256 stay ahead,
   // 1024^2 x 1000 8.5 against 9.1; split over K = 4096, bn128 18.5 against pp128-c2's 24.8).
   // (Copying both ragged operands to whole-line rows first did not pay at 1000^3: one launch for
-  // both took 3.1 us, more than the straddling loads cost; NOTES 72.)
+  // both took 3.1 us, more than the straddling loads cost; NOTES 72.) With either operand ragged
+  // the persistent pick stays with the clusters: 4095 x 4097 x 4093 (B's padded rows ragged, 8
+  // waves either way) took 322 us on pp128-c2, 370 on pp128 (results/h200/c385cd0/r1, NOTES 78).
   const int64_t pitch_a = a_mn ? a.mm.sa[2] : a.mm.sa[1], pitch_b = b_mn ? a.mm.sb[1] : a.mm.sb[2];
   const bool ragged_a = (pitch_a * es) % 128 != 0, ragged_b = (pitch_b * es) % 128 != 0;
   const bool one_wave64 = x2 && output_tiles(a, 64) <= sms && a.K <= 1024;
@@ -390,8 +392,8 @@ int sm90_heuristic(const GemmArgs& a, const TmaLayout& l) {
                         : long_x2    ? kBn128
                         : x2         ? (tf32 && output_tiles(a, 64) <= sms ? kBn64 : kX2)
                         : few64      ? kBn64Nosplit
-                        : persistent ? persistent_choices()[persistent_pick(a, sms, cluster_rows ? kClusteredChoices
-                                                                                                   : 6)].config
+                        : persistent ? persistent_choices()[persistent_pick(a, sms, pp_rows ? kClusteredChoices
+                                                                                              : 6)].config
                                      : a.N > 128 && !split ? kBn256 : kBn128;
   return heuristic;
 }

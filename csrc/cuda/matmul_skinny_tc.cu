@@ -22,15 +22,16 @@ namespace {
 
 // Configs as data: warps (columns per block = 16 x warps) and ring stages. bn128 / bn64: ~72 KB of
 // ring each, so that three blocks fit an SM; the narrower one gives twice the blocks where N is
-// small. bn128-deep: ~200 KB of ring, one block per SM, K split only as far as the blocks fit the
-// SMs at once (as cuBLAS's skinny kernel: 128 columns, 11 stages).
+// small. bn128-deep / bn64-deep: ~200 KB of ring, one block per SM, K split only as far as the
+// blocks fit the SMs at once (as cuBLAS's skinny kernels: 128 columns and 11 stages at N = 32000;
+// 64 columns split 2 ways at N = 4096, one block an SM).
 struct SkinnyTcConfig {
   const char* name;
   int warps, stages;
   bool deep;  // one block per SM: skinny_tc_split keeps the grid within one wave
 };
 constexpr SkinnyTcConfig kSkinnyTcConfigs[] = {
-    {"bn128", 8, 4, false}, {"bn64", 4, 7, false}, {"bn128-deep", 8, 11, true}};
+    {"bn128", 8, 4, false}, {"bn64", 4, 7, false}, {"bn128-deep", 8, 11, true}, {"bn64-deep", 4, 20, true}};
 constexpr int kSkinnyTcDeep = 2;
 static_assert(kSkinnyTcConfigs[kSkinnyTcDeep].deep, "kSkinnyTcDeep names bn128-deep");
 const autotune::Family kSkinnyTcFamily("matmul_skinny_tc", [] { return config_names(kSkinnyTcConfigs); });
@@ -60,9 +61,27 @@ void launch_cfg(const GemmArgs& a) {
   allow_smem(kernel, S::kSmemBytes, set_on);
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t cols = (a.N + S::BN - 1) / S::BN, ktiles = (a.K + S::BK - 1) / S::BK;
-  const int split = skinny_tc_split(cols * a.batch, ktiles, sms, kSkinnyTcConfigs[I].deep);
-  ClusterLaunch launch(dim3(unsigned(cols), unsigned(split), unsigned(a.batch)), dim3(S::kThreads), S::kSmemBytes,
-                       dim3(1, unsigned(split), 1));
+  int split = skinny_tc_split(cols * a.batch, ktiles, sms, kSkinnyTcConfigs[I].deep);
+  auto launch_with = [&](int s) {
+    return ClusterLaunch(dim3(unsigned(cols), unsigned(s), unsigned(a.batch)), dim3(S::kThreads), S::kSmemBytes,
+                         dim3(1, unsigned(s), 1));
+  };
+  if (kSkinnyTcConfigs[I].deep) {
+    // One block an SM: a cluster's blocks share a GPC, whose SMs need not be a multiple of the
+    // cluster size, so fewer clusters than SMs / split may be resident; a split whose clusters do
+    // not all fit at once would run in two waves. Halved until they fit (asked once per device).
+    static PerDevice resident[4];  // [log2 split]: clusters of that many blocks resident at once
+    for (; split > 1; split /= 2) {
+      const int fit = kept_per_device(resident[__builtin_ctz(unsigned(split))], [&] {
+        ClusterLaunch probe = launch_with(split);
+        int n = 0;
+        C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &probe.cfg));
+        return std::max(n, 1);  // 0 would be asked again on every call
+      });
+      if (cols * a.batch <= fit) break;
+    }
+  }
+  ClusterLaunch launch = launch_with(split);
   launch(kernel, MatmulProblem<T>(a.mm), int(a.M), int(a.N), int(a.K), epilogue_of<T>(a));
 }
 
