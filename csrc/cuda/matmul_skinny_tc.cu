@@ -32,7 +32,7 @@ struct SkinnyTcConfig {
   bool deep;  // one block per SM: skinny_tc_split keeps the grid within one wave
 };
 constexpr SkinnyTcConfig kSkinnyTcConfigs[] = {
-    {"bn128", 8, 4, false}, {"bn64", 4, 7, false}, {"bn128-deep", 8, 11, true}};
+    {"bn128", 8, 4, false}, {"bn64", 4, 7, false}, {"bn128-deep", 8, 11, true}, {"bn128-s5", 8, 5, false}, {"bn128-s6", 8, 6, false}};
 constexpr int kSkinnyTcDeep = 2;
 static_assert(kSkinnyTcConfigs[kSkinnyTcDeep].deep, "kSkinnyTcDeep names bn128-deep");
 const autotune::Family kSkinnyTcFamily("matmul_skinny_tc", [] { return config_names(kSkinnyTcConfigs); });
