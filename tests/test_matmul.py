@@ -194,11 +194,13 @@ def test_matmul_rungs_many_batches_cuda(algo):
     ("bfloat16", (1, 4096, 4096), "gemm_skinny_tc"),   # skinny: the tensor-core GEMV
     ("float16", (16, 4096, 4096), "gemm_skinny_tc"),
     ("tf32", (16, 4096, 4096), "gemm_skinny_tc"),      # TF32 too, rounded in registers
+    ("tf32", (1, 4096, 4096), "gemm_skinny_kernel"),   # but one row of a row-major B: SIMT, fp32
     ("tf32", (256, 1024, 1024), "gemm_sm90")])
 def test_matmul_small_auto_family_cuda(kind, shape, family):
     """On Hopper, 'auto' runs the small matmuls that the wgmma path would first copy on the 'mma'
     rung (matmul.cu, kTcSmallWork*), 16-bit and TF32 ones of at most 16 rows on the skinny
-    tensor-core kernel, and the rest on wgmma; the values are checked too."""
+    tensor-core kernel (TF32 at one or two rows of a row-major B: the SIMT skinny kernel, fp32),
+    and the rest on wgmma; the values are checked too."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the family choice under test is Hopper's (elsewhere 'auto' takes 'mma' throughout)")
     M, N, K = shape

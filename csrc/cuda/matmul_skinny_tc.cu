@@ -32,7 +32,7 @@ struct SkinnyTcConfig {
   bool deep;  // one block per SM: skinny_tc_split keeps the grid within one wave
 };
 constexpr SkinnyTcConfig kSkinnyTcConfigs[] = {
-    {"bn128", 8, 4, false}, {"bn64", 4, 7, false}, {"bn128-deep", 8, 11, true}, {"bn128-s5", 8, 5, false}, {"bn128-s6", 8, 6, false}};
+    {"bn128", 8, 4, false}, {"bn64", 4, 7, false}, {"bn128-deep", 8, 11, true}};
 constexpr int kSkinnyTcDeep = 2;
 static_assert(kSkinnyTcConfigs[kSkinnyTcDeep].deep, "kSkinnyTcDeep names bn128-deep");
 const autotune::Family kSkinnyTcFamily("matmul_skinny_tc", [] { return config_names(kSkinnyTcConfigs); });
@@ -93,9 +93,13 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   return false;  // its kernel is built for sm_90 only
 #endif
   if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.M == 0 || a.N == 0 || a.K == 0) return false;
-  // fp32 where TF32 is allowed, at every M: on an H200 (results/h200/35d3d7a/s1/skinny_tf32.json)
-  // 1 x 4096 x 4096 took 24.7 us against the SIMT skinny kernel's 24.8 (fp32 math), 16 rows 27
-  // against 48.5, and with a K-major B (a linear's weight) 24-62 us against 32-176.
+  // fp32 where TF32 is allowed: on an H200 (results/h200/35d3d7a/s1/skinny_tf32.json) 16 x 4096 x
+  // 4096 took 27 us against the SIMT skinny kernel's 48.5 (fp32 math), and with a K-major B (a
+  // linear's weight) 24-62 us against 32-176; but not a row-major B (a matmul's K x N) at one or
+  // two rows, where the SIMT kernel is ahead (as cuBLAS runs an fp32 GEMV there with TF32
+  // allowed): GPU us, SIMT / this kernel (results/h200/4e3f7a8/k2/skinny_tf32.json), 1 x 4096 x
+  // 4096 23.1 / 25.0, 1 x 11008 x 4096 49.0 / 51.2, 1 x 4096 x 11008 48.7 / 54.4, 2 x 4096 x 4096
+  // 23.6 / 25.0; 4 rows even (25.3), 8 rows 27.1 / 25.2.
   const bool tf32 = a.dtype == at::kFloat && a.allow_tf32;
   if (a.dtype != at::kHalf && a.dtype != at::kBFloat16 && !tf32) return false;
   const auto* prop = at::cuda::getCurrentDeviceProperties();
@@ -106,6 +110,7 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   const VecLayout l = vec_layout(a, int(es));
   if (!l.a.vec || !l.a.kc || !l.b.vec) return false;
   const bool kmajor = l.b.kc;
+  if (tf32 && !kmajor && a.M <= 2) return false;
   // The heuristic: 128 columns a block unless its grid, split as far as K allows, leaves more than
   // half the SMs idle (results/h100/73f962b/j1/skinny_probe.json: bn128 took 4096 x 4096 at M = 1-16
   // in 13-16 us against bn64's 15-17; bn64 took N = 768 and 1024 x 8192, 6-8 column blocks); the
