@@ -265,17 +265,18 @@ int sm90_index(const char* name) {
 // constant over the shapes of many waves (the medians here). Unclustered, the tiles ran as fast as
 // clustered (TF32's coop128x192 slower on the largest, 0.75 at 8192^3, where the multicast of
 // its 4-byte B still pays: 0.88 here); their wins are in waves alone.
-const std::array<PersistentChoice, 6>& persistent_choices() {  // speed: 16-bit's
-  static const std::array<PersistentChoice, 6> kChoices = {{{sm90_index("coop128x256-c2"), 1.0},
-                                                            {sm90_index("coop128x192-c2"), 0.974},
-                                                            {sm90_index("pp128-c2"), 0.887},
-                                                            {sm90_index("coop128x256"), 0.996},
-                                                            {sm90_index("coop128x192"), 0.963},
-                                                            {sm90_index("pp128"), 0.889}}};
+const std::array<PersistentChoice, kPersistentChoices>& persistent_choices() {  // speed: 16-bit's
+  static const std::array<PersistentChoice, kPersistentChoices> kChoices = {
+      {{sm90_index("coop128x256-c2"), 1.0},
+       {sm90_index("coop128x192-c2"), 0.974},
+       {sm90_index("pp128-c2"), 0.887},
+       {sm90_index("coop128x256"), 0.996},
+       {sm90_index("coop128x192"), 0.963},
+       {sm90_index("pp128"), 0.889}}};
   return kChoices;
 }
 namespace {
-constexpr double kTf32Speed[] = {1.0, 0.943, 0.68, 0.997, 0.88, 0.69};  // TF32's, in the same order
+constexpr double kTf32Speed[kPersistentChoices] = {1.0, 0.943, 0.68, 0.997, 0.88, 0.69};  // TF32's, same order
 
 // The share of a persistent config's tile slots over its waves that covers C (a partial last
 // wave and tiles past the edges are lost): clusters of two run resident_clusters(sms) at once,
@@ -289,19 +290,21 @@ double wave_efficiency(const GemmArgs& a, const Sm90Config& c, int64_t sms) {
 
 // The heuristic's persistent config: the best wave efficiency times the config's speed at full
 // waves. On results/h200/iterations-c2/cand_3fdd839.json this picked the fastest of the clustered
-// three on every row where they ran by default, where 128 x 256 alone did not: ViT-B fc2 214 -> 192 us (192 wide: 6 full waves, 256 wide: 4.5), QKV 167 ->
-// 163, 4095 x 4097 x 4093 355 -> 329 (ping-pong: 8 full waves), linear+GELU fc2 249 -> 205. Short
-// K (<= 256: 1x1 convs) takes ping-pong, whose epilogue overlaps the other warpgroup's main loop;
-// so does a SiLU epilogue up to K = 1024 if ping-pong's clustered tiles make at least 4 waves (on
-// fewer the last wave's share, which the scores weigh, outweighs the overlap): bf16 linear + bias
-// + SiLU, us, cooperative / pp128-c2 (results/h200/9f98b77/p1/lin_silu.json): 25216 x 3072 x 512
-// 157.7 / 150.4, ViT-B fc1 and QKV within 1%; fc2 (K 3072) 165.7 / 187.3. GELU took ping-pong as
-// well until its epilogue got cheaper (NOTES 77); now the cooperative tiles run it faster
-// (lin_gelu.json: ViT-B fc1 204.2 / 222.3, QKV 158.0 / 168.9, 25216 x 3072 x 512 161.0 / 168.8).
+// three on every row where they ran by default, where 128 x 256 alone did not: ViT-B fc2 214 -> 192
+// us (192 wide: 6 full waves, 256 wide: 4.5), QKV 167 -> 163, 4095 x 4097 x 4093 355 -> 329
+// (ping-pong: 8 full waves), linear+GELU fc2 249 -> 205. Short K (<= 256: 1x1 convs) takes
+// ping-pong, whose epilogue overlaps the other warpgroup's main loop; so does a SiLU epilogue up to
+// K = 1024 if ping-pong's clustered tiles make at least 4 waves (on fewer the last wave's share,
+// which the scores weigh, outweighs the overlap): bf16 linear + bias + SiLU, us, cooperative /
+// pp128-c2 (results/h200/9f98b77/p1/lin_silu.json): 25216 x 3072 x 512 157.7 / 150.4, ViT-B fc1 and
+// QKV within 1%; fc2 (K 3072) 165.7 / 187.3. GELU took ping-pong as well until its epilogue got
+// cheaper (NOTES 77); now the cooperative tiles run it faster (lin_gelu.json: ViT-B fc1 204.2 /
+// 222.3, QKV 158.0 / 168.9, 25216 x 3072 x 512 161.0 / 168.8).
 // Where ping-pong is the rule, the wave scores choose between its clustered and unclustered forms.
 int persistent_pick(const GemmArgs& a, int64_t sms, int n) {
   const auto& choices = persistent_choices();
-  TORCH_INTERNAL_ASSERT(n >= kClusteredChoices && n <= int(choices.size()), "tileops: persistent_pick over ", n, " choices");
+  TORCH_INTERNAL_ASSERT(n >= kClusteredChoices && n <= kPersistentChoices, "tileops: persistent_pick over ", n,
+                        " choices");
   constexpr int kPingPong = 2;
   const bool act_overlap =
       a.act == Act::Silu && a.K <= 1024 && cluster_waves(a, kSm90Configs[choices[kPingPong].config].bn, sms) >= 4;
@@ -388,12 +391,15 @@ int sm90_heuristic(const GemmArgs& a, const TmaLayout& l) {
   const bool few64 = !a_mn && !tf32 && !pp_rows && !persist && 2 * output_tiles(a, 64) <= sms &&
                      a.K <= 1024;
   static const int kBn64Nosplit = sm90_index("bn64-nosplit");
+  // the persistent pick; with an operand ragged, among the clustered configs only
+  auto pick = [&] {
+    return persistent_choices()[persistent_pick(a, sms, pp_rows ? kClusteredChoices : kPersistentChoices)].config;
+  };
   const int heuristic = one_wave64   ? (cluster_rows ? kPp128c2 : pp_rows ? kPp128 : kBn64)
                         : long_x2    ? kBn128
                         : x2         ? (tf32 && output_tiles(a, 64) <= sms ? kBn64 : kX2)
                         : few64      ? kBn64Nosplit
-                        : persistent ? persistent_choices()[persistent_pick(a, sms, pp_rows ? kClusteredChoices
-                                                                                              : 6)].config
+                        : persistent ? pick()
                                      : a.N > 128 && !split ? kBn256 : kBn128;
   return heuristic;
 }

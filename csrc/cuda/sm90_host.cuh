@@ -99,11 +99,11 @@ struct PersistentChoice {
   int config;  // index in kSm90Configs
   double speed;
 };
-constexpr int kClusteredChoices = 3;
-const std::array<PersistentChoice, 6>& persistent_choices();
+constexpr int kClusteredChoices = 3, kPersistentChoices = 6;
+const std::array<PersistentChoice, kPersistentChoices>& persistent_choices();
 // The heuristic's persistent config: its position among the first `n` of persistent_choices()
 // (matmul.cu says how).
-int persistent_pick(const GemmArgs& a, int64_t sms, int n = 6);
+int persistent_pick(const GemmArgs& a, int64_t sms, int n = kPersistentChoices);
 // The Hopper matmul's config for a's problem, its operands laid out as l, where the autotuner has
 // none: an index in kSm90Configs (matmul.cu says why each).
 int sm90_heuristic(const GemmArgs& a, const TmaLayout& l);
