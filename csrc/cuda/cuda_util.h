@@ -112,6 +112,19 @@ template <typename Kernel>
 int resident_blocks_kept(PerDevice& kept, Kernel kernel, int threads, size_t smem = 0) {
   return kept_per_device(kept, [&] { return resident_blocks(kernel, threads, smem); });
 }
+// Clusters of `kernel` launched as `cfg` (its cluster dimension, block and shared memory) that are
+// resident on the current device at once, kept per device; may be 0. A cluster's blocks share a
+// GPC, whose SM count need not be a multiple of the cluster size, so this can be fewer than the
+// SMs' worth. (Kept as n + 1: kept_per_device holds positive values.)
+template <typename Kernel>
+int resident_clusters_kept(PerDevice& kept, Kernel kernel, const cudaLaunchConfig_t& cfg) {
+  return kept_per_device(kept, [&] {
+           int n = 0;
+           C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
+           return n + 1;
+         }) -
+         1;
+}
 
 // A kernel's dynamic shared-memory limit is a per-device attribute: set once on each device (bit
 // d of the kernel's own set_on), not on every launch.

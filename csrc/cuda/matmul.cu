@@ -265,26 +265,22 @@ int sm90_index(const char* name) {
 // constant over the shapes of many waves (the medians here). Unclustered, the tiles ran as fast as
 // clustered (TF32's coop128x192 slower on the largest, 0.75 at 8192^3, where the multicast of
 // its 4-byte B still pays: 0.88 here); their wins are in waves alone.
-const std::array<PersistentChoice, kPersistentChoices>& persistent_choices() {  // speed: 16-bit's
+const std::array<PersistentChoice, kPersistentChoices>& persistent_choices() {
   static const std::array<PersistentChoice, kPersistentChoices> kChoices = {
-      {{sm90_index("coop128x256-c2"), 1.0},
-       {sm90_index("coop128x192-c2"), 0.974},
-       {sm90_index("pp128-c2"), 0.887},
-       {sm90_index("coop128x256"), 0.996},
-       {sm90_index("coop128x192"), 0.963},
-       {sm90_index("pp128"), 0.889}}};
+      {{sm90_index("coop128x256-c2"), 1.0, 1.0},
+       {sm90_index("coop128x192-c2"), 0.974, 0.943},
+       {sm90_index("pp128-c2"), 0.887, 0.68},
+       {sm90_index("coop128x256"), 0.996, 0.997},
+       {sm90_index("coop128x192"), 0.963, 0.88},
+       {sm90_index("pp128"), 0.889, 0.69}}};
   return kChoices;
 }
 namespace {
-constexpr double kTf32Speed[kPersistentChoices] = {1.0, 0.943, 0.68, 0.997, 0.88, 0.69};  // TF32's, same order
-
-// The share of a persistent config's tile slots over its waves that covers C (a partial last
-// wave and tiles past the edges are lost): clusters of two run resident_clusters(sms) at once,
-// 256 x bn tiles; unclustered, one 128 x bn block an SM.
+// The share of a persistent config's tile slots over its waves (persistent_waves) that covers C: a
+// partial last wave and tiles past the edges are lost.
 double wave_efficiency(const GemmArgs& a, const Sm90Config& c, int64_t sms) {
-  const int64_t units = c.cluster == 2 ? resident_clusters(sms) : sms, rows = 128 * c.cluster;
-  const int64_t waves = (output_tiles(a, c.bn, rows) + units - 1) / units;
-  return double(a.M) * double(a.N) * double(a.batch) / (double(waves * units) * double(rows) * c.bn);
+  const int64_t slots = persistent_waves(a, c.bn, c.cluster, sms) * (c.cluster == 2 ? resident_clusters(sms) : sms);
+  return double(a.M) * double(a.N) * double(a.batch) / (double(slots) * 128.0 * c.cluster * c.bn);
 }
 }  // namespace
 
@@ -314,7 +310,7 @@ int persistent_pick(const GemmArgs& a, int64_t sms, int n) {
   for (int j = 0; j < n; ++j) {
     const Sm90Config& c = kSm90Configs[choices[j].config];
     if (ping_pong && c.persist != Persist::PingPong) continue;
-    const double speed = a.dtype == at::kFloat ? kTf32Speed[j] : choices[j].speed;
+    const double speed = a.dtype == at::kFloat ? choices[j].speed_tf32 : choices[j].speed;
     const double score = speed * wave_efficiency(a, c, sms);
     if (best < 0 || score > best_score) best = j, best_score = score;
   }

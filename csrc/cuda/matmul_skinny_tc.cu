@@ -68,19 +68,13 @@ void launch_cfg(const GemmArgs& a) {
                          dim3(1, unsigned(s), 1));
   };
   if (kSkinnyTcConfigs[I].deep) {
-    // One block an SM: a cluster's blocks share a GPC, whose SMs need not be a multiple of the
-    // cluster size, so fewer clusters than SMs / split may be resident; a split whose clusters do
-    // not all fit at once would run in two waves. Halved until they fit (asked once per device).
+    // One block an SM: fewer clusters than SMs / split may be resident (resident_clusters_kept),
+    // and a split whose clusters do not all fit at once would run in two waves. Halved until they fit.
     static PerDevice resident[4];  // [log2 split]: clusters of that many blocks resident at once
-    for (; split > 1; split /= 2) {
-      const int fit = kept_per_device(resident[__builtin_ctz(unsigned(split))], [&] {
-        ClusterLaunch probe = launch_with(split);
-        int n = 0;
-        C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &probe.cfg));
-        return std::max(n, 1);  // 0 would be asked again on every call
-      });
-      if (cols * a.batch <= fit) break;
-    }
+    for (; split > 1; split /= 2)
+      if (cols * a.batch <= resident_clusters_kept(resident[__builtin_ctz(unsigned(split))], kernel,
+                                                   launch_with(split).cfg))
+        break;
   }
   ClusterLaunch launch = launch_with(split);
   launch(kernel, MatmulProblem<T>(a.mm), int(a.M), int(a.N), int(a.K), epilogue_of<T>(a));

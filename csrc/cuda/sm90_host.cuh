@@ -87,17 +87,21 @@ int sm90_index(const char* name);
 // Clusters of two blocks resident at once, as the heuristics take it: half the SMs, which is what
 // the launch's cudaOccupancyMaxActiveClusters answers on an H100/H200, without asking.
 inline int64_t resident_clusters(int64_t sms) { return std::max<int64_t>(1, sms / 2); }
-// Waves of those clusters over a problem's cluster tiles (256 x bn).
-inline int64_t cluster_waves(const GemmArgs& a, int64_t bn, int64_t sms) {
-  return (output_tiles(a, bn, 256) + resident_clusters(sms) - 1) / resident_clusters(sms);
+// Waves of a persistent kernel's tiles (128 * cluster rows x bn) over what is resident at once:
+// one block an SM, or resident_clusters(sms) clusters of two.
+inline int64_t persistent_waves(const GemmArgs& a, int64_t bn, int cluster, int64_t sms) {
+  const int64_t units = cluster == 2 ? resident_clusters(sms) : sms;
+  return (output_tiles(a, bn, 128 * cluster) + units - 1) / units;
 }
+// Waves of clusters of two over a problem's cluster tiles (256 x bn).
+inline int64_t cluster_waves(const GemmArgs& a, int64_t bn, int64_t sms) { return persistent_waves(a, bn, 2, sms); }
 
 // The persistent configs the heuristics choose among (128-row block tiles), with their speed at
 // full waves relative to coop128x256-c2's: the three in clusters of two first, which the conv
 // forward offers with im2col loads (kClusteredChoices), then the same tiles unclustered (matmul only).
 struct PersistentChoice {
   int config;  // index in kSm90Configs
-  double speed;
+  double speed, speed_tf32;  // 16-bit's, TF32's
 };
 constexpr int kClusteredChoices = 3, kPersistentChoices = 6;
 const std::array<PersistentChoice, kPersistentChoices>& persistent_choices();

@@ -96,15 +96,12 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
   cudaLaunchConfig_t& cfg = launch.cfg;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   int resident = sms;  // clusters resident at once: one block per SM
-  if constexpr (CL > 1) {  // asked once per device: a GPC's SM count need not be a multiple of CL
+  if constexpr (CL > 1) {  // a GPC's SM count need not be a multiple of CL
     static PerDevice asked{};
-    resident = kept_per_device(asked, [&] {
-      cfg.gridDim = dim3(unsigned(CL * sms));
-      int n = 0;
-      C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
-      TORCH_CHECK(n > 0, "tileops: no cluster of ", CL, " blocks of the persistent Hopper kernel fits on this GPU");
-      return n;
-    });
+    cfg.gridDim = dim3(unsigned(CL * sms));
+    resident = resident_clusters_kept(asked, kernel, cfg);
+    TORCH_CHECK(resident > 0, "tileops: no cluster of ", CL,
+                " blocks of the persistent Hopper kernel fits on this GPU");
   }
   cfg.gridDim = dim3(unsigned(CL * std::min<int64_t>(tiles, resident)));
   // 16-bit C by TMA stores where its rows and base are 16-byte aligned (vec_stores): boxes of 128
