@@ -506,26 +506,33 @@ def test_persistent_pick_activation_cuda(activation, K, N, want):
 # cluster tiles leave a fourth of theirs idle: the unclustered coop128x192; "gate", between one and
 # two 128 x 128 tiles an SM: a persistent kernel (the one-tile bn256 before); "band", 64-wide tiles
 # outnumbering the SMs, 128-wide ones not, over K = 3072: the one-tile bn128, not bn64x2.
+# TF32, where clustered and unclustered 128 x 192 tiles make one wave alike: "resident", B (9 MB)
+# within half the L2: the unclustered tiles; "streamed", B as large as the L2 and one wave of 256-wide
+# tiles either way: the clusters, whose multicast pays there.
 @pytest.mark.cuda
-@pytest.mark.parametrize("case", ["waves", "gate", "band"])
+@pytest.mark.parametrize("case", ["waves", "gate", "band", "resident", "streamed"])
 def test_heuristic_few_waves_cuda(case):
     from tileops import autotune
 
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the configs under test are Hopper's")
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    props = torch.cuda.get_device_properties(0)
+    sms, l2_k = props.multi_processor_count, -(-props.L2_cache_size // (4096 * 4 * 128)) * 128
     rows, N, K = {"waves": (3 * sms // 4, 768, 768), "gate": (sms // 3 + 1, 384, 768),
-                  "band": (sms // 8 + 1, 768, 3072)}[case]
-    M, dt = 128 * rows - 5, torch.bfloat16  # the last tile row partial
+                  "band": (sms // 8 + 1, 768, 3072), "resident": (3 * sms // 16, 768, 3072),
+                  "streamed": (2 * (sms // 32), 4096, l2_k)}[case]
+    M = 128 * rows - 5  # the last tile row partial
+    dt = torch.float32 if case in ("resident", "streamed") else torch.bfloat16
     gen, seed = fresh_generator()
     x, w, bias = randn((M, K), dt, "cuda", gen), randn((N, K), dt, "cuda", gen), randn((N,), dt, "cuda", gen)
-    with autotune.enabled(False):
+    with autotune.enabled(False), tf32(dt == torch.float32):
         out, names = cuda_kernels(lambda: run_poisoned(lambda: tileops.linear(x, w, bias), M * N, dt, "cuda"))
     want = {"waves": r"persistent_kernel<[^,]+, false, 128, 192, true, 1,", "gate": r"persistent_kernel<",
-            "band": r"gemm_sm90_kernel<[^,]+, 128,"}[case]
+            "band": r"gemm_sm90_kernel<[^,]+, 128,", "resident": r"persistent_kernel<float, false, 128, 192, true, 1,",
+            "streamed": r"persistent_kernel<float, false, 128, 256, true, 2,"}[case]
     assert any(re.search(want, n) for n in names), "%s %dx%dx%d: expected %s among %s" % (case, M, N, K, want, names)
     ref, mag = ref_linear(x, w, bias, "none")
-    check(out, ref, mag, "bfloat16", "heuristic %s seed=%d" % (case, seed))
+    check(out, ref, mag, "tf32" if dt == torch.float32 else "bfloat16", "heuristic %s seed=%d" % (case, seed))
 
 
 # TF32's B read in place by the one-tile kernels' producer threads where K <= 512, rounded on the

@@ -264,7 +264,8 @@ int sm90_index(const char* name) {
 // config's time against coop128x256-c2's, corrected by the two wave efficiencies, was nearly
 // constant over the shapes of many waves (the medians here). Unclustered, the tiles ran as fast as
 // clustered (TF32's coop128x192 slower on the largest, 0.75 at 8192^3, where the multicast of
-// its 4-byte B still pays: 0.88 here); their wins are in waves alone.
+// its 4-byte B still pays: 0.88 here); they win on waves, and where B is L2-resident
+// (persistent_pick).
 const std::array<PersistentChoice, kPersistentChoices>& persistent_choices() {
   static const std::array<PersistentChoice, kPersistentChoices> kChoices = {
       {{sm90_index("coop128x256-c2"), 1.0, 1.0},
@@ -297,6 +298,15 @@ double wave_efficiency(const GemmArgs& a, const Sm90Config& c, int64_t sms) {
 // cheaper (NOTES 77); now the cooperative tiles run it faster (lin_gelu.json: ViT-B fc1 204.2 /
 // 222.3, QKV 158.0 / 168.9, 25216 x 3072 x 512 161.0 / 168.8).
 // Where ping-pong is the rule, the wave scores choose between its clustered and unclustered forms.
+// The clusters' B multicast pays only where B streams from DRAM: where B fits in half the L2, an
+// unclustered tile runs at least as fast as its clustered twin at the same waves, so it takes the
+// twin's speed where that is higher and wins ties. H200, us, unclustered / clustered, B's bytes
+// (results/h200/c11183d/w1): TF32 128 x 192 3136 x 768 x 3072 57.9 / 63.6 (9 MB), 6272 x 384 x 1536
+// 33.7 / 36.4 (2 MB), 25216 x 768 x 3072 335.5 / 343.9 (9 MB); bf16 128 x 256 1568 x 2304 x 768 12.6 /
+// 13.0; but TF32 128 x 192 4096^3 (64 MB) 480 / 459, 4096 x 4096 x 11008 (172 MB) 1457 / 1206, and 128
+// x 256 there 1002 / 978. Over that file's 21 persistent rows a dtype the pick's mean loss to the
+// fastest of the six fell from 0.7% to 0.1% (bf16) and 2.3% to 0.4% (TF32; worst 9.9% -> 7.6%, 6272 x
+// 1152 x 384); on the same probe's second run (c385cd0/r1) 0.7% -> 0.1%, 2.2% -> 0.4%.
 int persistent_pick(const GemmArgs& a, int64_t sms, int n) {
   const auto& choices = persistent_choices();
   TORCH_INTERNAL_ASSERT(n >= kClusteredChoices && n <= kPersistentChoices, "tileops: persistent_pick over ", n,
@@ -305,14 +315,25 @@ int persistent_pick(const GemmArgs& a, int64_t sms, int n) {
   const bool act_overlap =
       a.act == Act::Silu && a.K <= 1024 && cluster_waves(a, kSm90Configs[choices[kPingPong].config].bn, sms) >= 4;
   const bool ping_pong = a.K <= 256 || act_overlap;
+  const bool tf32 = a.dtype == at::kFloat;
+  const double b_bytes = double(a.N) * double(a.K) * double(c10::elementSize(a.dtype)) *
+                         double(a.mm.sb[0] == 0 ? 1 : a.batch);
+  const bool b_resident =
+      n > kClusteredChoices && 2.0 * b_bytes <= double(at::cuda::getCurrentDeviceProperties()->l2CacheSize);
   int best = -1;
   double best_score = 0.0;
   for (int j = 0; j < n; ++j) {
     const Sm90Config& c = kSm90Configs[choices[j].config];
     if (ping_pong && c.persist != Persist::PingPong) continue;
-    const double speed = a.dtype == at::kFloat ? choices[j].speed_tf32 : choices[j].speed;
+    double speed = tf32 ? choices[j].speed_tf32 : choices[j].speed;
+    const bool unclustered_resident = b_resident && j >= kClusteredChoices;
+    if (unclustered_resident) {  // the unclustered three are the clustered three's tiles, in order
+      const PersistentChoice& twin = choices[j - kClusteredChoices];
+      TORCH_INTERNAL_ASSERT(kSm90Configs[twin.config].bn == c.bn && kSm90Configs[twin.config].persist == c.persist);
+      speed = std::max(speed, tf32 ? twin.speed_tf32 : twin.speed);
+    }
     const double score = speed * wave_efficiency(a, c, sms);
-    if (best < 0 || score > best_score) best = j, best_score = score;
+    if (best < 0 || score > best_score || (unclustered_resident && score == best_score)) best = j, best_score = score;
   }
   return best;
 }
