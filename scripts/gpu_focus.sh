@@ -19,6 +19,7 @@
 #     waves        time_candidates: the six persistent configs (128-row tiles, clusters of one and two)
 #                  and the default on linear + bias shapes from under one wave to many (WAVE_SHAPES),
 #                  bf16 and TF32: how their speeds depend on the waves a problem makes
+#     waves_mn     the same on plain matmuls of those shapes (B row-major: MN-major), bf16
 #     bench_tf32   bench_matmul's TF32 rows
 #     edges, simt, tf32  scripts/probe_edges.py --set edges / simt / tf32: each matmul_sm90 (bf16
 #                  near 1024; TF32) or matmul_simt (fp32) config pinned, kernel times beside cuBLAS
@@ -114,6 +115,9 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     waves) for d in bfloat16 tf32; do step waves_$d 300 $PY scripts/time_candidates.py --family matmul_sm90 \
       --dtype $d --act none --out "$OUTDIR/waves_$d.json" --linear-shapes "${WAVE_SHAPES:-$WAVE_DEFAULT}" \
       --candidates pp128,coop128x192,coop128x256,pp128-c2,coop128x192-c2,coop128x256-c2; done ;;
+    waves_mn) step waves_mn 300 $PY scripts/time_candidates.py --family matmul_sm90 --dtype bfloat16 \
+      --out "$OUTDIR/waves_mn.json" --matmul-shapes "${WAVE_SHAPES:-$WAVE_DEFAULT}" \
+      --candidates pp128,coop128x192,coop128x256,pp128-c2,coop128x192-c2,coop128x256-c2 ;;
     skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
     *) echo "unknown step $s"; rc=1 ;;

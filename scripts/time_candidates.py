@@ -74,13 +74,15 @@ def problem(layer, n, pss, dtype=torch.bfloat16, act="none"):
     return bwd
 
 
-def matmul_problems(kind, small=False, act="gelu", linear_shapes=None):
+def matmul_problems(kind, small=False, act="gelu", linear_shapes=None, matmul_shapes=None):
     """(label, torch fn, tileops fn) for bench_matmul's rows of dtype kind (bench_matmul.build) past
     the skinny shapes (small: with them), then its linear+GELU rows (K-major B; act: another
-    activation); linear_shapes ("MxNxK,..."): those linear+act rows alone instead."""
-    if linear_shapes:
-        mnk = [tuple(int(v) for v in s.split("x")) for s in linear_shapes.split(",")]
-        rows = [("linear+" + act, ("%dx%dx%d" % s, 1) + s) for s in mnk]
+    activation); linear_shapes ("MxNxK,..."): those linear+act rows alone instead; matmul_shapes:
+    plain matmul rows of these shapes alone (B row-major, MN-major)."""
+    if linear_shapes or matmul_shapes:
+        mnk = [tuple(int(v) for v in s.split("x")) for s in (linear_shapes or matmul_shapes).split(",")]
+        op = "linear+" + act if linear_shapes else "matmul"
+        rows = [(op, ("%dx%dx%d" % s, 1) + s) for s in mnk]
     else:
         rows = [("matmul", s) for s in SHAPES if small or s[2] >= 128] + [("linear+" + act, s) for s in SHAPES
                                                                   if s[0].startswith("ViT-B")]
@@ -106,6 +108,8 @@ def main():
                     help="the linear rows' activation (default gelu), or the conv forwards' (default none)")
     ap.add_argument("--linear-shapes", default=None,
                     help="matmul_sm90 / matmul_simt: linear + act rows of these shapes only, MxNxK,...")
+    ap.add_argument("--matmul-shapes", default=None,
+                    help="matmul_sm90 / matmul_simt: plain matmul rows (B row-major) of these shapes only")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     pss = PASS_OF[a.family]
@@ -113,7 +117,8 @@ def main():
     if pss == "matmul" and not a.conv:
         set_precision(a.dtype)  # TF32 on for tf32, as bench_matmul's rows
         problems = [(label, {"torch_us": theirs}, mine)
-                    for label, theirs, mine in matmul_problems(a.dtype, a.small, a.act or "gelu", a.linear_shapes)]
+                    for label, theirs, mine in matmul_problems(a.dtype, a.small, a.act or "gelu", a.linear_shapes,
+                                                                     a.matmul_shapes)]
     else:
         problems = []
         group = "depthwise" if a.family == "conv_depthwise" else "resnet"

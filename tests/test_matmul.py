@@ -508,9 +508,11 @@ def test_persistent_pick_activation_cuda(activation, K, N, want):
 # outnumbering the SMs, 128-wide ones not, over K = 3072: the one-tile bn128, not bn64x2.
 # TF32, where clustered and unclustered 128 x 192 tiles make one wave alike: "resident", B (9 MB)
 # within half the L2: the unclustered tiles; "streamed", B as large as the L2 and one wave of 256-wide
-# tiles either way: the clusters, whose multicast pays there.
+# tiles either way: the clusters, whose multicast pays there. "mn_many", a bf16 matmul of a row-major
+# (MN-major) B making 7 waves of 128 x 192 tiles either way: the clusters, which keep an edge there
+# over many waves whatever B's size (a linear's K-major B of that shape would take the unclustered).
 @pytest.mark.cuda
-@pytest.mark.parametrize("case", ["waves", "gate", "band", "resident", "streamed"])
+@pytest.mark.parametrize("case", ["waves", "gate", "band", "resident", "streamed", "mn_many"])
 def test_heuristic_few_waves_cuda(case):
     from tileops import autotune
 
@@ -520,18 +522,23 @@ def test_heuristic_few_waves_cuda(case):
     sms, l2_k = props.multi_processor_count, -(-props.L2_cache_size // (4096 * 4 * 128)) * 128
     rows, N, K = {"waves": (3 * sms // 4, 768, 768), "gate": (sms // 3 + 1, 384, 768),
                   "band": (sms // 8 + 1, 768, 3072), "resident": (3 * sms // 16, 768, 3072),
-                  "streamed": (2 * (sms // 32), 4096, l2_k)}[case]
+                  "streamed": (2 * (sms // 32), 4096, l2_k), "mn_many": (2 * (7 * (sms // 2) // 16), 3072, 768)}[case]
     M = 128 * rows - 5  # the last tile row partial
     dt = torch.float32 if case in ("resident", "streamed") else torch.bfloat16
     gen, seed = fresh_generator()
     x, w, bias = randn((M, K), dt, "cuda", gen), randn((N, K), dt, "cuda", gen), randn((N,), dt, "cuda", gen)
+    if case == "mn_many":
+        b = w.t().contiguous()  # K x N, row-major
+        call, (ref, mag) = (lambda: tileops.matmul(x, b)), ref_mm(x, b)
+    else:
+        call, (ref, mag) = (lambda: tileops.linear(x, w, bias)), ref_linear(x, w, bias, "none")
     with autotune.enabled(False), tf32(dt == torch.float32):
-        out, names = cuda_kernels(lambda: run_poisoned(lambda: tileops.linear(x, w, bias), M * N, dt, "cuda"))
+        out, names = cuda_kernels(lambda: run_poisoned(call, M * N, dt, "cuda"))
     want = {"waves": r"persistent_kernel<[^,]+, false, 128, 192, true, 1,", "gate": r"persistent_kernel<",
             "band": r"gemm_sm90_kernel<[^,]+, 128,", "resident": r"persistent_kernel<float, false, 128, 192, true, 1,",
-            "streamed": r"persistent_kernel<float, false, 128, 256, true, 2,"}[case]
+            "streamed": r"persistent_kernel<float, false, 128, 256, true, 2,",
+            "mn_many": r"persistent_kernel<[^,]+, true, 128, 192, true, 2,"}[case]
     assert any(re.search(want, n) for n in names), "%s %dx%dx%d: expected %s among %s" % (case, M, N, K, want, names)
-    ref, mag = ref_linear(x, w, bias, "none")
     check(out, ref, mag, "tf32" if dt == torch.float32 else "bfloat16", "heuristic %s seed=%d" % (case, seed))
 
 

@@ -301,13 +301,17 @@ double wave_efficiency(const GemmArgs& a, const Sm90Config& c, int64_t sms) {
 // The clusters' B multicast pays only where B streams from DRAM: where B fits in half the L2, an
 // unclustered tile runs at least as fast as its clustered twin at the same waves, so it takes the
 // twin's speed where that is higher and wins ties. H200, us, unclustered / clustered, B's bytes
-// (results/h200/c11183d/w1): TF32 128 x 192 3136 x 768 x 3072 57.9 / 63.6 (9 MB), 6272 x 384 x 1536
-// 33.7 / 36.4 (2 MB), 25216 x 768 x 3072 335.5 / 343.9 (9 MB); bf16 128 x 256 1568 x 2304 x 768 12.6 /
-// 13.0; but TF32 128 x 192 4096^3 (64 MB) 480 / 459, 4096 x 4096 x 11008 (172 MB) 1457 / 1206, and 128
-// x 256 there 1002 / 978. Over that file's 21 persistent rows a dtype the pick's mean loss to the
-// fastest of the six fell from 0.7% to 0.1% (bf16) and 2.3% to 0.4% (TF32; worst 9.9% -> 7.6%, 6272 x
-// 1152 x 384); on the same probe's second run (c385cd0/r1) 0.7% -> 0.1%, 2.2% -> 0.4%.
-int persistent_pick(const GemmArgs& a, int64_t sms, int n) {
+// (results/h200/c11183d/w1, linear + bias): TF32 128 x 192 3136 x 768 x 3072 57.9 / 63.6 (9 MB),
+// 6272 x 384 x 1536 33.7 / 36.4 (2 MB), 25216 x 768 x 3072 335.5 / 343.9 (9 MB); bf16 128 x 256
+// 1568 x 2304 x 768 12.6 / 13.0; but TF32 128 x 192 4096^3 (64 MB) 480 / 459, 4096 x 4096 x 11008
+// (172 MB) 1457 / 1206, and 128 x 256 there 1002 / 978. With B MN-major (16-bit matmuls of a
+// row-major B) the clusters keep an edge over many waves even so (f0c5f3b/w2, bf16 128 x 256:
+// 25216 x 3072 x 768, 18 waves, 167.7 / 164.0; 25088 x 1536 x 384 51.0 / 49.4), so there the rule
+// holds while the clustered twin makes at most 4 waves (1568 x 2304 x 768 12.0 / 12.4, 6272 x 384 x
+// 1536 on 128 x 192 14.6 / 15.1). Mean loss of the pick to the fastest of the six over 21 persistent rows,
+// before / after: bf16 linear 0.7% / 0.1%, TF32 linear 2.5% / 0.6% (f0c5f3b/w1; worst 11.5%, 6272 x
+// 1152 x 384, where 256-wide tiles make 2 waves and 192-wide 3 at K = 384), bf16 matmul 0.5% / 0.1%.
+int persistent_pick(const GemmArgs& a, int64_t sms, int n, bool b_mn) {
   const auto& choices = persistent_choices();
   TORCH_INTERNAL_ASSERT(n >= kClusteredChoices && n <= kPersistentChoices, "tileops: persistent_pick over ", n,
                         " choices");
@@ -326,11 +330,13 @@ int persistent_pick(const GemmArgs& a, int64_t sms, int n) {
     const Sm90Config& c = kSm90Configs[choices[j].config];
     if (ping_pong && c.persist != Persist::PingPong) continue;
     double speed = tf32 ? choices[j].speed_tf32 : choices[j].speed;
-    const bool unclustered_resident = b_resident && j >= kClusteredChoices;
-    if (unclustered_resident) {  // the unclustered three are the clustered three's tiles, in order
-      const PersistentChoice& twin = choices[j - kClusteredChoices];
-      TORCH_INTERNAL_ASSERT(kSm90Configs[twin.config].bn == c.bn && kSm90Configs[twin.config].persist == c.persist);
-      speed = std::max(speed, tf32 ? twin.speed_tf32 : twin.speed);
+    // the unclustered three are the clustered three's tiles, in order
+    const PersistentChoice* twin = j >= kClusteredChoices ? &choices[j - kClusteredChoices] : nullptr;
+    const bool unclustered_resident =
+        b_resident && twin != nullptr && (!b_mn || cluster_waves(a, kSm90Configs[twin->config].bn, sms) <= 4);
+    if (unclustered_resident) {
+      TORCH_INTERNAL_ASSERT(kSm90Configs[twin->config].bn == c.bn && kSm90Configs[twin->config].persist == c.persist);
+      speed = std::max(speed, tf32 ? twin->speed_tf32 : twin->speed);
     }
     const double score = speed * wave_efficiency(a, c, sms);
     if (best < 0 || score > best_score || (unclustered_resident && score == best_score)) best = j, best_score = score;
@@ -410,7 +416,10 @@ int sm90_heuristic(const GemmArgs& a, const TmaLayout& l) {
   static const int kBn64Nosplit = sm90_index("bn64-nosplit");
   // the persistent pick; with an operand ragged, among the clustered configs only
   auto pick = [&] {
-    return persistent_choices()[persistent_pick(a, sms, pp_rows ? kClusteredChoices : kPersistentChoices)].config;
+    // TF32's persistent kernels read a rounded K-major copy of B
+    return persistent_choices()[persistent_pick(a, sms, pp_rows ? kClusteredChoices : kPersistentChoices,
+                                                b_mn && !tf32)]
+        .config;
   };
   const int heuristic = one_wave64   ? (cluster_rows ? kPp128c2 : pp_rows ? kPp128 : kBn64)
                         : long_x2    ? kBn128

@@ -106,8 +106,8 @@ struct PersistentChoice {
 constexpr int kClusteredChoices = 3, kPersistentChoices = 6;
 const std::array<PersistentChoice, kPersistentChoices>& persistent_choices();
 // The heuristic's persistent config: its position among the first `n` of persistent_choices()
-// (matmul.cu says how).
-int persistent_pick(const GemmArgs& a, int64_t sms, int n = kPersistentChoices);
+// (matmul.cu says how); b_mn: the kernel reads B MN-major (in place, row-major K x N).
+int persistent_pick(const GemmArgs& a, int64_t sms, int n = kPersistentChoices, bool b_mn = false);
 // The Hopper matmul's config for a's problem, its operands laid out as l, where the autotuner has
 // none: an index in kSm90Configs (matmul.cu says why each).
 int sm90_heuristic(const GemmArgs& a, const TmaLayout& l);
