@@ -301,16 +301,17 @@ double wave_efficiency(const GemmArgs& a, const Sm90Config& c, int64_t sms) {
 // The clusters' B multicast pays only where B streams from DRAM: where B fits in half the L2, an
 // unclustered tile runs at least as fast as its clustered twin at the same waves, so it takes the
 // twin's speed where that is higher and wins ties. H200, us, unclustered / clustered, B's bytes
-// (results/h200/c11183d/w1, linear + bias): TF32 128 x 192 3136 x 768 x 3072 57.9 / 63.6 (9 MB),
-// 6272 x 384 x 1536 33.7 / 36.4 (2 MB), 25216 x 768 x 3072 335.5 / 343.9 (9 MB); bf16 128 x 256
-// 1568 x 2304 x 768 12.6 / 13.0; but TF32 128 x 192 4096^3 (64 MB) 480 / 459, 4096 x 4096 x 11008
-// (172 MB) 1457 / 1206, and 128 x 256 there 1002 / 978. With B MN-major (16-bit matmuls of a
-// row-major B) the clusters keep an edge over many waves even so (f0c5f3b/w2, bf16 128 x 256:
-// 25216 x 3072 x 768, 18 waves, 167.7 / 164.0; 25088 x 1536 x 384 51.0 / 49.4), so there the rule
-// holds while the clustered twin makes at most 4 waves (1568 x 2304 x 768 12.0 / 12.4, 6272 x 384 x
-// 1536 on 128 x 192 14.6 / 15.1). Mean loss of the pick to the fastest of the six over 21 persistent rows,
-// before / after: bf16 linear 0.7% / 0.1%, TF32 linear 2.5% / 0.6% (f0c5f3b/w1; worst 11.5%, 6272 x
-// 1152 x 384, where 256-wide tiles make 2 waves and 192-wide 3 at K = 384), bf16 matmul 0.5% / 0.1%.
+// (results/h200/c11183d/w1, linear + bias): TF32 128 x 192 3136 x 768 x 3072 57.9 / 63.6 (9 MB), 6272
+// x 384 x 1536 33.7 / 36.4 (2 MB), 25216 x 768 x 3072 335.5 / 343.9 (9 MB); bf16 128 x 256 1568 x 2304
+// x 768 12.6 / 13.0; but TF32 128 x 192 4096^3 (64 MB) 480 / 459, 4096 x 4096 x 11008 (172 MB) 1457 /
+// 1206, and 128 x 256 there 1002 / 978. With B MN-major (16-bit matmuls of a row-major B) the clusters
+// keep an edge over many waves even so (f0c5f3b/w2, bf16 128 x 256: 25216 x 3072 x 768, 18 waves,
+// 167.7 / 164.0; 25088 x 1536 x 384 51.0 / 49.4), so there the rule holds while the clustered twin
+// makes at most 4 waves (1568 x 2304 x 768 12.0 / 12.4, 6272 x 384 x 1536 on 128 x 192 14.6 / 15.1).
+// The pick's mean loss to the fastest of the six over 21 persistent rows, before (c385cd0/r1) / after
+// (8873633/t1): bf16 linear 0.8% / 0.15%, TF32 linear 2.2% / 0.6%, bf16 matmul 0.5% (the old scores on
+// f0c5f3b/w2's times) / 0.1%; the worst row after, TF32 6272 x 1152 x 384, 11% (256-wide tiles make 2
+// waves, 192-wide 3, and at K = 384 the third wave costs less than the wider epilogue).
 int persistent_pick(const GemmArgs& a, int64_t sms, int n, bool b_mn) {
   const auto& choices = persistent_choices();
   TORCH_INTERNAL_ASSERT(n >= kClusteredChoices && n <= kPersistentChoices, "tileops: persistent_pick over ", n,
