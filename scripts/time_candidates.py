@@ -106,10 +106,11 @@ def main():
                     help="matmul_sm90: bench_conv's ResNet forwards instead (its 1x1 layers are GEMMs)")
     ap.add_argument("--act", default=None, choices=tileops.ACTIVATIONS,
                     help="the linear rows' activation (default gelu), or the conv forwards' (default none)")
-    ap.add_argument("--linear-shapes", default=None,
-                    help="matmul_sm90 / matmul_simt: linear + act rows of these shapes only, MxNxK,...")
-    ap.add_argument("--matmul-shapes", default=None,
-                    help="matmul_sm90 / matmul_simt: plain matmul rows (B row-major) of these shapes only")
+    shapes = ap.add_mutually_exclusive_group()
+    shapes.add_argument("--linear-shapes", default=None,
+                        help="matmul_sm90 / matmul_simt: linear + act rows of these shapes only, MxNxK,...")
+    shapes.add_argument("--matmul-shapes", default=None,
+                        help="matmul_sm90 / matmul_simt: plain matmul rows (B row-major) of these shapes only")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     pss = PASS_OF[a.family]

@@ -47,6 +47,9 @@ inline int64_t tiles_of(const GemmArgs& a, int64_t bm, int64_t bn) {
   return (a.M + bm - 1) / bm * ((a.N + bn - 1) / bn) * a.batch;
 }
 
+// Batch entries an operand of a holds: one where its batch stride is 0 (broadcast over the batch).
+inline int64_t operand_batches(const GemmArgs& a, int64_t batch_stride) { return batch_stride == 0 ? 1 : a.batch; }
+
 // Whether the problem runs on tensor cores: fp16, bf16, and fp32 where TF32 is allowed.
 inline bool tensor_core_dtype(const GemmArgs& a) {
   return a.dtype == c10::ScalarType::Half || a.dtype == c10::ScalarType::BFloat16 ||

@@ -189,7 +189,7 @@ void copy_round_tf32(const at::Tensor& v, const at::Tensor& out) {  // v: [batch
 Padded pad_operands(const GemmArgs& in, const TmaLayout& l) {
   const auto& o = in.mm;
   const auto opts = cuda_options(in.dtype);
-  const int64_t ba = o.sa[0] == 0 ? 1 : in.batch, bb = o.sb[0] == 0 ? 1 : in.batch;
+  const int64_t ba = operand_batches(in, o.sa[0]), bb = operand_batches(in, o.sb[0]);
   const int64_t al = 16 / c10::elementSize(in.dtype);
   auto up = [al](int64_t n) { return (n + al - 1) / al * al; };
   // view [batch, rows, cols] -> a [batch, rows, pitch] copy; its (batch, row) strides
@@ -267,13 +267,22 @@ int sm90_index(const char* name) {
 // its 4-byte B still pays: 0.88 here); they win on waves, and where B is L2-resident
 // (persistent_pick).
 const std::array<PersistentChoice, kPersistentChoices>& persistent_choices() {
-  static const std::array<PersistentChoice, kPersistentChoices> kChoices = {
-      {{sm90_index("coop128x256-c2"), 1.0, 1.0},
-       {sm90_index("coop128x192-c2"), 0.974, 0.943},
-       {sm90_index("pp128-c2"), 0.887, 0.68},
-       {sm90_index("coop128x256"), 0.996, 0.997},
-       {sm90_index("coop128x192"), 0.963, 0.88},
-       {sm90_index("pp128"), 0.889, 0.69}}};
+  static const std::array<PersistentChoice, kPersistentChoices> kChoices = [] {
+    const std::array<PersistentChoice, kPersistentChoices> c = {{{sm90_index("coop128x256-c2"), 1.0, 1.0},
+                                                                 {sm90_index("coop128x192-c2"), 0.974, 0.943},
+                                                                 {sm90_index("pp128-c2"), 0.887, 0.68},
+                                                                 {sm90_index("coop128x256"), 0.996, 0.997},
+                                                                 {sm90_index("coop128x192"), 0.963, 0.88},
+                                                                 {sm90_index("pp128"), 0.889, 0.69}}};
+    // persistent_pick takes choice j + kClusteredChoices as choice j's tile without its cluster
+    for (int j = 0; j < kClusteredChoices; ++j) {
+      const Sm90Config& c2 = kSm90Configs[c[j].config];
+      const Sm90Config& c1 = kSm90Configs[c[j + kClusteredChoices].config];
+      TORCH_INTERNAL_ASSERT(c2.cluster == 2 && c1.cluster == 1 && c1.bn == c2.bn && c1.persist == c2.persist,
+                            "tileops: persistent choice ", j + kClusteredChoices, " is not choice ", j, "'s twin");
+    }
+    return c;
+  }();
   return kChoices;
 }
 namespace {
@@ -321,8 +330,8 @@ int persistent_pick(const GemmArgs& a, int64_t sms, int n, bool b_mn) {
       a.act == Act::Silu && a.K <= 1024 && cluster_waves(a, kSm90Configs[choices[kPingPong].config].bn, sms) >= 4;
   const bool ping_pong = a.K <= 256 || act_overlap;
   const bool tf32 = a.dtype == at::kFloat;
-  const double b_bytes = double(a.N) * double(a.K) * double(c10::elementSize(a.dtype)) *
-                         double(a.mm.sb[0] == 0 ? 1 : a.batch);
+  const double b_bytes =
+      double(a.N) * double(a.K) * double(c10::elementSize(a.dtype)) * double(operand_batches(a, a.mm.sb[0]));
   const bool b_resident =
       n > kClusteredChoices && 2.0 * b_bytes <= double(at::cuda::getCurrentDeviceProperties()->l2CacheSize);
   int best = -1;
@@ -331,13 +340,12 @@ int persistent_pick(const GemmArgs& a, int64_t sms, int n, bool b_mn) {
     const Sm90Config& c = kSm90Configs[choices[j].config];
     if (ping_pong && c.persist != Persist::PingPong) continue;
     double speed = tf32 ? choices[j].speed_tf32 : choices[j].speed;
-    // the unclustered three are the clustered three's tiles, in order
-    const PersistentChoice* twin = j >= kClusteredChoices ? &choices[j - kClusteredChoices] : nullptr;
+    // an unclustered choice's clustered twin sits kClusteredChoices before it (persistent_choices)
     const bool unclustered_resident =
-        b_resident && twin != nullptr && (!b_mn || cluster_waves(a, kSm90Configs[twin->config].bn, sms) <= 4);
+        b_resident && j >= kClusteredChoices && (!b_mn || cluster_waves(a, c.bn, sms) <= 4);
     if (unclustered_resident) {
-      TORCH_INTERNAL_ASSERT(kSm90Configs[twin->config].bn == c.bn && kSm90Configs[twin->config].persist == c.persist);
-      speed = std::max(speed, tf32 ? twin->speed_tf32 : twin->speed);
+      const PersistentChoice& twin = choices[j - kClusteredChoices];
+      speed = std::max(speed, tf32 ? twin.speed_tf32 : twin.speed);
     }
     const double score = speed * wave_efficiency(a, c, sms);
     if (best < 0 || score > best_score || (unclustered_resident && score == best_score)) best = j, best_score = score;

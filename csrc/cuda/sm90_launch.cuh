@@ -199,7 +199,7 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
     return launch_sm90_config<T>(p.args, copied, i, a_rounded);
   }
   const auto& o = a.mm;
-  const int ba = o.sa[0] == 0 ? 1 : int(a.batch), bb = o.sb[0] == 0 ? 1 : int(a.batch);
+  const int ba = int(operand_batches(a, o.sa[0])), bb = int(operand_batches(a, o.sb[0]));
   // B's strides as (batch, row = n, k), the order operand_map reads
   const int64_t sb[3] = {o.sb[0], o.sb[2], o.sb[1]};
   const CUtensorMap ma = operand_map<T>(a, o.a, a.M, o.sa, ba, l.a, sm90::BM);
