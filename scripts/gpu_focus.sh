@@ -23,6 +23,7 @@
 #     bench_tf32   bench_matmul's TF32 rows
 #     edges, simt, tf32  scripts/probe_edges.py --set edges / simt / tf32: each matmul_sm90 (bf16
 #                  near 1024; TF32) or matmul_simt (fp32) config pinned, kernel times beside cuBLAS
+#                  (EDGE_CONFIGS, EDGE_DTYPE: other configs and dtype than the set's)
 #     dgrad        time_candidates: the data gradients of the ResNet layers (conv_dgrad, strided ones
 #                  pinned to phases and to col2im; conv_dgrad_sm90: the one-launch phases' tiles)
 #                  at batch 1, 32 and 64
@@ -60,8 +61,8 @@ WAVE_DEFAULT=1568x3072x768,1568x768x3072,1568x2304x768,3136x3072x768,3136x768x30
 6272x384x1536,6272x1152x384,6272x3072x768,6272x768x3072,12608x3072x768,12608x768x3072,25216x3072x768,\
 25216x768x3072,25216x2304x768,25088x1536x384,25088x384x1536,2048x2048x2048,4096x4096x4096,4096x11008x4096,\
 4096x4096x11008,8192x8192x8192
-# the six 128-row persistent configs, clusters of one and two (the waves steps)
-SIX=pp128,coop128x192,coop128x256,pp128-c2,coop128x192-c2,coop128x256-c2
+# the six 128-row persistent configs, clusters of one and two (the waves steps; WAVE_CANDIDATES: others)
+SIX=${WAVE_CANDIDATES:-pp128,coop128x192,coop128x256,pp128-c2,coop128x192-c2,coop128x256-c2}
 rc=0
 step() {  # step NAME SECONDS CMD...: CMD's output to OUTDIR/NAME.log, its last lines here
   local name=$1 limit=$2
@@ -110,7 +111,9 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
       --out "$OUTDIR/mm_kernels_$d.json"; done ;;
     tf32_round) step tf32_round 120 $PY scripts/probe_tf32_rounding.py --out "$OUTDIR/tf32_rounding.json" ;;
     bench_tf32) step bench_tf32 240 $PY benchmarks/bench_matmul.py --filter "tf32" --out "$OUTDIR/matmul_tf32.json" ;;
-    edges|simt|tf32) step "probe_$s" 240 $PY scripts/probe_edges.py "$OUTDIR/$s.json" --set $s ;;
+    edges|simt|tf32) step "probe_$s${EDGE_DTYPE:+_$EDGE_DTYPE}" 240 $PY scripts/probe_edges.py \
+      "$OUTDIR/$s${EDGE_DTYPE:+_$EDGE_DTYPE}.json" --set $s ${EDGE_CONFIGS:+--configs $EDGE_CONFIGS} \
+      ${EDGE_DTYPE:+--dtype $EDGE_DTYPE} ;;
     bias) step bias 300 $PY scripts/probe_bias.py "$OUTDIR/bias.json" ;;
     ncu) IFS=';' read -ra shapes <<< "${NCU_SHAPES:?ncu: set NCU_SHAPES}"
       step ncu 500 bash scripts/ncu_probe.sh "$OUTDIR/ncu" "${shapes[@]}" ;;
