@@ -1107,9 +1107,10 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // each consumer releases a stage on both blocks' empty barriers, and a producer waits for its
 // last stages' release before its block exits (the peer still arrives on its barriers).
 // CN = 2 as well (CL = 2): clusters of 2 x 2 blocks, whose two columns of blocks also share A
-// (each block loads half of its A tile, multicast into the block beside it), so both operands
-// cross L2 once for two SMs. A block's stage is then written by itself, its column peer (B) and
-// its row peer (A), and is released on those three blocks' empty barriers.
+// (each block loads half of its A tile, the host's A map having boxes of BM / 2 rows, multicast
+// into the block beside it), so both operands cross L2 once for two SMs. A block's stage is then
+// written by itself, its column peer (B) and its row peer (A), and is released on those three
+// blocks' empty barriers.
 // TF32 (T = float): B rounded by the host; A_RS: A read in place, rounded in registers
 // (load_a_tf32) and multiplied from there, else a rounded copy read from shared memory. Its fp32
 // outputs go from the accumulators straight to C (store_fragment), and the staging's shared
@@ -1227,15 +1228,15 @@ __global__ void __launch_bounds__(THREADS, 1)
         tap = Tap(conv, 0);
       }
       tma_producer<STAGES>(full, empty, ktiles, (TM + BN) * BK * sizeof(T), [&](int kt, int s) {
-        // A in boxes of BM rows (the map's box): CN = 1, all of them; else this block's share,
-        // multicast into its cluster row
-        constexpr int ABOXES = TM / BM;
+        // A in boxes of AR = BM / CN rows (the map's box): CN = 1, all of them; else this block's
+        // share, multicast into its cluster row
+        constexpr int AR = BM / CN, ABOXES = TM / AR;
         constexpr uint16_t ROW_MASK = CN == 1 ? 0 : uint16_t((1 << CL) | 1);
         const int h0 = CN == 1 ? 0 : rn * ABOXES / CN, h1 = CN == 1 ? ABOXES : h0 + ABOXES / CN;
 #pragma unroll
         for (int h = h0; h < h1; ++h) {
           if constexpr (IM2COL) tma_load_im2col_tap(As + (s * TM + h * BM) * BK, &tm_a, &full[s], conv, px[h], tap);
-          else tma_load_tile<BM, BK, false>(As + (s * TM + h * BM) * BK, &tm_a, &full[s], m0 + h * BM, kt * BK, ga,
+          else tma_load_tile<AR, BK, false>(As + (s * TM + h * AR) * BK, &tm_a, &full[s], m0 + h * AR, kt * BK, ga,
                                             ROW_MASK << rm);
         }
         if constexpr (IM2COL) tap.next(conv, BK);

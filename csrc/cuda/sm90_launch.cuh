@@ -80,8 +80,8 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
 // else ping-pong; CL: blocks per cluster): one block per SM, as many clusters as fit at once on
 // the GPU or as there are cluster tiles (persistent_refusal says which problems they take). With
 // CL = 2 each block loads half of the B tile: a K-major B map's box is BN / 2 rows (MN-major B is
-// read in 64-row atoms either way); with CN = 2 as well (clusters of 2 x 2) half of its A tile too,
-// one of its two 64-row boxes.
+// read in 64-row atoms either way); with CN = 2 as well (clusters of 2 x 2) half of its A tile too:
+// the A map's box is BM / 2 rows.
 // G = ConvFwdIm2col: ma is an im2col map of the conv's x (im2col_map, BM-pixel boxes).
 // A_RS (TF32): A read in place and rounded in registers (see gemm_sm90.cuh).
 template <typename T, bool MN, int TM, int BN, bool COOP, int CL, sm90::Gather G, bool A_RS = false, int CN = 1>
@@ -210,7 +210,8 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
   const int ba = int(operand_batches(a, o.sa[0])), bb = int(operand_batches(a, o.sb[0]));
   // B's strides as (batch, row = n, k), the order operand_map reads
   const int64_t sb[3] = {o.sb[0], o.sb[2], o.sb[1]};
-  const CUtensorMap ma = operand_map<T>(a, o.a, a.M, o.sa, ba, l.a, sm90::BM);
+  // A's box: a tile of BM rows, or its share of one in a cluster row of cluster_n blocks
+  const CUtensorMap ma = operand_map<T>(a, o.a, a.M, o.sa, ba, l.a, uint32_t(sm90::BM / cfg.cluster_n));
   // The MN-major A variants come in 128 and 256 wide only (bn64 runs as bn128), which keeps
   // the number of Hopper kernels this file instantiates down. BL != Tma (TF32's B through the
   // producer's registers) reaches the one-tile kernels up to 128 wide only (above), without a map.
