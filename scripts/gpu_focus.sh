@@ -21,8 +21,9 @@
 #                  bf16 and TF32: how their speeds depend on the waves a problem makes
 #     waves_mn     the same on plain matmuls of those shapes (B row-major: MN-major), bf16
 #     bench_tf32   bench_matmul's TF32 rows
-#     edges, simt, tf32  scripts/probe_edges.py --set edges / simt / tf32: each matmul_sm90 (bf16
-#                  near 1024; TF32) or matmul_simt (fp32) config pinned, kernel times beside cuBLAS
+#     edges, simt, tf32, few  scripts/probe_edges.py --set edges / simt / tf32 / few: each matmul_sm90
+#                  (bf16 near 1024; TF32; bf16 under half a wave) or matmul_simt (fp32) config pinned,
+#                  GPU times beside cuBLAS
 #                  (EDGE_CONFIGS, EDGE_DTYPE: other configs and dtype than the set's)
 #     dgrad        time_candidates: the data gradients of the ResNet layers (conv_dgrad, strided ones
 #                  pinned to phases and to col2im; conv_dgrad_sm90: the one-launch phases' tiles)
@@ -111,7 +112,7 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
       --out "$OUTDIR/mm_kernels_$d.json"; done ;;
     tf32_round) step tf32_round 120 $PY scripts/probe_tf32_rounding.py --out "$OUTDIR/tf32_rounding.json" ;;
     bench_tf32) step bench_tf32 240 $PY benchmarks/bench_matmul.py --filter "tf32" --out "$OUTDIR/matmul_tf32.json" ;;
-    edges|simt|tf32) step "probe_$s${EDGE_DTYPE:+_$EDGE_DTYPE}" 240 $PY scripts/probe_edges.py \
+    edges|simt|tf32|few) step "probe_$s${EDGE_DTYPE:+_$EDGE_DTYPE}" 240 $PY scripts/probe_edges.py \
       "$OUTDIR/$s${EDGE_DTYPE:+_$EDGE_DTYPE}.json" --set $s ${EDGE_CONFIGS:+--configs $EDGE_CONFIGS} \
       ${EDGE_DTYPE:+--dtype $EDGE_DTYPE} ;;
     bias) step bias 300 $PY scripts/probe_bias.py "$OUTDIR/bias.json" ;;
