@@ -376,8 +376,7 @@ def test_matmul_a_mn_major_cuda(kind, size, b_layout, batch):
 # Each Hopper config pinned (autotune family "matmul_sm90"): tile widths, split-K or not,
 # bn64x2 (two blocks per SM, a 4-stage ring, no register rebalance) and the persistent kernels
 # (ping-pong pp128, cooperative coop256x128, coop128x256 and coop128x192, alone or in clusters
-# of two blocks sharing B; coop128x64 alone or in clusters of 2 x 2 sharing A as well), on tails in
-# M, N and K, both B layouts, batches and split-K-sized
+# of two blocks sharing B), on tails in M, N and K, both B layouts, batches and split-K-sized
 # problems; tf32 reads A in place where it is K-major and 16-byte aligned (rounded in registers),
 # and B in place through the producer's registers on the one-tile configs up to 128 wide, else
 # from a rounded K-major copy (test_tf32_b_in_place_cuda).

@@ -1106,11 +1106,6 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // SMs. A stage may then be refilled only when the consumers of both blocks are done with it:
 // each consumer releases a stage on both blocks' empty barriers, and a producer waits for its
 // last stages' release before its block exits (the peer still arrives on its barriers).
-// CN = 2 as well (CL = 2): clusters of 2 x 2 blocks, whose two columns of blocks also share A
-// (each block loads half of its A tile, the host's A map having boxes of BM / 2 rows, multicast
-// into the block beside it), so both operands cross L2 once for two SMs. A block's stage is then
-// written by itself, its column peer (B) and its row peer (A), and is released on those three
-// blocks' empty barriers.
 // TF32 (T = float): B rounded by the host; A_RS: A read in place, rounded in registers
 // (load_a_tf32) and multiplied from there, else a rounded copy read from shared memory. Its fp32
 // outputs go from the accumulators straight to C (store_fragment), and the staging's shared
@@ -1134,9 +1129,8 @@ struct PersistShape {
   // alignment slack, 64 bytes for the turn barriers
   static constexpr size_t FIXED = 2 * size_t(WROWS) * SCOLS * ES + 2 * BN * sizeof(float) + 1024 + 64;
   // stages (each with its full and empty barriers) that fit beside them: at most 4 (TF32, whose
-  // stages hold half the k: 6); 64-wide tiles, whose k tiles take half the math, 8 (as bn64's ring)
-  static constexpr size_t FIT = (kSmemPerBlock - FIXED) / (STAGE + 2 * sizeof(uint64_t)),
-                          CAP = BN == 64 ? 8 : ES == 4 ? 6 : 4;
+  // stages hold half the k: 6)
+  static constexpr size_t FIT = (kSmemPerBlock - FIXED) / (STAGE + 2 * sizeof(uint64_t)), CAP = ES == 4 ? 6 : 4;
   static constexpr int STAGES = int(FIT < CAP ? FIT : CAP);
   static constexpr size_t SMEM = STAGES * STAGE + FIXED + 2 * STAGES * sizeof(uint64_t);
   static_assert(WROWS % 64 == 0 && TM % BM == 0 && STAGES >= 3, "persistent tile shape");
@@ -1157,8 +1151,7 @@ __device__ __forceinline__ TileOrigin persist_tile(int i, int mt, int nt, int bm
 // G = ConvFwdIm2col: the conv forward's implicit GEMM, A loaded by TMA im2col loads of tm_a (a map
 // of x with BM-pixel boxes, as the one-tile kernel's), each of a tile's BM-row boxes one load per k
 // tile; B (the weight rows) and C as in the plain GEMM.
-template <typename T, bool B_MN_MAJOR, int TM, int BN, bool COOP, int CL, Gather G = Gather::None, bool A_RS = false,
-          int CN = 1>
+template <typename T, bool B_MN_MAJOR, int TM, int BN, bool COOP, int CL, Gather G = Gather::None, bool A_RS = false>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_persistent_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                 const __grid_constant__ CUtensorMap tm_c, MatmulProblem<T> p, int64_t M, int64_t N,
@@ -1191,26 +1184,21 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint64_t* turn = empty + STAGES;
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-  static_assert((CL == 1 || CL == 2) && (CN == 1 || (CL == 2 && CN == 2 && !IM2COL)),
-                "clusters of one or two blocks, or of 2 x 2 (plain GEMMs)");
-  constexpr int CS = CL * CN;  // blocks per cluster
-  // Tiles of CL * TM rows by CN * BN columns: one per cluster; a block's rank is (rm, rn), TM rows at
-  // rm * TM, BN columns at rn * BN. The blocks of a cluster column (same rn) share B, those of a
-  // row (same rm) share A.
-  const int rank = CS == 1 ? 0 : int(cluster_ctarank()), rm = rank % CL, rn = rank / CL;
-  const int cluster = blockIdx.x / CS, clusters = gridDim.x / CS;
-  const int mt = int((M + CL * TM - 1) / (CL * TM)), nt = int((N + CN * BN - 1) / (CN * BN)), tiles = batch * mt * nt;
+  static_assert(CL == 1 || CL == 2, "clusters of one or two blocks");
+  // Tiles of CL * TM rows: one per cluster, TM rows per block (rank).
+  const int rank = CL == 1 ? 0 : int(cluster_ctarank()), cluster = blockIdx.x / CL, clusters = gridDim.x / CL;
+  const int mt = int((M + CL * TM - 1) / (CL * TM)), nt = int((N + BN - 1) / BN), tiles = batch * mt * nt;
   const int ktiles = int((K + BK - 1) / BK);
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], (CL + CN - 1) * (COOP ? 2 : 1));  // the peers' consumer warpgroups that read the stage
+      mbar_init(&empty[s], CL * (COOP ? 2 : 1));  // the consumer warpgroups that read the stage
     }
     if (!COOP)
       for (int w = 0; w < 2; ++w) mbar_init(&turn[w], 128);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  if constexpr (CS > 1) cluster_sync();  // the peers' barriers exist before any multicast
+  if constexpr (CL > 1) cluster_sync();  // the peer's barriers exist before any multicast
   else __syncthreads();
 
   if (wg == 0) {  // producer: one thread, every tile of this block in order
@@ -1218,9 +1206,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (t != 0) return;
     int pos = 0;  // ring position of the next k tile
     for (int i = cluster; i < tiles; i += clusters, pos += ktiles) {
-      const TileOrigin o = persist_tile(i, mt, nt, CL * TM, CN * BN);
-      const int ga = batch_a > 1 ? o.g : 0, gb = batch_b > 1 ? o.g : 0, m0 = int(o.m0) + rm * TM,
-                n0 = int(o.n0) + rn * BN;
+      const TileOrigin o = persist_tile(i, mt, nt, CL * TM, BN);
+      const int ga = batch_a > 1 ? o.g : 0, gb = batch_b > 1 ? o.g : 0, m0 = int(o.m0) + rank * TM;
       Pixel px[TM / BM];  // IM2COL: each A box's first output pixel (pixels past the last image read zeros)
       Tap tap;            // IM2COL: the k tile's filter tap and first channel
       if constexpr (IM2COL) {
@@ -1229,27 +1216,21 @@ __global__ void __launch_bounds__(THREADS, 1)
         tap = Tap(conv, 0);
       }
       tma_producer<STAGES>(full, empty, ktiles, (TM + BN) * BK * sizeof(T), [&](int kt, int s) {
-        // A in boxes of AR = BM / CN rows (the map's box): CN = 1, all of them; else this block's
-        // share, multicast into its cluster row
-        constexpr int AR = BM / CN, ABOXES = TM / AR;
-        constexpr uint16_t ROW_MASK = CN == 1 ? 0 : uint16_t((1 << CL) | 1);
-        const int h0 = CN == 1 ? 0 : rn * ABOXES / CN, h1 = CN == 1 ? ABOXES : h0 + ABOXES / CN;
 #pragma unroll
-        for (int h = h0; h < h1; ++h) {
+        for (int h = 0; h < TM / BM; ++h) {  // A in boxes of BM rows (the map's box)
           if constexpr (IM2COL) tma_load_im2col_tap(As + (s * TM + h * BM) * BK, &tm_a, &full[s], conv, px[h], tap);
-          else tma_load_tile<AR, BK, false>(As + (s * TM + h * AR) * BK, &tm_a, &full[s], m0 + h * AR, kt * BK, ga,
-                                            ROW_MASK << rm);
+          else tma_load_tile<BM, BK, false>(As + (s * TM + h * BM) * BK, &tm_a, &full[s], m0 + h * BM, kt * BK, ga);
         }
         if constexpr (IM2COL) tap.next(conv, BK);
-        // B: CL = 1, the whole tile in one part; else this block's share of its parts, multicast
-        // into its cluster column (K-major: CL parts of BN / CL rows; MN-major: the 64-row atoms)
+        // B: CL = 1, the whole tile in one part; else this rank's share of its parts, multicast
+        // into every block (K-major: CL parts of BN / CL rows; MN-major: the 64-row atoms)
         constexpr int PARTS = CL == 1 ? 1 : B_MN_MAJOR ? BN / 64 : CL, PROWS = BN / PARTS;
-        for (int j = rm * PARTS / CL; j < (rm + 1) * PARTS / CL; ++j)
-          tma_load_tile<PROWS, BK, B_MN_MAJOR>(Bs + (s * BN + j * PROWS) * BK, &tm_b, &full[s], n0 + j * PROWS,
-                                               kt * BK, gb, CL == 1 ? 0 : ((1 << CL) - 1) << (rn * CL));
+        for (int j = rank * PARTS / CL; j < (rank + 1) * PARTS / CL; ++j)
+          tma_load_tile<PROWS, BK, B_MN_MAJOR>(Bs + (s * BN + j * PROWS) * BK, &tm_b, &full[s], int(o.n0) + j * PROWS,
+                                               kt * BK, gb, CL == 1 ? 0 : (1 << CL) - 1);
       }, pos);
     }
-    if constexpr (CS > 1) {  // the tail: every stage released by the peers before this block exits
+    if constexpr (CL > 1) {  // the tail: every stage released by both blocks before this one exits
       for (int q = pos; q < pos + STAGES; ++q)
         if (q >= STAGES) mbar_wait(&empty[q % STAGES], ((q / STAGES) - 1) & 1);
     }
@@ -1268,19 +1249,12 @@ __global__ void __launch_bounds__(THREADS, 1)
   // a stage read: released on the empty barrier of every block that the stage's loads wrote to
   auto release = [&](int s) {
     if (t != 0) return;
-    if constexpr (CS == 1) {
-      mbar_arrive(&empty[s]);
-    } else {
-      for (int c = 0; c < CS; ++c) {
-        if (c == rank) mbar_arrive(&empty[s]);
-        else if (c % CL == rm || c / CL == rn) mbar_arrive_cluster(&empty[s], uint32_t(c));  // row and column peers
-      }
-    }
+    if constexpr (CL == 1) mbar_arrive(&empty[s]);
+    else for (int c = 0; c < CL; ++c) c == rank ? mbar_arrive(&empty[s]) : mbar_arrive_cluster(&empty[s], uint32_t(c));
   };
   for (int j = first, i = cluster + first * clusters; i < tiles; j += STEP, i += STEP * clusters) {
-    TileOrigin o = persist_tile(i, mt, nt, CL * TM, CN * BN);
-    o.m0 += rm * TM;
-    o.n0 += rn * BN;
+    TileOrigin o = persist_tile(i, mt, nt, CL * TM, BN);
+    o.m0 += rank * TM;
     BiasTile<BN, T> bias;
     if (has_bias) bias.load(epi, p, o.g, o.n0, N, t);
     constexpr int H = WROWS / 64;  // m64 wgmmas per k step

@@ -242,7 +242,7 @@ const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
 const std::vector<std::string> kSm90Names = {
     "bn64",           "bn128",       "bn256",          "bn64-nosplit", "bn128-nosplit", "bn256-nosplit",
     "bn64x2",         "pp128",       "coop256x128",    "pp128-c2",     "coop256x128-c2", "coop128x256",
-    "coop128x256-c2", "coop128x192", "coop128x192-c2", "coop128x64", "coop128x64-c2x2"};
+    "coop128x256-c2", "coop128x192", "coop128x192-c2"};
 const autotune::Family kSm90Family("matmul_sm90", [] { return kSm90Names; });
 const Sm90Config kSm90Configs[] = {
     {64, true, false, Persist::No, 1},     {128, true, false, Persist::No, 1},    {256, true, false, Persist::No, 1},
@@ -251,8 +251,7 @@ const Sm90Config kSm90Configs[] = {
     {128, false, false, Persist::Coop, 1}, {128, false, false, Persist::PingPong, 2},
     {128, false, false, Persist::Coop, 2}, {256, false, false, Persist::Coop, 1},
     {256, false, false, Persist::Coop, 2}, {192, false, false, Persist::Coop, 1},
-    {192, false, false, Persist::Coop, 2},  {64, false, false, Persist::Coop, 1},
-    {64, false, false, Persist::Coop, 2, 2}};
+    {192, false, false, Persist::Coop, 2}};
 
 int sm90_index(const char* name) {
   const auto it = std::find(kSm90Names.begin(), kSm90Names.end(), name);
@@ -279,8 +278,7 @@ const std::array<PersistentChoice, kPersistentChoices>& persistent_choices() {
     for (int j = 0; j < kClusteredChoices; ++j) {
       const Sm90Config& c2 = kSm90Configs[c[j].config];
       const Sm90Config& c1 = kSm90Configs[c[j + kClusteredChoices].config];
-      TORCH_INTERNAL_ASSERT(c2.cluster == 2 && c2.cluster_n == 1 && c1.cluster == 1 && c1.bn == c2.bn &&
-                                c1.persist == c2.persist,
+      TORCH_INTERNAL_ASSERT(c2.cluster == 2 && c1.cluster == 1 && c1.bn == c2.bn && c1.persist == c2.persist,
                             "tileops: persistent choice ", j + kClusteredChoices, " is not choice ", j, "'s twin");
     }
     return c;

@@ -77,8 +77,7 @@ struct Sm90Config {
   int bn;
   bool split, two_blocks;
   Persist persist;
-  int cluster;  // persistent: blocks per cluster column (2: B multicast to a pair of blocks)
-  int cluster_n = 1;  // persistent, cluster 2: cluster columns (2: 2 x 2 blocks, A multicast too)
+  int cluster;  // persistent: blocks per cluster (2: B multicast to a pair of blocks)
 };
 extern const std::vector<std::string> kSm90Names;
 extern const Sm90Config kSm90Configs[];

@@ -80,32 +80,30 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
 // else ping-pong; CL: blocks per cluster): one block per SM, as many clusters as fit at once on
 // the GPU or as there are cluster tiles (persistent_refusal says which problems they take). With
 // CL = 2 each block loads half of the B tile: a K-major B map's box is BN / 2 rows (MN-major B is
-// read in 64-row atoms either way); with CN = 2 as well (clusters of 2 x 2) half of its A tile too:
-// the A map's box is BM / 2 rows.
+// read in 64-row atoms either way).
 // G = ConvFwdIm2col: ma is an im2col map of the conv's x (im2col_map, BM-pixel boxes).
 // A_RS (TF32): A read in place and rounded in registers (see gemm_sm90.cuh).
-template <typename T, bool MN, int TM, int BN, bool COOP, int CL, sm90::Gather G, bool A_RS = false, int CN = 1>
+template <typename T, bool MN, int TM, int BN, bool COOP, int CL, sm90::Gather G, bool A_RS = false>
 void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
   using Shape = sm90::PersistShape<TM, BN, COOP, int(sizeof(T))>;
-  auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, TM, BN, COOP, CL, G, A_RS, CN>;
+  auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, TM, BN, COOP, CL, G, A_RS>;
   constexpr size_t smem = Shape::SMEM;
-  constexpr int CS = CL * CN;  // blocks per cluster
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, smem, set_on);
-  const int64_t tiles = output_tiles(a, CN * BN, CL * TM);  // cluster tiles
+  const int64_t tiles = output_tiles(a, BN, CL * TM);  // cluster tiles
   TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the persistent Hopper kernels");
-  ClusterLaunch launch(dim3(1), dim3(sm90::THREADS), smem, dim3(CS), dependent_launches());  // grid: below
+  ClusterLaunch launch(dim3(1), dim3(sm90::THREADS), smem, dim3(CL), dependent_launches());  // grid: below
   cudaLaunchConfig_t& cfg = launch.cfg;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   int resident = sms;  // clusters resident at once: one block per SM
-  if constexpr (CS > 1) {  // a GPC's SM count need not be a multiple of CS
+  if constexpr (CL > 1) {  // a GPC's SM count need not be a multiple of CL
     static PerDevice asked{};
-    cfg.gridDim = dim3(unsigned(CS * sms));
+    cfg.gridDim = dim3(unsigned(CL * sms));
     resident = resident_clusters_kept(asked, kernel, cfg);
-    TORCH_CHECK(resident > 0, "tileops: no cluster of ", CS,
+    TORCH_CHECK(resident > 0, "tileops: no cluster of ", CL,
                 " blocks of the persistent Hopper kernel fits on this GPU");
   }
-  cfg.gridDim = dim3(unsigned(CS * std::min<int64_t>(tiles, resident)));
+  cfg.gridDim = dim3(unsigned(CL * std::min<int64_t>(tiles, resident)));
   // 16-bit C by TMA stores where its rows and base are 16-byte aligned (vec_stores): boxes of 128
   // bytes of columns by a consumer's rows, in the 128-byte swizzle the kernel stages them in; else
   // by threads. TF32: float2 stores where aligned, no map.
@@ -119,16 +117,14 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
 }
 
 // A persistent config's tile as constants: f(TM, BN, COOP), each a std::integral_constant.
-// CHOICES_ONLY: f is instantiated for persistent_choices()'s tiles only (128 x 128 ping-pong,
-// 128 x 256, 128 x 192: the conv forward takes no other).
-template <bool CHOICES_ONLY = false, typename F>
+// TM128_ONLY: f is instantiated for the 128-row tiles only (the caller takes no other: tm128).
+template <bool TM128_ONLY = false, typename F>
 decltype(auto) with_persistent_tile(const Sm90Config& cfg, F&& f) {
   using std::integral_constant;
   using I128 = integral_constant<int, 128>;
   if (cfg.persist == Persist::PingPong) return f(I128{}, I128{}, std::false_type{});
-  if constexpr (!CHOICES_ONLY) {
+  if constexpr (!TM128_ONLY) {
     if (cfg.bn == 128) return f(integral_constant<int, 256>{}, I128{}, std::true_type{});
-    if (cfg.bn == 64) return f(I128{}, integral_constant<int, 64>{}, std::true_type{});
   }
   if (cfg.bn == 256) return f(I128{}, integral_constant<int, 256>{}, std::true_type{});
   return f(I128{}, integral_constant<int, 192>{}, std::true_type{});
@@ -155,16 +151,10 @@ void launch_persistent_config(const Sm90Config& cfg, const GemmArgs& a, const CU
   with_persistent_tile(cfg, [&](auto tm, auto bn, auto coop) {
     constexpr int TM = decltype(tm)::value, BN = decltype(bn)::value;
     constexpr bool COOP = decltype(coop)::value;
-    // 128 x 64 tiles come alone or in clusters of 2 x 2, the others alone or in pairs (the
-    // configs that exist: kSm90Configs)
-    constexpr bool kNarrow = BN == 64;
     auto go = [&](auto rs) {
       constexpr bool RS = decltype(rs)::value;
-      if (cfg.cluster == 1) return launch_sm90_persistent<T, BMN, TM, BN, COOP, 1, G, RS>(a, ma, mb, ba, bb);
-      TORCH_INTERNAL_ASSERT(cfg.cluster == 2 && (cfg.cluster_n == 2) == kNarrow, "tileops: no ", cfg.cluster, " x ",
-                            cfg.cluster_n, " cluster kernel of a ", TM, " x ", BN, " tile");
-      if constexpr (kNarrow) launch_sm90_persistent<T, BMN, TM, BN, COOP, 2, G, RS, 2>(a, ma, mb, ba, bb);
-      else launch_sm90_persistent<T, BMN, TM, BN, COOP, 2, G, RS>(a, ma, mb, ba, bb);
+      if (cfg.cluster == 2) launch_sm90_persistent<T, BMN, TM, BN, COOP, 2, G, RS>(a, ma, mb, ba, bb);
+      else launch_sm90_persistent<T, BMN, TM, BN, COOP, 1, G, RS>(a, ma, mb, ba, bb);
     };
     if constexpr (sm90::kTf32<T>) {
       if (a_rs) go(std::true_type{});
@@ -212,8 +202,7 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
   const int ba = int(operand_batches(a, o.sa[0])), bb = int(operand_batches(a, o.sb[0]));
   // B's strides as (batch, row = n, k), the order operand_map reads
   const int64_t sb[3] = {o.sb[0], o.sb[2], o.sb[1]};
-  // A's box: a tile of BM rows, or its share of one in a cluster row of cluster_n blocks
-  const CUtensorMap ma = operand_map<T>(a, o.a, a.M, o.sa, ba, l.a, uint32_t(sm90::BM / cfg.cluster_n));
+  const CUtensorMap ma = operand_map<T>(a, o.a, a.M, o.sa, ba, l.a, sm90::BM);
   // The MN-major A variants come in 128 and 256 wide only (bn64 runs as bn128), which keeps
   // the number of Hopper kernels this file instantiates down. BL != Tma (TF32's B through the
   // producer's registers) reaches the one-tile kernels up to 128 wide only (above), without a map.
