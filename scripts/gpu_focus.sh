@@ -62,8 +62,9 @@ WAVE_DEFAULT=1568x3072x768,1568x768x3072,1568x2304x768,3136x3072x768,3136x768x30
 6272x384x1536,6272x1152x384,6272x3072x768,6272x768x3072,12608x3072x768,12608x768x3072,25216x3072x768,\
 25216x768x3072,25216x2304x768,25088x1536x384,25088x384x1536,2048x2048x2048,4096x4096x4096,4096x11008x4096,\
 4096x4096x11008,8192x8192x8192
-# the six 128-row persistent configs, clusters of one and two (the waves steps; WAVE_CANDIDATES: others)
-SIX=${WAVE_CANDIDATES:-pp128,coop128x192,coop128x256,pp128-c2,coop128x192-c2,coop128x256-c2}
+# the waves steps' configs: WAVE_CANDIDATES, else the six 128-row persistent ones, clusters of one and two
+WAVE_SET=${WAVE_CANDIDATES:-pp128,coop128x192,coop128x256,pp128-c2,coop128x192-c2,coop128x256-c2}
+EDGE_TAG=${EDGE_DTYPE:+_$EDGE_DTYPE}  # probe_edges' files name the dtype where EDGE_DTYPE overrides the set's
 rc=0
 step() {  # step NAME SECONDS CMD...: CMD's output to OUTDIR/NAME.log, its last lines here
   local name=$1 limit=$2
@@ -112,18 +113,17 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
       --out "$OUTDIR/mm_kernels_$d.json"; done ;;
     tf32_round) step tf32_round 120 $PY scripts/probe_tf32_rounding.py --out "$OUTDIR/tf32_rounding.json" ;;
     bench_tf32) step bench_tf32 240 $PY benchmarks/bench_matmul.py --filter "tf32" --out "$OUTDIR/matmul_tf32.json" ;;
-    edges|simt|tf32|few) step "probe_$s${EDGE_DTYPE:+_$EDGE_DTYPE}" 240 $PY scripts/probe_edges.py \
-      "$OUTDIR/$s${EDGE_DTYPE:+_$EDGE_DTYPE}.json" --set $s ${EDGE_CONFIGS:+--configs $EDGE_CONFIGS} \
-      ${EDGE_DTYPE:+--dtype $EDGE_DTYPE} ;;
+    edges|simt|tf32|few) step "probe_$s$EDGE_TAG" 240 $PY scripts/probe_edges.py "$OUTDIR/$s$EDGE_TAG.json" \
+      --set $s ${EDGE_CONFIGS:+--configs $EDGE_CONFIGS} ${EDGE_DTYPE:+--dtype $EDGE_DTYPE} ;;
     bias) step bias 300 $PY scripts/probe_bias.py "$OUTDIR/bias.json" ;;
     ncu) IFS=';' read -ra shapes <<< "${NCU_SHAPES:?ncu: set NCU_SHAPES}"
       step ncu 500 bash scripts/ncu_probe.sh "$OUTDIR/ncu" "${shapes[@]}" ;;
     waves) for d in bfloat16 tf32; do step waves_$d 300 $PY scripts/time_candidates.py --family matmul_sm90 \
       --dtype $d --act none --out "$OUTDIR/waves_$d.json" --linear-shapes "${WAVE_SHAPES:-$WAVE_DEFAULT}" \
-      --candidates $SIX; done ;;
+      --candidates $WAVE_SET; done ;;
     waves_mn) step waves_mn 300 $PY scripts/time_candidates.py --family matmul_sm90 --dtype bfloat16 \
       --out "$OUTDIR/waves_mn.json" --matmul-shapes "${WAVE_SHAPES:-$WAVE_DEFAULT}" \
-      --candidates $SIX ;;
+      --candidates $WAVE_SET ;;
     skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
     *) echo "unknown step $s"; rc=1 ;;
