@@ -408,6 +408,76 @@ def test_matmul_sm90_configs_cuda(config, kind, size, b_layout):
     check(out, ref, mag, kind, "sm90 %s %s b=%s seed=%d" % (config, size, b_layout, seed))
 
 
+# bn64-cpasync (Gather::Rows): both operands copied by the producer warpgroup's cp.async into the
+# 128-byte swizzle, zeros past M, N and K, and C stored by TMA where its rows are 16-byte aligned.
+# Operands are views of wider rows (pitch: the next multiple of 8 elements, + 8), so K and N end
+# inside a 16-byte chunk (the copies' partial bytes) and rows start mid-sector; 1000^3 has rows 2000
+# bytes apart. A column-major ("T") runs MN-major, 128 wide; B row-major ("N") MN-major, transposed
+# ("T") K-major, or one K x N matrix broadcast over the batch. TF32 reads A as it is (rounded in
+# registers) and a rounded K-major copy of B.
+GATHER_CASES = [(1, 1000, 1000, 1000), (1, 130, 77, 203), (3, 200, 136, 75), (2, 64, 1000, 8)]
+
+
+def pitched(shape, dtype, gen, transposed=False):
+    """A (rows, cols) matrix as a view of rows `pitch` elements apart (pitch > cols, a multiple
+    of 8), or, transposed, the transpose of such a view of (cols, rows)."""
+    *lead, r, c = shape
+    if transposed:
+        r, c = c, r
+    pitch = (c + 7) // 8 * 8 + 8
+    m = randn(tuple(lead) + (r, pitch), dtype, "cuda", gen)[..., :c]
+    return m.transpose(-1, -2) if transposed else m
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["bfloat16", "float16", "tf32"])
+@pytest.mark.parametrize("size", GATHER_CASES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT", "broadcast"])
+def test_matmul_sm90_gather_cuda(kind, size, layout):
+    from tileops import autotune
+
+    batch, M, N, K = size
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    lead = (batch,) if batch > 1 else ()
+    a = pitched(lead + (M, K), dt, gen, transposed=layout[0] == "T")
+    if layout == "broadcast":
+        b = pitched((K, N), dt, gen).expand(lead + (K, N))
+    else:
+        b = pitched(lead + (K, N), dt, gen, transposed=layout[1] == "T")
+    with autotune.pinned("matmul_sm90", "bn64-cpasync"), tf32(kind == "tf32"):
+        out = run_poisoned(lambda: tileops.matmul(a, b, algo="wgmma"), batch * M * N, dt, "cuda")
+    ref, mag = ref_mm(a, b)
+    check(out, ref, mag, kind, "bn64-cpasync %s %s seed=%d" % (size, layout, seed))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["bfloat16", "float16"])
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+@pytest.mark.parametrize("out_features", [1000, 1001], ids=["n1000", "n1001"])
+@pytest.mark.parametrize("config", ["bn64-cpasync", "bn64", "bn128-nosplit", "bn256-nosplit", "bn64x2"])
+def test_linear_one_tile_stores_cuda(kind, activation, out_features, config):
+    """The one-tile kernels' epilogue: bias + activation stored by TMA from the swizzled staging
+    where C's rows are 16-byte aligned (1000), by threads where not (1001); with a residual (by
+    threads: the store loop adds it) on the same shapes."""
+    from tileops import autotune
+
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    x, w = pitched((333, 1000), dt, gen), pitched((out_features, 1000), dt, gen)
+    bias = randn((out_features,), dt, "cuda", gen)
+    res = randn((333, out_features), dt, "cuda", gen)
+    ref, mag = ref_linear(x, w, bias, activation)
+    ref_r, mag_r = ref_linear(x, w, bias, "none")
+    ref_r = ACTIVATIONS[activation](ref_r + res.double().cpu())
+    with autotune.pinned("matmul_sm90", config):
+        out = run_poisoned(lambda: tileops.linear(x, w, bias, activation), 333 * out_features, dt, "cuda")
+        out_r = run_poisoned(lambda: tileops.linear(x, w, bias, activation, res), 333 * out_features, dt, "cuda")
+    check(out, ref, mag, kind, "linear %s n=%d %s seed=%d" % (config, out_features, activation, seed))
+    check(out_r, ref_r, mag_r + res.double().abs().cpu(), kind,
+          "linear + residual %s n=%d %s seed=%d" % (config, out_features, activation, seed))
+
+
 # The persistent kernels' own structure: blocks that walk several tiles (ping-pong's consumer
 # warpgroups alternating, the ring running on across tiles, both the ring's wrap and a K shorter
 # than it), grouped tile order with a partial last group, tails in M, N and K, an odd count of

@@ -45,14 +45,14 @@ inline GemmArgs transposed_c(GemmArgs a) {
   return a;
 }
 
+// The one-tile kernel. tma_c: 16-bit C by TMA stores (sm90::Store::Tma) where they can write it
+// (rows and base 16-byte aligned, no residual, one row stride, K not split); the matmuls ask for
+// them, the convs not (unmeasured there).
 template <typename T, int BN, int STAGES, bool MN, sm90::Gather G = sm90::Gather::None, bool A_MN = false,
           sm90::BLoad BL = sm90::BLoad::Tma>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb,
-                 bool allow_split = true) {
+                 bool allow_split = true, bool tma_c = false) {
   constexpr int BK = sm90::bk<T>;
-  const sm90::Store store = vec_stores<T>(a)   ? sm90::Store::Rows
-                            : cols_stores<T>(a) ? sm90::Store::Cols
-                                                : sm90::Store::Elements;
   auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, G, A_MN, BL>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   static std::atomic<uint64_t> set_on{0};
@@ -68,10 +68,20 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
     work = at::empty({a.batch * sk.splits, a.M, a.N}, cuda_options(at::kFloat));
     sk.partial = work.data_ptr<float>();
   }
+  const bool vec = vec_stores<T>(a);
+  const bool by_tma = tma_c && sizeof(T) == 2 && vec && a.residual == nullptr && a.mm.rq == 0 && sk.splits == 1;
+  const sm90::Store store = by_tma          ? sm90::Store::Tma
+                            : vec               ? sm90::Store::Rows
+                            : cols_stores<T>(a) ? sm90::Store::Cols
+                                                : sm90::Store::Elements;
+  const auto& o = a.mm;  // each consumer warpgroup stores its 64 rows, in boxes of 128 bytes of columns
+  const CUtensorMap mc = by_tma ? matrix_map(o.c, a.dtype, a.N, a.M, a.batch, o.sc[1], o.sc[0],
+                                             uint32_t(sm90::ROW_BYTES / sizeof(T)), 64)
+                                : CUtensorMap{};
   const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
                   unsigned(a.batch * sk.splits));
   DependentLaunch launch(grid, dim3(sm90::THREADS), smem);  // overlaps the kernel before it (griddep.cuh)
-  launch(kernel, ma, mb, p, a.M, a.N, a.K, epi, ba, bb, store, sk, a.conv);
+  launch(kernel, ma, mb, mc, p, a.M, a.N, a.K, epi, ba, bb, store, sk, a.conv);
   if (sk.splits > 1)
     splitk_reduce<T, float>(sk.partial, sk.splits, store == sm90::Store::Cols ? transposed_c(a) : a);
 }
@@ -193,7 +203,7 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
   using sm90::BLoad;
   const Sm90Config cfg = kSm90Configs[i];
   const bool b_regs = sm90::kTf32<T> && l.b != Major::None;  // TF32's B unrounded, in place
-  if (b_regs && (cfg.persist != Persist::No || cfg.bn == 256 || a.K > kTf32RegsMaxK)) {
+  if (b_regs && (cfg.persist != Persist::No || cfg.bn == 256 || cfg.gather || a.K > kTf32RegsMaxK)) {
     const TmaLayout copied{l.a, Major::None};
     const Padded p = pad_operands(a, copied);
     return launch_sm90_config<T>(p.args, copied, i, a_rounded);
@@ -212,7 +222,8 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
     const int bn = cfg.bn == 64 && AMN ? 128 : cfg.bn;
     const CUtensorMap mb =
         BL == BLoad::Tma ? operand_map<T>(a, o.b, a.N, sb, bb, l.b, uint32_t(bn / cfg.cluster)) : CUtensorMap{};
-    constexpr auto G = sm90::Gather::None;
+    constexpr auto G = sm90::Gather::None, Rows = sm90::Gather::Rows;
+    const bool split = cfg.split;
     if constexpr (BL == BLoad::Tma) {
       if (cfg.persist != Persist::No) {
         const char* refusal = persistent_refusal(a, AMN);
@@ -220,12 +231,16 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
         if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb, !a_rounded);
         return;
       }
-      if (bn == 256) return launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, cfg.split);
+      if (cfg.gather) {  // the operands by cp.async (the maps go unused); MN-major A 128 wide, as bn64
+        if constexpr (AMN) return launch_sm90<T, 128, 6, BMN, Rows, AMN>(a, ma, mb, ba, bb, split, true);
+        else return launch_sm90<T, 64, 8, BMN, Rows, AMN>(a, ma, mb, ba, bb, split, true);
+      }
+      if (bn == 256) return launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, split, true);
     }
-    if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN, BL>(a, ma, mb, ba, bb, cfg.split);
+    if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN, BL>(a, ma, mb, ba, bb, split, true);
     else if constexpr (!AMN) {
-      if (cfg.two_blocks) launch_sm90<T, 64, 4, BMN, G, AMN, BL>(a, ma, mb, ba, bb, cfg.split);
-      else launch_sm90<T, 64, 8, BMN, G, AMN, BL>(a, ma, mb, ba, bb, cfg.split);
+      if (cfg.two_blocks) launch_sm90<T, 64, 4, BMN, G, AMN, BL>(a, ma, mb, ba, bb, split, true);
+      else launch_sm90<T, 64, 8, BMN, G, AMN, BL>(a, ma, mb, ba, bb, split, true);
     }
   };
   using No = std::false_type;
