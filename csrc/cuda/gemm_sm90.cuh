@@ -2,10 +2,10 @@
 // completing on mbarriers, a STAGES-deep ring; one producer warpgroup (one thread issues
 // the copies) and two consumer warpgroups that each run wgmma on 64 rows of the 128-row
 // tile. Each consumer keeps one wgmma group in flight and releases a stage as soon as the
-// group reading it retires. The epilogue (shared functor) goes through padded shared memory
-// so global stores are 16-byte vectors along rows. That kernel runs one output tile per block;
-// gemm_sm90_persistent_kernel (at the end of this file) walks many per block, so loads and
-// epilogues of consecutive tiles overlap.
+// group reading it retires. The epilogue (shared functor) goes through shared memory: 16-bit C
+// by TMA stores where it can (Store::Tma), else 16-byte vectors along rows. That kernel runs one
+// output tile per block; gemm_sm90_persistent_kernel (at the end of this file) walks many per
+// block, so loads and epilogues of consecutive tiles overlap.
 //
 // A is K-major (row-major M x K) or, for the 16-bit types, MN-major (column-major, e.g. dY^T of
 // a weight gradient). B is K-major (B^T row-major, e.g. a linear weight) or, for the 16-bit
@@ -59,10 +59,7 @@ constexpr size_t smem_bytes() {
 // output pixels, k = (r, s, c) (A K-major); ConvWgrad, rows = (r, s, c), k = output pixels (A
 // MN-major: the weight gradient's dW^T). Both gathered by the producer warpgroup's cp.async
 // copies; the Im2col variants load the same tiles by TMA in im2col mode (one thread).
-// Rows: a plain GEMM whose A and B tiles the producer warpgroup copies by
-// cp.async too (rows_producer): TMA delivers boxes whose rows start mid-sector (rows 2000 bytes
-// apart) slowly, the consumers starving on the full barriers (NOTES 80).
-enum class Gather { None, ConvFwd, ConvWgrad, ConvFwdIm2col, ConvWgradIm2col, Rows };
+enum class Gather { None, ConvFwd, ConvWgrad, ConvFwdIm2col, ConvWgradIm2col };
 
 // How the one-tile kernel writes C: element by element; 16-byte vectors along rows (rows and base
 // 16-byte aligned: vec_stores); or 16-byte vectors down columns, for 16-bit C that is column-major
@@ -70,8 +67,9 @@ enum class Gather { None, ConvFwd, ConvWgrad, ConvFwdIm2col, ConvWgradIm2col, Ro
 // channels_last dw [K, R*S*C], written without a transposition after it). With split-K, Cols also
 // writes the fp32 partials column-major, so the reduce runs on the transposed problem. Tma: 16-bit
 // C by TMA stores of the tile staged in TMA's 128-byte swizzle (rows and base 16-byte aligned, no
-// residual, one row stride: the host made tm_c), as the persistent kernels store it; thread stores
-// onto rows that start mid-sector cost bn64 2.5 us at 1000^3 where TMA's cost ~0 (NOTES 80).
+// residual, one row stride: the host made tm_c), as the persistent kernels store it. H200 fp16 GPU
+// us, thread stores / TMA (NOTES 81): bn64 1000^3 15.0 / 13.7 (C's rows start mid-sector), 1024^3
+// 9.2 / 9.0, 197 x 1152 x 384 7.3 / 5.9.
 enum class Store : int { Elements, Rows, Cols, Tma };
 
 // Where the B tile comes from: TMA, or (TF32 only) the producer warpgroup's loads of unrounded B,
@@ -331,59 +329,6 @@ __device__ __forceinline__ void conv_fwd_producer(const ConvOperands& cv, const 
     }
     tap.next(cv, BK);
   });
-}
-
-// Gather::Rows: ROWS rows of one 128-byte row tile of a row-major matrix, element (r, c) at
-// base[r * ld + c], from (r0, c0) on into the 128-byte swizzle at dst (shared-window address);
-// zeros from row rlim and column clim on. Thread t copies chunk t % 8 of rows t / 8 + 16 i, as
-// conv_fwd_producer does. ld and c0 keep every chunk 16-byte aligned (TMA's stride rule).
-template <int ROWS, typename T>
-__device__ __forceinline__ void gather_rows(uint32_t dst, const T* base, int64_t ld, int64_t r0, int64_t rlim,
-                                            int64_t c0, int64_t clim, int t) {
-  constexpr int VEC = 16 / int(sizeof(T));
-  const int chunk = t % 8, row = t / 8;
-  const int64_t c = c0 + chunk * VEC;
-  const int cbytes = int(c + VEC <= clim ? VEC : c < clim ? clim - c : 0) * int(sizeof(T));
-  dst += row * ROW_BYTES + ((chunk ^ (row & 7)) << 4);
-#pragma unroll
-  for (int i = 0; i < ROWS / 16; ++i) {
-    const int64_t r = r0 + row + 16 * i;
-    const int bytes = r < rlim ? cbytes : 0;
-    cp_async16(dst + i * 16 * ROW_BYTES, bytes ? base + r * ld + c : base, bytes);
-  }
-}
-// Gather::Rows' producer: each stage's A and B tiles (K-major: a row of BK k per m or n; MN-major:
-// 64-column atoms of BK k-rows each) by all 128 threads, handed to the stage's full barrier as
-// conv_producer's copies are. A (m, k) is at A + m * sa[1] + k * sa[2], B (k, n) at B + k * sb[1] +
-// n * sb[2] (MatmulProblem).
-template <typename T, int BN, int STAGES, bool A_MN, bool B_MN>
-__device__ __forceinline__ void rows_producer(const MatmulProblem<T>& p, T* As, T* Bs, uint64_t* full,
-                                              uint64_t* empty, int64_t M, int64_t N, int64_t K, int m0, int n0,
-                                              int ga, int gb, int kt0, int ktiles, int t) {
-  constexpr int BK = bk<T>;
-  const T* a = p.A + ga * p.sa[0];
-  const T* b = p.B + gb * p.sb[0];
-  for (int kt = 0; kt < ktiles; ++kt) {
-    const int st = kt % STAGES;
-    if (kt >= STAGES) mbar_wait(&empty[st], ((kt / STAGES) - 1) & 1);
-    const int64_t k = int64_t(kt0 + kt) * BK;
-    if constexpr (A_MN) {
-#pragma unroll
-      for (int j = 0; j < BM / 64; ++j)
-        gather_rows<BK>(smem_u32(As + (st * BM + j * 64) * BK), a, p.sa[2], k, K, m0 + 64 * j, M, t);
-    } else {
-      gather_rows<BM>(smem_u32(As + st * BM * BK), a, p.sa[1], m0, M, k, K, t);
-    }
-    if constexpr (B_MN) {
-#pragma unroll
-      for (int j = 0; j < BN / 64; ++j)
-        gather_rows<BK>(smem_u32(Bs + (st * BN + j * 64) * BK), b, p.sb[1], k, K, n0 + 64 * j, N, t);
-    } else {
-      gather_rows<BN>(smem_u32(Bs + st * BN * BK), b, p.sb[2], n0, N, k, K, t);
-    }
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&full[st])) : "memory");
-  }
-  asm volatile("cp.async.wait_all;" ::: "memory");  // nothing in flight when the thread exits
 }
 
 // The Im2col producers (thread 0 alone): TMA's im2col traversal walks output pixels in the
@@ -821,24 +766,24 @@ struct SplitK {
 // p supplies C's index map (row_c, c, bias_index); batch_a / batch_b: 1 when broadcast.
 //
 // gemm_sm90_tile is one block's output tile: z stands for blockIdx.z (batch entry and split), b_k0
-// is B's first column (conv_im2col_producer); gemm_sm90_kernel and gemm_sm90_phases_kernel launch it.
+// is B's first column (conv_im2col_producer); tm_c: C's map where store is Store::Tma.
+// gemm_sm90_kernel and gemm_sm90_phases_kernel launch it.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G, bool A_MN_MAJOR, BLoad BL = BLoad::Tma>
 __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
-                                               const CUtensorMap* tm_c, const MatmulProblem<T>& p, int64_t M, int64_t N, int64_t K,
-                                               const Epilogue<T>& epi, int batch_a, int batch_b, Store store,
-                                               const SplitK& sk, const ConvOperands& conv, int z, int b_k0) {
+                                               const CUtensorMap* tm_c, const MatmulProblem<T>& p, int64_t M,
+                                               int64_t N, int64_t K, const Epilogue<T>& epi, int batch_a,
+                                               int batch_b, Store store, const SplitK& sk, const ConvOperands& conv,
+                                               int z, int b_k0) {
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
-  // CONV: A comes from a conv input; GATHER: A (Rows: and B) by the producer warpgroup's cp.async copies
-  constexpr bool ROWS = G == Gather::Rows, CONV = G != Gather::None && !ROWS;
-  constexpr bool GATHER = G == Gather::ConvFwd || G == Gather::ConvWgrad || ROWS;
+  // CONV: A comes from a conv input; GATHER: by the producer warpgroup's cp.async copies
+  constexpr bool CONV = G != Gather::None, GATHER = G == Gather::ConvFwd || G == Gather::ConvWgrad;
   // B_REGS: the producer's 128 threads load B (tf32_b_producer), and keep their registers
   constexpr bool B_REGS = BL != BLoad::Tma;
   constexpr bool REBALANCE = !GATHER && !B_REGS && blocks_per_sm<BN, STAGES, T>() == 1;
   static_assert(!B_REGS || (kTf32<T> && G == Gather::None && !B_MN_MAJOR), "B through registers: TF32 GEMMs");
   static_assert(!(CONV && kTf32<T>), "the conv gather copies x as it is; TF32 needs rounded operands");
   static_assert(!(A_MN_MAJOR && kTf32<T>), "MN-major A: 16-bit types only");
-  static_assert(!ROWS || !B_REGS, "the rows gather loads B itself");
   static_assert((G != Gather::ConvWgrad && G != Gather::ConvWgradIm2col) || (A_MN_MAJOR && B_MN_MAJOR),
                 "the weight-gradient gather fills MN-major A atoms and reads dY as MN-major B");
   static_assert(!((G == Gather::ConvFwd || G == Gather::ConvFwdIm2col) && A_MN_MAJOR) &&
@@ -863,8 +808,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
   const int ktiles = sk.partial ? min(sk.kt_per_split, ktiles_all - kt0) : ktiles_all;  // >= 1 by construction
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      // TMA's arrival + one per gathering thread / loading warp (Rows: no TMA)
-      mbar_init(&full[s], ROWS ? 128 : GATHER ? 1 + 128 : B_REGS ? 1 + 4 : 1);
+      mbar_init(&full[s], GATHER ? 1 + 128 : B_REGS ? 1 + 4 : 1);  // + one per gathering thread / loading warp
       mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -876,9 +820,6 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       conv_fwd_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, m0, n0, kt0, ktiles, t);
     } else if constexpr (G == Gather::ConvWgrad) {
       conv_wgrad_producer<T, BN, STAGES>(conv, tm_b, As, Bs, full, empty, M, K, m0, n0, kt0, ktiles, t);
-    } else if constexpr (ROWS) {
-      rows_producer<T, BN, STAGES, A_MN_MAJOR, B_MN_MAJOR>(p, As, Bs, full, empty, M, N, K, m0, n0, batch_a > 1 ? g : 0,
-                                               batch_b > 1 ? g : 0, kt0, ktiles, t);
     } else if constexpr (B_REGS) {
       // k tiles in flight per thread: 64 registers of them with one block per SM, 32 with two
       constexpr int FIT = (blocks_per_sm<BN, STAGES, T>() == 1 ? 64 : 32) / (BN / 4), DEPTH = FIT > 1 ? FIT : 1;
@@ -923,8 +864,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       auto acquire = [&](auto u, int kt) {
         const int s = kt % STAGES;
         mbar_wait(&full[s], (kt / STAGES) & 1);
-        // B written by the producer's threads (generic proxy), read by wgmma: see tf32_b_producer
-        if constexpr (B_REGS || GATHER) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        if constexpr (B_REGS) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // see tf32_b_producer
 #pragma unroll
         for (int kk = 0; kk < BK / KSTEP; ++kk)
           load_a_tf32(af[decltype(u)::value][kk], a_half + s * BM * BK, kk, t / 32, t % 32);
@@ -1097,16 +1037,16 @@ template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G = Gather::No
           BLoad BL = BLoad::Tma>
 __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
-                     const __grid_constant__ CUtensorMap tm_c, MatmulProblem<T> p, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int batch_a, int batch_b,
-                     Store store, SplitK sk, ConvOperands conv) {
+                     const __grid_constant__ CUtensorMap tm_c, MatmulProblem<T> p, int64_t M, int64_t N, int64_t K,
+                     Epilogue<T> epi, int batch_a, int batch_b, Store store, SplitK sk, ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   griddep_wait();  // a dependent launch (launch_sm90): the kernel before it (a transposition) is done
   // and a split's reduce, launched as this grid's dependent, may be scheduled now: its blocks wait
   // for this grid's end at griddep_wait with their launch done (a dependent grid starts only once
   // every block of this one has started, so it never takes an SM this grid still needs)
   if (sk.partial) griddep_launch_dependents();
-  gemm_sm90_tile<T, BN, B_MN_MAJOR, STAGES, G, A_MN_MAJOR, BL>(tm_a, tm_b, &tm_c, p, M, N, K, epi, batch_a, batch_b, store,
-                                                               sk, conv, int(blockIdx.z), 0);
+  gemm_sm90_tile<T, BN, B_MN_MAJOR, STAGES, G, A_MN_MAJOR, BL>(tm_a, tm_b, &tm_c, p, M, N, K, epi, batch_a, batch_b,
+                                                               store, sk, conv, int(blockIdx.z), 0);
 #else
   __trap();  // built without sm_90a: the host never launches this
 #endif
@@ -1159,8 +1099,8 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     }
     return;
   }
-  gemm_sm90_tile<T, BN, false, STAGES, Gather::ConvFwdIm2col, false>(f.a, tm_b, nullptr, f.p, f.M, N, f.K, epi, 1, 1,
-                                                                     vec_store ? Store::Rows : Store::Elements,
+  gemm_sm90_tile<T, BN, false, STAGES, Gather::ConvFwdIm2col, false>(f.a, tm_b, nullptr, f.p, f.M, N, f.K, epi, 1,
+                                                                     1, vec_store ? Store::Rows : Store::Elements,
                                                                      SplitK{}, f.conv, 0, f.b_k0);
 #else
   __trap();  // built without sm_90a: the host never launches this

@@ -242,7 +242,7 @@ const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
 const std::vector<std::string> kSm90Names = {
     "bn64",           "bn128",       "bn256",          "bn64-nosplit", "bn128-nosplit", "bn256-nosplit",
     "bn64x2",         "pp128",       "coop256x128",    "pp128-c2",     "coop256x128-c2", "coop128x256",
-    "coop128x256-c2", "coop128x192", "coop128x192-c2", "bn64-cpasync"};
+    "coop128x256-c2", "coop128x192", "coop128x192-c2"};
 const autotune::Family kSm90Family("matmul_sm90", [] { return kSm90Names; });
 const Sm90Config kSm90Configs[] = {
     {64, true, false, Persist::No, 1},     {128, true, false, Persist::No, 1},    {256, true, false, Persist::No, 1},
@@ -251,7 +251,7 @@ const Sm90Config kSm90Configs[] = {
     {128, false, false, Persist::Coop, 1}, {128, false, false, Persist::PingPong, 2},
     {128, false, false, Persist::Coop, 2}, {256, false, false, Persist::Coop, 1},
     {256, false, false, Persist::Coop, 2}, {192, false, false, Persist::Coop, 1},
-    {192, false, false, Persist::Coop, 2}, {64, true, false, Persist::No, 1, true}};
+    {192, false, false, Persist::Coop, 2}};
 
 int sm90_index(const char* name) {
   const auto it = std::find(kSm90Names.begin(), kSm90Names.end(), name);

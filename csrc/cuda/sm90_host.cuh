@@ -78,7 +78,6 @@ struct Sm90Config {
   bool split, two_blocks;
   Persist persist;
   int cluster;  // persistent: blocks per cluster (2: B multicast to a pair of blocks)
-  bool gather = false;  // one-tile: A and B copied by the producer's cp.async (sm90::Gather::Rows), not TMA
 };
 extern const std::vector<std::string> kSm90Names;
 extern const Sm90Config kSm90Configs[];

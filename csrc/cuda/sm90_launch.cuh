@@ -70,7 +70,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   }
   const bool vec = vec_stores<T>(a);
   const bool by_tma = tma_c && sizeof(T) == 2 && vec && a.residual == nullptr && a.mm.rq == 0 && sk.splits == 1;
-  const sm90::Store store = by_tma          ? sm90::Store::Tma
+  const sm90::Store store = by_tma              ? sm90::Store::Tma
                             : vec               ? sm90::Store::Rows
                             : cols_stores<T>(a) ? sm90::Store::Cols
                                                 : sm90::Store::Elements;
@@ -203,7 +203,7 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
   using sm90::BLoad;
   const Sm90Config cfg = kSm90Configs[i];
   const bool b_regs = sm90::kTf32<T> && l.b != Major::None;  // TF32's B unrounded, in place
-  if (b_regs && (cfg.persist != Persist::No || cfg.bn == 256 || cfg.gather || a.K > kTf32RegsMaxK)) {
+  if (b_regs && (cfg.persist != Persist::No || cfg.bn == 256 || a.K > kTf32RegsMaxK)) {
     const TmaLayout copied{l.a, Major::None};
     const Padded p = pad_operands(a, copied);
     return launch_sm90_config<T>(p.args, copied, i, a_rounded);
@@ -222,7 +222,7 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
     const int bn = cfg.bn == 64 && AMN ? 128 : cfg.bn;
     const CUtensorMap mb =
         BL == BLoad::Tma ? operand_map<T>(a, o.b, a.N, sb, bb, l.b, uint32_t(bn / cfg.cluster)) : CUtensorMap{};
-    constexpr auto G = sm90::Gather::None, Rows = sm90::Gather::Rows;
+    constexpr auto G = sm90::Gather::None;
     const bool split = cfg.split;
     if constexpr (BL == BLoad::Tma) {
       if (cfg.persist != Persist::No) {
@@ -230,10 +230,6 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
         TORCH_CHECK(refusal == nullptr, refusal);
         if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb, !a_rounded);
         return;
-      }
-      if (cfg.gather) {  // the operands by cp.async (the maps go unused); MN-major A 128 wide, as bn64
-        if constexpr (AMN) return launch_sm90<T, 128, 6, BMN, Rows, AMN>(a, ma, mb, ba, bb, split, true);
-        else return launch_sm90<T, 64, 8, BMN, Rows, AMN>(a, ma, mb, ba, bb, split, true);
       }
       if (bn == 256) return launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, split, true);
     }
