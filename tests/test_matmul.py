@@ -377,8 +377,8 @@ def test_matmul_a_mn_major_cuda(kind, size, b_layout, batch):
 # bn64x2 (two blocks per SM, a 4-stage ring, no register rebalance) and the persistent kernels
 # (ping-pong pp128, cooperative coop256x128, coop128x256 and coop128x192, alone or in clusters
 # of two blocks sharing B), on tails in M, N and K, both B layouts, batches and split-K-sized
-# problems (16-bit C stored by TMA where its rows are 16-byte aligned: N = 72, 136, 264, 64; by
-# threads at N = 100); tf32 reads A in place where it is K-major and 16-byte aligned (rounded in registers),
+# problems (C stored by TMA where its rows are 16-byte aligned: N = 72, 136, 264, 64; by threads at
+# N = 100); tf32 reads A in place where it is K-major and 16-byte aligned (rounded in registers),
 # and B in place through the producer's registers on the one-tile configs up to 128 wide, else
 # from a rounded K-major copy (test_tf32_b_in_place_cuda).
 # SM90_CONFIGS is the whole family as matmul.cu lists it (test_autotune checks the autotuner's
@@ -421,14 +421,15 @@ def pitched(shape, dtype, gen, transposed=False):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("kind", ["bfloat16", "float16"])
+@pytest.mark.parametrize("kind", ["bfloat16", "float16", "tf32"])
 @pytest.mark.parametrize("activation", ["none", "gelu"])
 @pytest.mark.parametrize("out_features", [1000, 1001], ids=["n1000", "n1001"])
 @pytest.mark.parametrize("config", ["bn64", "bn64-nosplit", "bn128-nosplit", "bn256-nosplit", "bn64x2"])
 def test_linear_one_tile_stores_cuda(kind, activation, out_features, config):
     """The one-tile kernels' epilogue: bias + activation stored by TMA from the swizzled staging
     where C's rows are 16-byte aligned (1000), by threads where not (1001); with a residual (by
-    threads: the store loop adds it) on the same shapes."""
+    threads: the store loop adds it) on the same shapes. TF32: A rounded in registers, B's rows
+    (1008 floats apart) by the producer's loads or a rounded copy."""
     from tileops import autotune
 
     gen, seed = fresh_generator()
@@ -439,7 +440,7 @@ def test_linear_one_tile_stores_cuda(kind, activation, out_features, config):
     ref, mag = ref_linear(x, w, bias, activation)
     ref_r, mag_r = ref_linear(x, w, bias, "none")
     ref_r = ACTIVATIONS[activation](ref_r + res.double().cpu())
-    with autotune.pinned("matmul_sm90", config):
+    with autotune.pinned("matmul_sm90", config), tf32(kind == "tf32"):
         out = run_poisoned(lambda: tileops.linear(x, w, bias, activation), 333 * out_features, dt, "cuda")
         out_r = run_poisoned(lambda: tileops.linear(x, w, bias, activation, res), 333 * out_features, dt, "cuda")
     check(out, ref, mag, kind, "linear %s n=%d %s seed=%d" % (config, out_features, activation, seed))

@@ -2,8 +2,8 @@
 // completing on mbarriers, a STAGES-deep ring; one producer warpgroup (one thread issues
 // the copies) and two consumer warpgroups that each run wgmma on 64 rows of the 128-row
 // tile. Each consumer keeps one wgmma group in flight and releases a stage as soon as the
-// group reading it retires. The epilogue (shared functor) goes through shared memory: 16-bit C
-// by TMA stores where it can (Store::Tma), else 16-byte vectors along rows. That kernel runs one
+// group reading it retires. The epilogue (shared functor) goes through shared memory: C by TMA
+// stores where it can (Store::Tma), else 16-byte vectors along rows. That kernel runs one
 // output tile per block; gemm_sm90_persistent_kernel (at the end of this file) walks many per
 // block, so loads and epilogues of consecutive tiles overlap.
 //
@@ -65,8 +65,8 @@ enum class Gather { None, ConvFwd, ConvWgrad, ConvFwdIm2col, ConvWgradIm2col };
 // 16-byte aligned: vec_stores); or 16-byte vectors down columns, for 16-bit C that is column-major
 // with no residual or bias (cols_stores: a weight gradient's dW^T [R*S*C, K] that is a
 // channels_last dw [K, R*S*C], written without a transposition after it). With split-K, Cols also
-// writes the fp32 partials column-major, so the reduce runs on the transposed problem. Tma: 16-bit
-// C by TMA stores of the tile staged in TMA's 128-byte swizzle (rows and base 16-byte aligned, no
+// writes the fp32 partials column-major, so the reduce runs on the transposed problem. Tma: C by
+// TMA stores of the tile staged in TMA's 128-byte swizzle (rows and base 16-byte aligned, no
 // residual, one row stride: the host made tm_c), as the persistent kernels store it. H200 fp16 GPU
 // us, thread stores / TMA (NOTES 81): bn64 1000^3 15.0 / 13.7 (C's rows start mid-sector), 1024^3
 // 9.2 / 9.0, 197 x 1152 x 384 7.3 / 5.9.
@@ -965,25 +965,23 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       bias.stage(bias_s, t);
       asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
     }
-    if constexpr (sizeof(T) == 2) {
-      if (store == Store::Tma) {  // no residual (the host's condition); the stages' bytes are free
-        using Staging = SwizzledStaging<64, 2>;
-        T* sstage = As + (wg - 1) * 64 * BN;  // 1 KiB aligned: BN * 128 bytes a warpgroup
-        with_act(epi.act, [&](auto act) {
-          stage_fragment<decltype(act)::value, BN, Staging, false>(d, sstage, 0, bias_s, has_bias, epi, t);
-        });
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged writes, visible to TMA
-        asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
-        if (t == 0) {
+    if (store == Store::Tma) {  // no residual (the host's condition); the stages' bytes are free
+      using Staging = SwizzledStaging<64, int(sizeof(T))>;
+      T* sstage = As + (wg - 1) * 64 * BN;  // 1 KiB aligned: BN * 64 * sizeof(T) bytes a warpgroup
+      with_act(epi.act, [&](auto act) {
+        stage_fragment<decltype(act)::value, BN, Staging, false>(d, sstage, 0, bias_s, has_bias, epi, t);
+      });
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged writes, visible to TMA
+      asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
+      if (t == 0) {
 #pragma unroll
-          for (int j = 0; j < BN / Staging::CW; ++j)
-            tma_store(sstage + j * 64 * Staging::CW, tm_c, n0 + Staging::CW * j, m0 + (wg - 1) * 64, g);
-          asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-          // the block's shared memory must outlive the stores' reads of it
-          asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-        }
-        return;
+        for (int j = 0; j < BN / Staging::CW; ++j)
+          tma_store(sstage + j * 64 * Staging::CW, tm_c, n0 + Staging::CW * j, m0 + (wg - 1) * 64, g);
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        // the block's shared memory must outlive the stores' reads of it
+        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
       }
+      return;
     }
     if (has_res) {
       stage_fragment<Act::None, BN, PaddedStaging<CP>, true>(d, fstage, 0, bias_s, has_bias, epi, t);

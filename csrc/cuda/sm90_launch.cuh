@@ -45,7 +45,7 @@ inline GemmArgs transposed_c(GemmArgs a) {
   return a;
 }
 
-// The one-tile kernel. tma_c: 16-bit C by TMA stores (sm90::Store::Tma) where they can write it
+// The one-tile kernel. tma_c: C by TMA stores (sm90::Store::Tma) where they can write it
 // (rows and base 16-byte aligned, no residual, one row stride, K not split); the matmuls ask for
 // them, the convs not (unmeasured there).
 template <typename T, int BN, int STAGES, bool MN, sm90::Gather G = sm90::Gather::None, bool A_MN = false,
@@ -69,7 +69,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
     sk.partial = work.data_ptr<float>();
   }
   const bool vec = vec_stores<T>(a);
-  const bool by_tma = tma_c && sizeof(T) == 2 && vec && a.residual == nullptr && a.mm.rq == 0 && sk.splits == 1;
+  const bool by_tma = tma_c && vec && a.residual == nullptr && a.mm.rq == 0 && sk.splits == 1;
   const sm90::Store store = by_tma              ? sm90::Store::Tma
                             : vec               ? sm90::Store::Rows
                             : cols_stores<T>(a) ? sm90::Store::Cols
