@@ -542,6 +542,16 @@ struct SwizzledStaging {
     return (c / CW) * (ROWS * CW) + r * CW + ((((c % CW) / VEC) ^ (r % 8)) * VEC) + c % VEC;
   }
 };
+// One thread hands a staged ROWS x COLS block (SwizzledStaging) to TMA: a box store per 128-byte
+// column chunk, to C from column n0, row m0 of batch entry g on (the map clips the tails), in one
+// bulk group; the caller waits for its reads of shared memory before reusing or leaving it.
+template <int ROWS, int COLS, typename T>
+__device__ __forceinline__ void tma_store_staged(const T* stage, const CUtensorMap* map, int n0, int m0, int g) {
+  constexpr int CW = SwizzledStaging<ROWS, int(sizeof(T))>::CW;  // columns per chunk (the map's box)
+#pragma unroll
+  for (int j = 0; j < COLS / CW; ++j) tma_store(stage + j * ROWS * CW, map, n0 + CW * j, m0, g);
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
 // ColumnStaging (16-bit C stored down its columns, Store::Cols): column c's rows contiguous, columns
 // RP elements apart (RP = rows + 8: columns 16-byte aligned; a warp's fragment writes land on 16
 // distinct words, two lanes a word, and a quarter warp's 16-byte reads on 128 contiguous bytes).
@@ -974,10 +984,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged writes, visible to TMA
       asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
       if (t == 0) {
-#pragma unroll
-        for (int j = 0; j < BN / Staging::CW; ++j)
-          tma_store(sstage + j * 64 * Staging::CW, tm_c, n0 + Staging::CW * j, m0 + (wg - 1) * 64, g);
-        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        tma_store_staged<64, BN>(sstage, tm_c, n0, m0 + (wg - 1) * 64, g);
         // the block's shared memory must outlive the stores' reads of it
         asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
       }
@@ -1369,13 +1376,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       if (c_by_tma) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged writes, visible to TMA
       asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
       if (c_by_tma) {  // one thread hands the staged block to TMA (tails clipped) and moves on
-        if (t == 0) {
-          constexpr int CW = Staging::CW;  // columns per 128-byte chunk (TMA box)
-#pragma unroll
-          for (int j = 0; j < SCOLS / CW; ++j)
-            tma_store(stage + j * WROWS * CW, &tm_c, int(o.n0) + CW * j, int(m0), o.g);
-          asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-        }
+        if (t == 0) tma_store_staged<WROWS, SCOLS>(stage, &tm_c, int(o.n0), int(m0), o.g);
       } else {  // C's rows not 16-byte aligned: element stores
         store_staged<WROWS, SCOLS, Staging>(stage, p, o.g, m0, o.n0, M, N, false, false, t);
       }
