@@ -40,6 +40,13 @@ F64_TOL = 1e-9  # float64 outputs and gradients: the exact check of the whole ba
 # fp32 gradients must only agree to 5e-2, which a wrong backward (error ~1) still fails.
 GRAD_TOL = {"smooth": 1e-4, "relu": 5e-2}
 SMOOTH = ("vit",)
+# autocast gradients: within 2x torch's error against float64, plus this floor. In a ReLU net one
+# pre-activation that rounds to the other side of zero in one model and not the other moves
+# gradients by several percent: cnn fp16 on the CPU, seed 65174373, tileops's forward as close to
+# float64 as torch's (the last ReLU's output 8.3e-4 off, torch's 8.4e-4) but 2 of its 2048 values
+# on the other side of zero against torch's 1: gradients up to 7.4% off float64, torch's at most
+# 0.9%. A wrong backward (error ~1) still fails 1e-1.
+AUTOCAST_GRAD_FLOOR = {"smooth": 1e-2, "relu": 1e-1}
 
 
 def grad_tol(name):
@@ -216,7 +223,8 @@ def test_autocast_parity(device, name, dtype):
     for n, g in grads(tile).items():
         assert g is not None and torch.isfinite(g).all(), "%s: gradient of %s missing or not finite" % (name, n)
         e_tile, e_torch = rel(g, g_exact[n]), rel(g_ref[n], g_exact[n])
-        assert e_tile <= 2 * e_torch + 1e-2, "%s seed %d: gradient of %s is %.3g off float64, torch's %.3g" % (
+        floor = AUTOCAST_GRAD_FLOOR["smooth" if name in SMOOTH else "relu"]
+        assert e_tile <= 2 * e_torch + floor, "%s seed %d: gradient of %s is %.3g off float64, torch's %.3g" % (
             name, seed, n, e_tile, e_torch)
 
 
