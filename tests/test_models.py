@@ -49,8 +49,12 @@ SMOOTH = ("vit",)
 AUTOCAST_GRAD_FLOOR = {"smooth": 1e-2, "relu": 1e-1}
 
 
+def smoothness(name):
+    return "smooth" if name in SMOOTH else "relu"
+
+
 def grad_tol(name):
-    return GRAD_TOL["smooth" if name in SMOOTH else "relu"]
+    return GRAD_TOL[smoothness(name)]
 
 
 def rel(a, b):
@@ -223,7 +227,7 @@ def test_autocast_parity(device, name, dtype):
     for n, g in grads(tile).items():
         assert g is not None and torch.isfinite(g).all(), "%s: gradient of %s missing or not finite" % (name, n)
         e_tile, e_torch = rel(g, g_exact[n]), rel(g_ref[n], g_exact[n])
-        floor = AUTOCAST_GRAD_FLOOR["smooth" if name in SMOOTH else "relu"]
+        floor = AUTOCAST_GRAD_FLOOR[smoothness(name)]
         assert e_tile <= 2 * e_torch + floor, "%s seed %d: gradient of %s is %.3g off float64, torch's %.3g" % (
             name, seed, n, e_tile, e_torch)
 

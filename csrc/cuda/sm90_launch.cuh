@@ -37,6 +37,19 @@ bool cols_stores(const GemmArgs& a) {
          reinterpret_cast<uintptr_t>(o.c) % 16 == 0 && a.residual == nullptr && a.bias == nullptr;
 }
 
+// C's rows as TMA stores write them (SwizzledStaging's blocks): what both the one-tile and the
+// persistent kernels need before they store by TMA (vec_stores, and C's rows one stride apart) and
+// the map of C in boxes of 128 bytes of columns by `rows` rows (a consumer warpgroup's block).
+template <typename T>
+bool tma_stores(const GemmArgs& a) {
+  return vec_stores<T>(a) && a.residual == nullptr && a.mm.rq == 0;
+}
+template <typename T>
+CUtensorMap c_store_map(const GemmArgs& a, uint32_t rows) {
+  const auto& o = a.mm;
+  return matrix_map(o.c, a.dtype, a.N, a.M, a.batch, o.sc[1], o.sc[0], uint32_t(sm90::ROW_BYTES / sizeof(T)), rows);
+}
+
 // The problem with M and N swapped and C read transposed: what a Store::Cols split-K's partials
 // (column-major) sum into.
 inline GemmArgs transposed_c(GemmArgs a) {
@@ -68,16 +81,12 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
     work = at::empty({a.batch * sk.splits, a.M, a.N}, cuda_options(at::kFloat));
     sk.partial = work.data_ptr<float>();
   }
-  const bool vec = vec_stores<T>(a);
-  const bool by_tma = tma_c && vec && a.residual == nullptr && a.mm.rq == 0 && sk.splits == 1;
+  const bool by_tma = tma_c && sk.splits == 1 && tma_stores<T>(a);
   const sm90::Store store = by_tma              ? sm90::Store::Tma
-                            : vec               ? sm90::Store::Rows
+                            : vec_stores<T>(a)  ? sm90::Store::Rows
                             : cols_stores<T>(a) ? sm90::Store::Cols
                                                 : sm90::Store::Elements;
-  const auto& o = a.mm;  // each consumer warpgroup stores its 64 rows, in boxes of 128 bytes of columns
-  const CUtensorMap mc = by_tma ? matrix_map(o.c, a.dtype, a.N, a.M, a.batch, o.sc[1], o.sc[0],
-                                             uint32_t(sm90::ROW_BYTES / sizeof(T)), 64)
-                                : CUtensorMap{};
+  const CUtensorMap mc = by_tma ? c_store_map<T>(a, 64) : CUtensorMap{};  // each consumer stores 64 rows
   const dim3 grid(unsigned((a.M + sm90::BM - 1) / sm90::BM), unsigned((a.N + BN - 1) / BN),
                   unsigned(a.batch * sk.splits));
   DependentLaunch launch(grid, dim3(sm90::THREADS), smem);  // overlaps the kernel before it (griddep.cuh)
@@ -117,11 +126,9 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
   // 16-bit C by TMA stores where its rows and base are 16-byte aligned (vec_stores): boxes of 128
   // bytes of columns by a consumer's rows, in the 128-byte swizzle the kernel stages them in; else
   // by threads. TF32: float2 stores where aligned, no map.
+  // (persistent_refusal keeps out a residual and grouped rows, so tma_stores is vec_stores here)
   const bool vec = vec_stores<T>(a);
-  const auto& o = a.mm;
-  const CUtensorMap mc = vec && Shape::STAGED ? matrix_map(o.c, a.dtype, a.N, a.M, a.batch, o.sc[1], o.sc[0],
-                                          uint32_t(sm90::ROW_BYTES / sizeof(T)), Shape::WROWS)
-                             : CUtensorMap{};
+  const CUtensorMap mc = Shape::STAGED && tma_stores<T>(a) ? c_store_map<T>(a, Shape::WROWS) : CUtensorMap{};
   launch(kernel, ma, mb, mc, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a), int(a.batch), ba, bb, vec,
          a.conv);
 }
