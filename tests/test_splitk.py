@@ -324,3 +324,27 @@ def test_skinny_tc_views(kind, view):
     assert any("gemm_skinny_tc" in n for n in names), "%s: expected gemm_skinny_tc among %s" % (view, names)
     a64, b64 = a.double().cpu(), b.double().cpu()
     check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "skinny tc %s seed=%d" % (view, seed))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["float16", "bfloat16", "tf32"])
+@pytest.mark.parametrize("config", ["bn64-tma", "bn128-tma"])
+@pytest.mark.parametrize("view", ["one_row_odd_stride", "overlapping_rows"])
+def test_skinny_tc_tma_strides(kind, config, view):
+    """The TMA configs' maps where A's row stride is not what a map can take as it is: one row
+    whose stride is not 16-byte aligned (any aligned stride serves an extent of one), and rows that
+    overlap (8 elements apart, shorter than the row: the cp.async kernel runs instead)."""
+    needs_hopper()
+    gen, seed = fresh_generator()
+    dt = DTYPES[kind]
+    N, K = 200, 1000
+    if view == "one_row_odd_stride":
+        a = randn((2, K + 3), dt, "cuda", gen)[:1, :K]
+    else:
+        a = randn((8 * 15 + K,), dt, "cuda", gen).as_strided((16, K), (8, 1))
+    w = randn((N, K), dt, "cuda", gen)  # a K-major B (TF32 takes this kernel at one row too)
+    with tileops.autotune.pinned("matmul_skinny_tc", config), tf32(kind == "tf32"):
+        out, names = cuda_kernels(lambda: run_poisoned(lambda: tileops.linear(a, w), a.shape[0] * N, dt, "cuda"))
+    assert any("gemm_skinny_tc" in n for n in names), "%s: expected gemm_skinny_tc among %s" % (view, names)
+    a64, b64 = a.double().cpu(), w.double().cpu().t()
+    check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "skinny tc %s %s seed=%d" % (config, view, seed))

@@ -15,6 +15,7 @@
 #include "gemm_skinny.cuh"  // kSkinnyMaxM
 #include "gemm_skinny_tc.cuh"
 #include "launch.cuh"
+#include "sm90_host.cuh"  // matrix_map
 
 namespace tileops {
 namespace cuda {
@@ -26,38 +27,70 @@ namespace {
 // SMs at once (as cuBLAS's skinny kernel: 128 columns, 11 stages). (bn64-deep, 64 columns and 20
 // stages split 2 ways at N = 4096 as cuBLAS's kernel there, ran 16 x 4096 x 4096 in 17.1 us
 // against bn128's 13.6 and won nowhere by more than 4%: results/h200/f97c4d3/k1, NOTES 78.)
+// -tma: the same rings filled by a producer warp's TMA loads (NOTES 82); deeper TMA rings (6 and 12
+// stages) won nowhere (results/h200/dfc1479/p5).
 struct SkinnyTcConfig {
   const char* name;
   int warps, stages;
   bool deep;  // one block per SM: skinny_tc_split keeps the grid within one wave
+  bool tma;   // a producer warp fills the ring by TMA (else the warps themselves, by cp.async)
 };
 constexpr SkinnyTcConfig kSkinnyTcConfigs[] = {
-    {"bn128", 8, 4, false}, {"bn64", 4, 7, false}, {"bn128-deep", 8, 11, true}};
-constexpr int kSkinnyTcDeep = 2;
+    {"bn128", 8, 4, false, false},    {"bn64", 4, 7, false, false}, {"bn128-deep", 8, 11, true, false},
+    {"bn128-tma", 8, 4, false, true}, {"bn64-tma", 4, 7, false, true}};
+constexpr int kSkinnyTcWide = 0, kSkinnyTcDeep = 2, kSkinnyTcTma = 4;  // the heuristic's picks
 static_assert(kSkinnyTcConfigs[kSkinnyTcDeep].deep, "kSkinnyTcDeep names bn128-deep");
+static_assert(kSkinnyTcConfigs[kSkinnyTcTma].tma && kSkinnyTcConfigs[kSkinnyTcTma].warps == 4, "bn64-tma");
 const autotune::Family kSkinnyTcFamily("matmul_skinny_tc", [] { return config_names(kSkinnyTcConfigs); });
 template <int I, typename T>
-using ShapeOf = SkinnyTcShape<kSkinnyTcConfigs[I].warps, kSkinnyTcConfigs[I].stages, int(sizeof(T))>;
+using ShapeOf = SkinnyTcShape<kSkinnyTcConfigs[I].warps, kSkinnyTcConfigs[I].stages, int(sizeof(T)),
+                              kSkinnyTcConfigs[I].tma>;
 
 constexpr int kMaxSplit = 8;  // the portable cluster size
 
-// Blocks along K in one cluster: doubled while the grid has fewer than two blocks per SM and
-// every rank keeps at least four k tiles (a ring's worth of copies in flight); deep configs (one
-// block per SM): while the doubled grid still fits the SMs and each rank keeps 16 k tiles.
+// Blocks along K in one cluster: doubled while the grid has fewer blocks than the SMs and every
+// rank keeps at least one k tile (short K splits too: 16 x 768 x 768 bn64 8.5 -> 6.6 us, split 2
+// -> 8; results/h200/dfc1479/p0, p1); deep configs (one block per SM): while the doubled grid
+// still fits the SMs and each rank keeps 16 k tiles.
 int skinny_tc_split(int64_t blocks, int64_t ktiles, int64_t sms, bool deep = false) {
   int s = 1;
   if (deep) {
     while (s < kMaxSplit && blocks * 2 * s <= sms && ktiles >= 32 * s) s *= 2;
   } else {
-    while (s < kMaxSplit && blocks * s < 2 * sms && ktiles >= 8 * s) s *= 2;
+    while (s < kMaxSplit && blocks * s < sms && ktiles >= 2 * s) s *= 2;
   }
   return s;
+}
+
+// The TMA kernel's maps of B and A (gemm_skinny_tc_kernel's tm_b, tm_a). The family's operands
+// are read in 16-byte chunks (vec_layout), which is what TMA needs too, except where a stride
+// spans an extent of one (one row of A, say): any aligned stride serves there. False (no maps)
+// where rows overlap (a row stride shorter than the row), which the maps do not describe.
+template <typename T, int MP, bool KMAJOR, typename S>
+bool tma_maps(const GemmArgs& a, CUtensorMap* mb, CUtensorMap* ma) {
+  const auto& o = a.mm;
+  constexpr int64_t n = 16 / sizeof(T);
+  auto stride = [](int64_t s, int64_t extent, int64_t row) { return extent == 1 ? (row + n - 1) / n * n : s; };
+  const int64_t sa = stride(o.sa[1], a.M, a.K), sb = KMAJOR ? stride(o.sb[2], a.N, a.K) : stride(o.sb[1], a.K, a.N);
+  if (sa < a.K || sb < (KMAJOR ? a.K : a.N)) return false;
+  const int64_t batch_a = a.batch == 1 ? 0 : o.sa[0], batch_b = a.batch == 1 ? 0 : o.sb[0];
+  *ma = hopper::matrix_map(o.a, a.dtype, a.K, a.M, a.batch, sa, batch_a, S::BK, MP);
+  if constexpr (KMAJOR)
+    *mb = hopper::matrix_map(o.b, a.dtype, a.K, a.N, a.batch, sb, batch_b, S::BK, S::BN);
+  else
+    *mb = hopper::matrix_map(o.b, a.dtype, a.N, a.K, a.batch, sb, batch_b, 8 * S::V, S::BK);
+  return true;
 }
 
 template <typename T, int MP, bool KMAJOR, int I>
 void launch_cfg(const GemmArgs& a) {
   using S = ShapeOf<I, T>;
-  auto* kernel = gemm_skinny_tc_kernel<T, MP, KMAJOR, S::kWarps, S::kStages>;
+  CUtensorMap mb{}, ma{};
+  if constexpr (kSkinnyTcConfigs[I].tma) {
+    if (!tma_maps<T, MP, KMAJOR, S>(a, &mb, &ma)) return launch_cfg<T, MP, KMAJOR, 0>(a);  // cp.async's bn128
+  }
+  constexpr bool kTma = kSkinnyTcConfigs[I].tma;
+  auto* kernel = gemm_skinny_tc_kernel<T, MP, KMAJOR, S::kWarps, S::kStages, kTma>;
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, S::kSmemBytes, set_on);
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
@@ -77,7 +110,7 @@ void launch_cfg(const GemmArgs& a) {
         break;
   }
   ClusterLaunch launch = launch_with(split);
-  launch(kernel, MatmulProblem<T>(a.mm), int(a.M), int(a.N), int(a.K), epilogue_of<T>(a));
+  launch(kernel, MatmulProblem<T>(a.mm), int(a.M), int(a.N), int(a.K), epilogue_of<T>(a), mb, ma);
 }
 
 }  // namespace
@@ -105,16 +138,16 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   if (!l.a.vec || !l.a.kc || !l.b.vec) return false;
   const bool kmajor = l.b.kc;
   if (tf32 && !kmajor && a.M <= 2) return false;
-  // The heuristic: 128 columns a block unless its grid, split as far as K allows, leaves more than
-  // half the SMs idle (results/h100/73f962b/j1/skinny_probe.json: bn128 took 4096 x 4096 at M = 1-16
-  // in 13-16 us against bn64's 15-17; bn64 took N = 768 and 1024 x 8192, 6-8 column blocks); the
-  // deep ring where the column blocks alone fill the SMs (H200, GPU us, results/h200/bbbbb70/e1f/
-  // skinny_probe.json: 16 x 32000 x 4096 bn128 79.7, bn128-deep 73.7, cuBLAS 65.0; at 4096 columns
-  // it lost, 22.0 against 13.5).
-  const int64_t bk = kSkinnyTcRowBytes / es;  // k of a stage (SkinnyTcShape::BK)
-  const int64_t sms = prop->multiProcessorCount, ktiles = (a.K + bk - 1) / bk;
+  // The heuristic: the deep ring where the 128-column blocks alone fill the SMs (H200, GPU us,
+  // results/h200/bbbbb70/e1f/skinny_probe.json: 16 x 32000 x 4096 bn128 79.7, bn128-deep 73.7,
+  // cuBLAS 65.0); bn128 by cp.async where they fill half of them (16 x 11008 x 4096: 29.2 against
+  // bn128-tma's 31.3 and bn64-tma's 30.3); else bn64-tma (results/h200/dfc1479/p5, bf16, GPU us,
+  // bn64-tma / bn128 (the pick before) / cuBLAS: 16 x 4096 x 4096 12.5 / 13.3 / 11.5, 8 x 4096 x
+  // 4096 11.4 / 12.9 / 10.9, 16 x 1024 x 8192 9.8 / 11.9 / 9.3, 16 x 4096 x 11008 30.1 / 31.0 /
+  // 27.6).
+  const int64_t sms = prop->multiProcessorCount;
   const int64_t wide = (a.N + 127) / 128 * a.batch;
-  const int heuristic = wide >= sms ? kSkinnyTcDeep : wide * skinny_tc_split(wide, ktiles, sms) * 2 >= sms ? 0 : 1;
+  const int heuristic = wide >= sms ? kSkinnyTcDeep : 2 * wide >= sms ? kSkinnyTcWide : kSkinnyTcTma;
   static const std::vector<std::string> kNames = config_names(kSkinnyTcConfigs);
   autotune::run(
       [&] {

@@ -58,13 +58,12 @@ inline GemmArgs transposed_c(GemmArgs a) {
   return a;
 }
 
-// The one-tile kernel. tma_c: C by TMA stores (sm90::Store::Tma) where they can write it
-// (rows and base 16-byte aligned, no residual, one row stride, K not split); the matmuls ask for
-// them, the convs not (unmeasured there).
+// The one-tile kernel. C by TMA stores (sm90::Store::Tma) where they can write it (rows and base
+// 16-byte aligned, no residual, one row stride, K not split), else by threads.
 template <typename T, int BN, int STAGES, bool MN, sm90::Gather G = sm90::Gather::None, bool A_MN = false,
           sm90::BLoad BL = sm90::BLoad::Tma>
 void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb,
-                 bool allow_split = true, bool tma_c = false) {
+                 bool allow_split = true) {
   constexpr int BK = sm90::bk<T>;
   auto kernel = sm90::gemm_sm90_kernel<T, BN, MN, STAGES, G, A_MN, BL>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
@@ -81,7 +80,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
     work = at::empty({a.batch * sk.splits, a.M, a.N}, cuda_options(at::kFloat));
     sk.partial = work.data_ptr<float>();
   }
-  const bool by_tma = tma_c && sk.splits == 1 && tma_stores<T>(a);
+  const bool by_tma = sk.splits == 1 && tma_stores<T>(a);
   const sm90::Store store = by_tma              ? sm90::Store::Tma
                             : vec_stores<T>(a)  ? sm90::Store::Rows
                             : cols_stores<T>(a) ? sm90::Store::Cols
@@ -238,12 +237,12 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
         if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb, !a_rounded);
         return;
       }
-      if (bn == 256) return launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, split, true);
+      if (bn == 256) return launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, split);
     }
-    if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN, BL>(a, ma, mb, ba, bb, split, true);
+    if (bn == 128) launch_sm90<T, 128, 6, BMN, G, AMN, BL>(a, ma, mb, ba, bb, split);
     else if constexpr (!AMN) {
-      if (cfg.two_blocks) launch_sm90<T, 64, 4, BMN, G, AMN, BL>(a, ma, mb, ba, bb, split, true);
-      else launch_sm90<T, 64, 8, BMN, G, AMN, BL>(a, ma, mb, ba, bb, split, true);
+      if (cfg.two_blocks) launch_sm90<T, 64, 4, BMN, G, AMN, BL>(a, ma, mb, ba, bb, split);
+      else launch_sm90<T, 64, 8, BMN, G, AMN, BL>(a, ma, mb, ba, bb, split);
     }
   };
   using No = std::false_type;
