@@ -38,8 +38,8 @@ struct SkinnyTcConfig {
 constexpr SkinnyTcConfig kSkinnyTcConfigs[] = {
     {"bn128", 8, 4, false, false},    {"bn64", 4, 7, false, false}, {"bn128-deep", 8, 11, true, false},
     {"bn128-tma", 8, 4, false, true}, {"bn64-tma", 4, 7, false, true}};
-constexpr int kSkinnyTcWide = 0, kSkinnyTcDeep = 2, kSkinnyTcTma = 4;  // the heuristic's picks
-static_assert(kSkinnyTcConfigs[kSkinnyTcDeep].deep, "kSkinnyTcDeep names bn128-deep");
+constexpr int kSkinnyTcWide = 0, kSkinnyTcTma = 4;  // the heuristic's picks
+static_assert(kSkinnyTcConfigs[kSkinnyTcWide].warps == 8 && !kSkinnyTcConfigs[kSkinnyTcWide].tma, "bn128");
 static_assert(kSkinnyTcConfigs[kSkinnyTcTma].tma && kSkinnyTcConfigs[kSkinnyTcTma].warps == 4, "bn64-tma");
 const autotune::Family kSkinnyTcFamily("matmul_skinny_tc", [] { return config_names(kSkinnyTcConfigs); });
 template <int I, typename T>
@@ -138,16 +138,15 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   if (!l.a.vec || !l.a.kc || !l.b.vec) return false;
   const bool kmajor = l.b.kc;
   if (tf32 && !kmajor && a.M <= 2) return false;
-  // The heuristic: the deep ring where the 128-column blocks alone fill the SMs (H200, GPU us,
-  // results/h200/bbbbb70/e1f/skinny_probe.json: 16 x 32000 x 4096 bn128 79.7, bn128-deep 73.7,
-  // cuBLAS 65.0); bn128 by cp.async where they fill half of them (16 x 11008 x 4096: 29.2 against
-  // bn128-tma's 31.3 and bn64-tma's 30.3); else bn64-tma (results/h200/dfc1479/p5, bf16, GPU us,
-  // bn64-tma / bn128 (the pick before) / cuBLAS: 16 x 4096 x 4096 12.5 / 13.3 / 11.5, 8 x 4096 x
-  // 4096 11.4 / 12.9 / 10.9, 16 x 1024 x 8192 9.8 / 11.9 / 9.3, 16 x 4096 x 11008 30.1 / 31.0 /
-  // 27.6).
+  // The heuristic: bn128 by cp.async where the 128-column blocks fill half the SMs or more
+  // (16 x 11008 x 4096: 29.2 us against bn128-tma's 31.3 and bn64-tma's 30.3; 16 x 32000 x 4096,
+  // unsplit now: 66.7 against bn128-deep's 73.6, cuBLAS 65.9); else bn64-tma (results/h200/
+  // dfc1479/p5 and efaf5fb/f2, bf16, GPU us, bn64-tma / bn128 (the pick before) / cuBLAS: 16 x 4096
+  // x 4096 12.5 / 13.3 / 11.5, 8 x 4096 x 4096 11.4 / 12.9 / 10.9, 16 x 1024 x 8192 9.8 / 11.9 / 9.3,
+  // 16 x 4096 x 11008 30.1 / 31.0 / 27.6). bn128-deep is left to the autotuner.
   const int64_t sms = prop->multiProcessorCount;
   const int64_t wide = (a.N + 127) / 128 * a.batch;
-  const int heuristic = wide >= sms ? kSkinnyTcDeep : 2 * wide >= sms ? kSkinnyTcWide : kSkinnyTcTma;
+  const int heuristic = 2 * wide >= sms ? kSkinnyTcWide : kSkinnyTcTma;
   static const std::vector<std::string> kNames = config_names(kSkinnyTcConfigs);
   autotune::run(
       [&] {
