@@ -40,7 +40,7 @@ constexpr int kSkinnyTcRowBytes = 128;  // a stage's k: one 128-byte row of each
 template <int WARPS, int STAGES, int ES = 2, bool TMA = false>  // ES: bytes of an element
 struct SkinnyTcShape {
   static constexpr int kWarps = WARPS, kStages = STAGES;
-  static constexpr int kConsumers = 32 * WARPS, kThreads = kConsumers + (TMA ? 32 : 0);  // + the producer warp
+  static constexpr int kThreads = 32 * WARPS + (TMA ? 32 : 0);  // TMA: + the producer warp
   static constexpr int BN = 16 * WARPS;  // columns of C per block
   static constexpr int BK = kSkinnyTcRowBytes / ES;  // k per stage
   static constexpr int V = 16 / ES;      // values per 16-byte chunk

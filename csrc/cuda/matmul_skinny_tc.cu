@@ -85,11 +85,11 @@ bool tma_maps(const GemmArgs& a, CUtensorMap* mb, CUtensorMap* ma) {
 template <typename T, int MP, bool KMAJOR, int I>
 void launch_cfg(const GemmArgs& a) {
   using S = ShapeOf<I, T>;
-  CUtensorMap mb{}, ma{};
-  if constexpr (kSkinnyTcConfigs[I].tma) {
-    if (!tma_maps<T, MP, KMAJOR, S>(a, &mb, &ma)) return launch_cfg<T, MP, KMAJOR, 0>(a);  // cp.async's bn128
-  }
   constexpr bool kTma = kSkinnyTcConfigs[I].tma;
+  CUtensorMap mb{}, ma{};
+  if constexpr (kTma) {
+    if (!tma_maps<T, MP, KMAJOR, S>(a, &mb, &ma)) return launch_cfg<T, MP, KMAJOR, kSkinnyTcWide>(a);
+  }
   auto* kernel = gemm_skinny_tc_kernel<T, MP, KMAJOR, S::kWarps, S::kStages, kTma>;
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, S::kSmemBytes, set_on);
