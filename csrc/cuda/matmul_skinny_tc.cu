@@ -145,13 +145,14 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   // dfc1479/p5 and efaf5fb/f2, bf16, GPU us, bn64-tma / bn128 (the pick before) / cuBLAS: 16 x 4096
   // x 4096 12.5 / 13.3 / 11.5, 8 x 4096 x 4096 11.4 / 12.9 / 10.9, 16 x 1024 x 8192 9.8 / 11.9 / 9.3,
   // 16 x 4096 x 11008 30.1 / 31.0 / 27.6). bn128-deep is left to the autotuner. But bn64 by
-  // cp.async where a row-major B streams from DRAM (larger than the L2) at M <= 8 (efaf5fb/f2,
-  // bf16, bn64 / the pick above: 1 x 4096 x 11008 28.2 / 30.0, 8 x 4096 x 11008 28.6 / 30.0, 1 x
-  // 11008 x 4096 25.8 / 27.4; at 16 rows bn64 is behind, 30.1 against bn128's 28.6).
+  // cp.async where a 16-bit row-major B streams from DRAM (larger than the L2) at M <= 8 (efaf5fb/
+  // f2, bf16, bn64 / the pick above: 1 x 4096 x 11008 28.2 / 30.0, 8 x 4096 x 11008 28.6 / 30.0, 1 x
+  // 11008 x 4096 25.8 / 27.4; at 16 rows bn64 is behind, 30.1 against bn128's 28.6; TF32 8 x 4096
+  // x 4096, whose B is 64 MB, ran 24.8 on bn64 against bn64-tma's 23.8: 255469a/f5).
   const int64_t sms = prop->multiProcessorCount;
   const int64_t wide = (a.N + 127) / 128 * a.batch;
   const int64_t b_bytes = a.K * a.N * es * (a.mm.sb[0] == 0 ? 1 : a.batch);
-  const bool streamed = !kmajor && a.M <= 8 && b_bytes > prop->l2CacheSize;
+  const bool streamed = es == 2 && !kmajor && a.M <= 8 && b_bytes > prop->l2CacheSize;
   const int heuristic = streamed ? kSkinnyTcStreamed : 2 * wide >= sms ? kSkinnyTcWide : kSkinnyTcTma;
   static const std::vector<std::string> kNames = config_names(kSkinnyTcConfigs);
   autotune::run(
