@@ -28,7 +28,7 @@
 #include "../common/epilogue.h"
 #include "../common/problems.h"
 #include "cuda_util.h"
-#include "gemm_sm90.cuh"  // tma_load
+#include "gemm_sm90.cuh"  // tma_load_tile
 #include "mma_sync.cuh"
 #include "mbarrier.cuh"
 
@@ -182,13 +182,8 @@ __global__ void __launch_bounds__(SkinnyTcShape<WARPS, STAGES, int(sizeof(T)), T
           if (t >= STAGES) mbar_wait(&empty[st], (t / STAGES - 1) & 1);
           mbar_expect_tx(&full[st], kTx);
           T* const bs = ring + st * (S::kStageBytes / int(sizeof(T)));
-          if constexpr (KMAJOR) {
-            sm90::tma_load(bs, &tm_b, &full[st], k, n0, gb);
-          } else {
-#pragma unroll
-            for (int j = 0; j < BN / (8 * V); ++j) sm90::tma_load(bs + j * BK * 8 * V, &tm_b, &full[st], n0 + 8 * V * j, k, gb);
-          }
-          sm90::tma_load(bs + BN * BK, &tm_a, &full[st], k, 0, ga);
+          sm90::tma_load_tile<BN, BK, !KMAJOR>(bs, &tm_b, &full[st], n0, k, gb);  // N-major: swz_nm's blocks
+          sm90::tma_load_tile<MP, BK, false>(bs + BN * BK, &tm_a, &full[st], 0, k, ga);
         }
       }
     } else {

@@ -164,13 +164,15 @@ __device__ __forceinline__ uint64_t make_desc(const void* p, uint32_t lbo, uint3
   return uint64_t((smem_u32(p) & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) |
          (uint64_t(1) << 62);
 }
-// One operand's tile of a stage, ROWS x BK, by TMA: K-major, one box (k, row0); MN-major, ROWS/64
-// boxes (row0 + 64j, k) of 64 rows each, one 128-byte swizzle atom wide. cta_mask: see tma_load.
+// One operand's tile of a stage, ROWS x BK, by TMA: K-major, one box (k, row0); MN-major, ROWS / W
+// boxes (row0 + Wj, k) of W = 128 bytes of rows each (64 16-bit values), one 128-byte swizzle atom
+// wide. cta_mask: see tma_load.
 template <int ROWS, int BK, bool MN, typename T>
 __device__ __forceinline__ void tma_load_tile(T* dst, const CUtensorMap* map, uint64_t* bar, int row0, int k, int g,
                                               uint16_t cta_mask = 0) {
   if constexpr (MN) {
-    for (int j = 0; j < ROWS / 64; ++j) tma_load(dst + j * 64 * BK, map, bar, row0 + 64 * j, k, g, cta_mask);
+    constexpr int W = ROW_BYTES / int(sizeof(T));
+    for (int j = 0; j < ROWS / W; ++j) tma_load(dst + j * W * BK, map, bar, row0 + W * j, k, g, cta_mask);
   } else {
     tma_load(dst, map, bar, k, row0, g, cta_mask);
   }
