@@ -583,8 +583,7 @@ def test_heuristic_few_waves_cuda(case):
 
 
 # TF32's B read in place by the one-tile kernels' producer threads where K <= 512, rounded on the
-# way (bn256 and longer K take a rounded copy; the persistent configs make that copy themselves,
-# test_tf32_b_rounded_in_kernel_cuda): row-major (MN-major) and
+# way (the persistent configs, bn256 and longer K take a rounded copy): row-major (MN-major) and
 # transposed (K-major) views whose last chunk of 4 words is partial (N = 262 of 264 columns, K =
 # 510 of 512), the hidden words past them NaN (a producer that read them would spread NaN into
 # C), batched and broadcast, a base one word off 16 bytes (copied instead), and K = 600 (copied).
@@ -618,49 +617,6 @@ def test_tf32_b_in_place_cuda(config, form):
         out = run_poisoned(lambda: tileops.matmul(a, b, algo="wgmma"), batch * M * N, torch.float32, "cuda")
     ref, mag = ref_mm(a, b)
     check(out, ref, mag, "tf32", "%s B %s seed=%d" % (config, form, seed))
-
-
-# The persistent configs' TF32 B: the kernel's producer warps write B's rounded K-major copy while
-# its TMA thread waits for each k tile's chunks to be counted. The copy's buffer comes from the
-# caching allocator, so a TMA load issued before its chunks were written would read what the
-# buffer held before: a NaN-filled tensor of the same size freed just before each call is that
-# buffer (checked), so such a race spreads NaN into C. Many k tiles and chunks (K = 2000, 63 k
-# tiles; N = 1000, 32 chunks of 32 columns, the last partial), K-major and MN-major B, batched
-# and broadcast, a K not a multiple of 4 (the rows' last 16 bytes partial), each form twice.
-@pytest.mark.cuda
-@pytest.mark.parametrize("config", PERSISTENT)
-@pytest.mark.parametrize("form", ["mn", "k", "batched_mn", "broadcast_k", "k_odd"])
-def test_tf32_b_rounded_in_kernel_cuda(config, form):
-    from tileops import autotune
-
-    M, N, K, batch = {"mn": (1100, 1000, 2000, 1), "k": (1100, 1000, 2000, 1), "batched_mn": (300, 264, 700, 3),
-                      "broadcast_k": (300, 200, 900, 2), "k_odd": (700, 136, 1001, 1)}[form]
-    pitch = -(-K // 4) * 4
-    for rep in range(2):
-        gen, seed = fresh_generator()
-        a = randn((batch, M, K), torch.float32, "cuda", gen)
-        if form in ("mn", "batched_mn"):
-            b = randn((batch, K, N), torch.float32, "cuda", gen)
-        elif form == "broadcast_k":
-            b = randn((N, K), torch.float32, "cuda", gen).t().expand(batch, K, N)
-        else:
-            b = randn((batch, N, pitch), torch.float32, "cuda", gen)[:, :, :K].transpose(1, 2)
-        if batch == 1:
-            a, b = a[0], b[0]
-        shape = (1 if form == "broadcast_k" else batch, N, pitch)
-        addr = []
-
-        def call(a=a, b=b, shape=shape, addr=addr):
-            stale = torch.full(shape, float("nan"), device="cuda")
-            addr.append(stale.data_ptr())
-            del stale  # back to the caching allocator, for the copy's buffer of the same size
-            return tileops.matmul(a, b, algo="wgmma")
-
-        with autotune.pinned("matmul_sm90", config), tf32(True):
-            out = run_poisoned(call, batch * M * N, torch.float32, "cuda")
-        assert torch.empty(shape, device="cuda").data_ptr() == addr[0], "the copy's buffer was not the stale block"
-        ref, mag = ref_mm(a, b)
-        check(out, ref, mag, "tf32", "%s B %s rep %d seed=%d" % (config, form, rep, seed))
 
 
 # TF32 rounds to nearest on every Hopper config: each input is 1 + 0.75 ulp(TF32), which rounds

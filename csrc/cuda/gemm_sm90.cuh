@@ -14,12 +14,10 @@
 // swizzle, descriptors and stage sizes are the same for every element type.
 //
 // TF32: wgmma reads fp32 words and keeps their top 19 bits (truncation). To round to nearest
-// as TF32 is defined (and as cuBLAS and the mma.sync rung do), the kernels round A's fragments in
+// as TF32 is defined (and as cuBLAS and the mma.sync rung do), the host hands the one-tile kernel
+// operands already rounded (matmul.cu); the persistent kernels take B rounded and round A in
 // registers (load_a_tf32: wgmma with A from registers), so A, the activations of a linear, is read
-// in place, and read B from a rounded copy: made by the host before the GEMM (copy_round_tf32), by
-// the one-tile kernel's producer threads on the way into the stage (tf32_b_producer), or, in the
-// persistent kernels, by the producer's idle warps into global memory as the GEMM runs
-// (round_b_chunks). Rounding landed stages in shared memory instead was measured slower every way it was
+// in place. Rounding landed stages in shared memory instead was measured slower every way it was
 // tried (NOTES 10: both operands by the producer warps, 0.40-0.50x cuBLAS; NOTES 40: A by the
 // consumers, 10-40% slower than A in registers): the extra shared-memory reads and writes slow
 // the wgmmas' own reads.
@@ -77,19 +75,6 @@ enum class Store : int { Elements, Rows, Cols, Tma };
 // Where the B tile comes from: TMA, or (TF32 only) the producer warpgroup's loads of unrounded B,
 // K-major (B^T row-major) or MN-major (row-major K x N), rounded on the way (tf32_b_producer).
 enum class BLoad { Tma, RegsK, RegsMN };
-
-// TF32's B rounded inside the persistent kernels (round_b_chunks): where B is 16-byte readable in
-// place, the rounded K-major copy the kernel's TMA reads is written by the producer warpgroup's
-// idle warps 1-3 of every block while the GEMM runs, instead of by copy_round_tf32 before it.
-// src == nullptr: B is a finished copy (or not TF32), nothing to round or wait for.
-struct BRound {
-  const float* src = nullptr;      // B in place, unrounded
-  int64_t sb = 0, sk = 0, sn = 0;  // its strides: batch (0: one B for all), k, n; sk or sn is 1
-  float* dst = nullptr;            // the copy, [bb][N][pitch] (K-major), pitch a multiple of 4
-  int64_t pitch = 0;
-  int* ready = nullptr;  // [ktiles * bb], zeroed: chunks of (k tile kt, batch g) written, at kt * bb + g
-  int bb = 1;            // B's batches
-};
 
 // TMA im2col conventions the documentation leaves open, in one place: the order of the map's
 // pixel-box corners and of a load's offsets, and the upper corner's origin. Confirmed on an H200
@@ -539,119 +524,6 @@ __device__ __forceinline__ void tf32_b_producer(const CUtensorMap& tm_a, float* 
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// BRound's copy, by one warp (worker `worker` of `workers`): chunks of 32 n x 32 k (one k tile of
-// 32 B rows), taken in the order q = (kt * bb + g) * chunks + c, so every block's first k tiles
-// are rounded first; each finished chunk is counted on ready[kt * bb + g] (lane 0's release
-// after the warp's stores), and wait_b_rounded holds the TMA thread until all chunks of the k
-// tile it loads next are counted. The warps never wait on anything, so the copy finishes
-// whatever the GEMM does. Values rounded as copy_round_tf32 rounds them (cvt.rna). The producer
-// warpgroup has 40 registers a thread (setmaxnreg), so a lane holds 4 16-byte loads at a time and
-// a chunk is two rounds of loads; each lane first asks the L2 for one of the 32 128-byte lines of
-// the worker's next chunk (prefetch), so those rounds wait on the L2, not on DRAM. K-major B
-// (sk == 1): a lane's 16 bytes at k0 + 4 (lane % 8) of rows n0 + lane / 8 + 4 i; MN-major B (sn ==
-// 1), transposed in registers: a lane's 4 columns n0 + 4 (lane % 8) of 4 rows at k0 + 4 (lane / 8)
-// + 16 h, stored as 4 runs of 4 k. Words past K in a copied row land in its padding, which no map
-// reads.
-__device__ __forceinline__ float4 load_b4(const float* p, int64_t inside) {  // p[0..3], those < inside
-  if (inside >= 4) return *reinterpret_cast<const float4*>(p);
-  return make_float4(inside > 0 ? p[0] : 0.f, inside > 1 ? p[1] : 0.f, inside > 2 ? p[2] : 0.f, 0.f);
-}
-__device__ __forceinline__ void store_b4(float* p, float x, float y, float z, float w) {
-  *reinterpret_cast<uint4*>(p) = make_uint4(round_tf32(x), round_tf32(y), round_tf32(z), round_tf32(w));
-}
-template <int R>  // R words rounded and stored as one run (R = 2 or 4)
-__device__ __forceinline__ void store_run(float* p, const float (&w)[R]) {
-  if constexpr (R == 4) *reinterpret_cast<uint4*>(p) = make_uint4(round_tf32(w[0]), round_tf32(w[1]), round_tf32(w[2]), round_tf32(w[3]));
-  else *reinterpret_cast<uint2*>(p) = make_uint2(round_tf32(w[0]), round_tf32(w[1]));
-}
-template <bool KMAJOR>
-__device__ __forceinline__ void round_b_chunks_of(const BRound& r, int N, int K, int worker, int workers, int lane) {
-  constexpr int C = 32, R = 2;
-  constexpr bool kmajor = KMAJOR;
-  static_assert(bk<float> == C, "a chunk is one TF32 k tile deep");
-  const int ktiles = (K + C - 1) / C, chunks = (N + C - 1) / C, total = ktiles * r.bb * chunks;
-  const int rs = int(kmajor ? r.sn : r.sk), pitch = int(r.pitch);  // B's row stride (n or k rows); the copy's
-  // chunk q: its first word in B and in the copy, and where its rows and columns start
-  auto at = [&](int q, const float*& s, float*& d, int& n0, int& k0) {
-    const int c = q % chunks, kg = q / chunks, g = kg % r.bb;
-    n0 = c * C, k0 = kg / r.bb * C;
-    s = r.src + g * r.sb + int64_t(kmajor ? n0 : k0) * rs + (kmajor ? k0 : n0);
-    d = r.dst + (int64_t(g) * N + n0) * pitch + k0;
-  };
-  auto prefetch = [&](int q) {  // lane l: row l of the chunk (n0 + l, or k0 + l)
-    const float* s;
-    float* d;
-    int n0, k0;
-    at(q, s, d, n0, k0);
-    if (q < total && (kmajor ? n0 + lane < N : k0 + lane < K))
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(s + int64_t(lane) * rs));
-  };
-  prefetch(worker);
-  for (int q = worker; q < total; q += workers) {
-    prefetch(q + workers);
-    const float* s;
-    float* d;
-    int n0, k0;
-    at(q, s, d, n0, k0);
-    if constexpr (kmajor) {  // rows n0 + n, 16 bytes at k0 + k
-      const int k = 4 * (lane % 8);
-#pragma unroll
-      for (int h = 0; h < 8 / R; ++h) {
-        float4 v[R];
-#pragma unroll
-        for (int i = 0; i < R; ++i) {
-          const int n = lane / 8 + 4 * (h * R + i);
-          v[i] = n0 + n < N ? load_b4(s + n * rs + k, K - k0 - k) : make_float4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int i = 0; i < R; ++i) {
-          const int n = lane / 8 + 4 * (h * R + i);
-          if (n0 + n < N && k0 + k < K) store_b4(d + n * pitch + k, v[i].x, v[i].y, v[i].z, v[i].w);
-        }
-      }
-    } else {  // rows k0 + k + j of columns n0 + n..n + 3, stored as runs of R k
-      const int n = 4 * (lane % 8);
-#pragma unroll
-      for (int h = 0; h < 8 / R; ++h) {
-        const int k = R * (lane / 8) + 4 * R * h;
-        float4 v[R];
-#pragma unroll
-        for (int j = 0; j < R; ++j)
-          v[j] = k0 + k + j < K ? load_b4(s + (k + j) * rs + n, N - n0 - n) : make_float4(0, 0, 0, 0);
-        const int left = k0 + k < K ? N - n0 - n : 0;  // columns n.. inside B
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (left <= e) break;
-          float w[R];
-#pragma unroll
-          for (int j = 0; j < R; ++j) w[j] = e == 0 ? v[j].x : e == 1 ? v[j].y : e == 2 ? v[j].z : v[j].w;
-          store_run<R>(d + (n + e) * pitch + k, w);
-        }
-      }
-    }
-    // the warp's stores, then lane 0's release of them (cumulative: __syncwarp orders the lanes'
-    // stores before it); the proxy fence because TMA, the async proxy, reads the copy
-    asm volatile("fence.proxy.async.global;" ::: "memory");
-    __syncwarp();
-    if (lane == 0) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(r.ready + q / chunks) : "memory");
-  }
-}
-__device__ __forceinline__ void round_b_chunks(const BRound& r, int N, int K, int worker, int workers, int lane) {
-  // one loop per layout: as one loop over both, 40 registers did not hold it (ptxas spilled)
-  if (r.sk == 1) round_b_chunks_of<true>(r, N, K, worker, workers, lane);
-  else round_b_chunks_of<false>(r, N, K, worker, workers, lane);
-}
-// The TMA thread: B's batch g, k tile kt (of ktiles) is copied and rounded (all its chunks counted).
-__device__ __forceinline__ void wait_b_rounded(const BRound& r, int64_t N, int g, int kt) {
-  const int* flag = r.ready + kt * r.bb + g;
-  const int want = int((N + 31) / 32);
-  int v;
-  do {
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-  } while (v < want);
-  asm volatile("fence.proxy.async.global;" ::: "memory");  // the acquired writes, before TMA reads them
-}
-
 // The epilogue's two halves, shared by the kernels below, over a staging layout L: L::at(r, c)
 // is the element offset of output (r, c) of the staged block.
 // PaddedStaging: rows CP elements apart, CP padded so the fragment writes hit 32 distinct banks.
@@ -1267,9 +1139,7 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // SMs. A stage may then be refilled only when the consumers of both blocks are done with it:
 // each consumer releases a stage on both blocks' empty barriers, and a producer waits for its
 // last stages' release before its block exits (the peer still arrives on its barriers).
-// TF32 (T = float): TMA reads B as a rounded K-major copy, which the host made first or, where B
-// is 16-byte readable in place (br.src), the producer's warps 1-3 make as the kernel runs
-// (round_b_chunks; the TMA thread waits for each k tile's chunks); A_RS: A read in place, rounded in registers
+// TF32 (T = float): B rounded by the host; A_RS: A read in place, rounded in registers
 // (load_a_tf32) and multiplied from there, else a rounded copy read from shared memory. Its fp32
 // outputs go from the accumulators straight to C (store_fragment), and the staging's shared
 // memory goes to the ring: with 3 stages TMA's latency outran the consumers (128 x 256 stalled
@@ -1319,7 +1189,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_persistent_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                 const __grid_constant__ CUtensorMap tm_c, MatmulProblem<T> p, int64_t M, int64_t N,
                                 int64_t K, Epilogue<T> epi, int batch, int batch_a, int batch_b, bool vec_store,
-                                ConvOperands conv, BRound br) {
+                                ConvOperands conv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   griddep_wait();  // a dependent launch (launch_sm90_persistent)
   using Shape = PersistShape<TM, BN, COOP, int(sizeof(T))>;
@@ -1366,18 +1236,11 @@ __global__ void __launch_bounds__(THREADS, 1)
 
   if (wg == 0) {  // producer: one thread, every tile of this block in order
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    const bool rounding = kTf32<T> && br.src != nullptr;  // TF32: warps 1-3 round B (BRound)
-    if (t != 0) {
-      if constexpr (kTf32<T>)
-        if (rounding && t >= 32) round_b_chunks(br, int(N), int(K), blockIdx.x * 3 + t / 32 - 1, gridDim.x * 3, t % 32);
-      return;
-    }
+    if (t != 0) return;
     int pos = 0;  // ring position of the next k tile
-    int seen_g = -1, seen_kt = -1;  // rounding: B's k tiles 0..seen_kt of batch seen_g are known rounded
     for (int i = cluster; i < tiles; i += clusters, pos += ktiles) {
       const TileOrigin o = persist_tile(i, mt, nt, CL * TM, BN);
       const int ga = batch_a > 1 ? o.g : 0, gb = batch_b > 1 ? o.g : 0, m0 = int(o.m0) + rank * TM;
-      if (gb != seen_g) seen_g = gb, seen_kt = -1;  // a block's tiles come in batch order
       Pixel px[TM / BM];  // IM2COL: each A box's first output pixel (pixels past the last image read zeros)
       Tap tap;            // IM2COL: the k tile's filter tap and first channel
       if constexpr (IM2COL) {
@@ -1392,10 +1255,6 @@ __global__ void __launch_bounds__(THREADS, 1)
           else tma_load_tile<BM, BK, false>(As + (s * TM + h * BM) * BK, &tm_a, &full[s], m0 + h * BM, kt * BK, ga);
         }
         if constexpr (IM2COL) tap.next(conv, BK);
-        if (rounding && kt > seen_kt) {  // k tiles come in order: kt == seen_kt + 1
-          wait_b_rounded(br, N, gb, kt);
-          seen_kt = kt;
-        }
         // B: CL = 1, the whole tile in one part; else this rank's share of its parts, multicast
         // into every block (K-major: CL parts of BN / CL rows; MN-major: the 64-row atoms)
         constexpr int PARTS = CL == 1 ? 1 : B_MN_MAJOR ? BN / 64 : CL, PROWS = BN / PARTS;

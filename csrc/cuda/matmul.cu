@@ -6,7 +6,6 @@
 #include <cuda.h>
 
 #include <algorithm>
-#include <climits>
 #include <array>
 #include <string>
 #include <vector>
@@ -219,26 +218,6 @@ Padded pad_operands(const GemmArgs& in, const TmaLayout& l) {
     std::copy(sb, sb + 3, p.args.mm.sb);
   }
   return p;
-}
-
-bool kernel_rounds_b(const GemmArgs& in) {
-  const auto& o = in.mm;
-  const int64_t rows = o.sb[1] == 1 ? o.sb[2] : o.sb[1], pitch = (in.K + 3) / 4 * 4;  // B's row stride; the copy's
-  const int64_t chunks = operand_batches(in, o.sb[0]) * ((in.K + 31) / 32) * ((in.N + 31) / 32);
-  return chunks < INT_MAX && 32 * std::max(rows, pitch) < INT_MAX;
-}
-
-KernelRoundedB kernel_rounded_b(const GemmArgs& in) {
-  const auto& o = in.mm;  // B's strides: (batch, k, n)
-  const int64_t bb = operand_batches(in, o.sb[0]), pitch = (in.K + 3) / 4 * 4, ktiles = (in.K + 31) / 32;
-  KernelRoundedB r{at::empty({bb, in.N, pitch}, cuda_options(at::kFloat)),
-                   at::zeros({ktiles * bb}, cuda_options(at::kInt)), in, {}};
-  r.args.mm.b = r.buf.const_data_ptr();
-  const int64_t sb[3] = {bb == 1 ? 0 : in.N * pitch, 1, pitch};
-  std::copy(sb, sb + 3, r.args.mm.sb);
-  r.br = {static_cast<const float*>(o.b), bb == 1 ? 0 : o.sb[0], o.sb[1], o.sb[2], r.buf.data_ptr<float>(), pitch,
-          r.ready.data_ptr<int>(), int(bb)};
-  return r;
 }
 
 int splitk_factor(const GemmArgs& a, int bn, int bk) {

@@ -55,17 +55,6 @@ struct Padded {
   GemmArgs args;
 };
 Padded pad_operands(const GemmArgs& in, const TmaLayout& l);
-// TF32's B for the persistent kernels, 16-byte readable in place (tf32_b_major): the K-major
-// buffer copy_round_tf32 would fill, left for the kernel to fill (sm90::BRound), and its zeroed
-// per-k-tile counters; args: in with B that buffer. kernel_rounds_b: whether the kernel's 32-bit
-// chunk indices and row offsets reach all of B (else the host copies it).
-struct KernelRoundedB {
-  at::Tensor buf, ready;
-  GemmArgs args;
-  sm90::BRound br;
-};
-bool kernel_rounds_b(const GemmArgs& in);
-KernelRoundedB kernel_rounded_b(const GemmArgs& in);
 
 // Output tiles of a Hopper launch with bm x bn tiles.
 inline int64_t output_tiles(const GemmArgs& a, int64_t bn, int64_t bm = sm90::BM) { return tiles_of(a, bm, bn); }

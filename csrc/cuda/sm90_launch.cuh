@@ -102,8 +102,7 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
 // G = ConvFwdIm2col: ma is an im2col map of the conv's x (im2col_map, BM-pixel boxes).
 // A_RS (TF32): A read in place and rounded in registers (see gemm_sm90.cuh).
 template <typename T, bool MN, int TM, int BN, bool COOP, int CL, sm90::Gather G, bool A_RS = false>
-void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb,
-                            const sm90::BRound& br = {}) {
+void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, int ba, int bb) {
   using Shape = sm90::PersistShape<TM, BN, COOP, int(sizeof(T))>;
   auto kernel = sm90::gemm_sm90_persistent_kernel<T, MN, TM, BN, COOP, CL, G, A_RS>;
   constexpr size_t smem = Shape::SMEM;
@@ -130,7 +129,7 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
   const bool vec = vec_stores<T>(a);
   const CUtensorMap mc = Shape::STAGED && tma_stores<T>(a) ? c_store_map<T>(a, Shape::WROWS) : CUtensorMap{};
   launch(kernel, ma, mb, mc, MatmulProblem<T>(a.mm), a.M, a.N, a.K, epilogue_of<T>(a), int(a.batch), ba, bb, vec,
-         a.conv, br);
+         a.conv);
 }
 
 // A persistent config's tile as constants: f(TM, BN, COOP), each a std::integral_constant.
@@ -160,19 +159,18 @@ void launch_persistent_tm128(const Sm90Config& cfg, const GemmArgs& a, const CUt
 }
 
 // One persistent config of kSm90Configs, instantiated: its tile, its kind and its cluster size
-// (the GEMM's A by TMA tiles); a_rs (TF32): A unrounded, rounded in registers; br (TF32): B's
-// rounded copy made by the kernel (BRound).
+// (the GEMM's A by TMA tiles); a_rs (TF32): A unrounded, rounded in registers.
 template <typename T, bool BMN>
 void launch_persistent_config(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
-                              int ba, int bb, bool a_rs, const sm90::BRound& br) {
+                              int ba, int bb, bool a_rs) {
   constexpr auto G = sm90::Gather::None;
   with_persistent_tile(cfg, [&](auto tm, auto bn, auto coop) {
     constexpr int TM = decltype(tm)::value, BN = decltype(bn)::value;
     constexpr bool COOP = decltype(coop)::value;
     auto go = [&](auto rs) {
       constexpr bool RS = decltype(rs)::value;
-      if (cfg.cluster == 2) launch_sm90_persistent<T, BMN, TM, BN, COOP, 2, G, RS>(a, ma, mb, ba, bb, br);
-      else launch_sm90_persistent<T, BMN, TM, BN, COOP, 1, G, RS>(a, ma, mb, ba, bb, br);
+      if (cfg.cluster == 2) launch_sm90_persistent<T, BMN, TM, BN, COOP, 2, G, RS>(a, ma, mb, ba, bb);
+      else launch_sm90_persistent<T, BMN, TM, BN, COOP, 1, G, RS>(a, ma, mb, ba, bb);
     };
     if constexpr (sm90::kTf32<T>) {
       if (a_rs) go(std::true_type{});
@@ -198,9 +196,8 @@ CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const in
 // registers (the one-tile kernel always, the persistent ones with A_RS). TF32's B: l.b == None, a
 // rounded K-major copy (pad_operands), by TMA; else B unrounded in place, which the one-tile kernels
 // up to 128 wide load through their producer's registers (BLoad) where K is at most
-// kTf32RegsMaxK, while bn256 (its consumers need the registers the producer would keep) and
-// longer K take a rounded copy made here, and the persistent kernels make that copy themselves as
-// they run (kernel_rounded_b, BRound; br carries it down to their launch). The producer's threads
+// kTf32RegsMaxK, while the others (bn256: its consumers need the registers the producer would
+// keep; the persistent kernels; longer K) take a rounded copy made here. The producer's threads
 // issue every load, rounding and store of B themselves, ~0.7 us a k tile where the consumers'
 // wgmmas take ~0.15: it wins only where the copy's fixed cost is the larger share. H200 GPU us,
 // copy / registers (results/h200/ebb508d/x3/tf32.json against 35cc54d/c1): batched AV
@@ -208,14 +205,10 @@ CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const in
 // 48.1; 1024^2 bn64 17.9 / 25.1; 2048^2 bn128 72.4 / 139.2.
 constexpr int64_t kTf32RegsMaxK = 512;
 template <typename T>
-void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rounded, const sm90::BRound& br = {}) {
+void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rounded) {
   using sm90::BLoad;
   const Sm90Config cfg = kSm90Configs[i];
   const bool b_regs = sm90::kTf32<T> && l.b != Major::None;  // TF32's B unrounded, in place
-  if (b_regs && cfg.persist != Persist::No && kernel_rounds_b(a)) {  // the kernel makes the rounded copy as it runs
-    const KernelRoundedB r = kernel_rounded_b(a);
-    return launch_sm90_config<T>(r.args, {l.a, Major::None}, i, a_rounded, r.br);
-  }
   if (b_regs && (cfg.persist != Persist::No || cfg.bn == 256 || a.K > kTf32RegsMaxK)) {
     const TmaLayout copied{l.a, Major::None};
     const Padded p = pad_operands(a, copied);
@@ -241,7 +234,7 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
       if (cfg.persist != Persist::No) {
         const char* refusal = persistent_refusal(a, AMN);
         TORCH_CHECK(refusal == nullptr, refusal);
-        if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb, !a_rounded, br);
+        if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb, !a_rounded);
         return;
       }
       if (bn == 256) return launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, split);
