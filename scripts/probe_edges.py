@@ -9,6 +9,9 @@ which dimension makes a medium 16-bit matmul slow (bench_matmul's 1000^3 and 102
 --set simt (family matmul_simt, fp32 with TF32 off): the SIMT tile / split-K choice on small and
 medium problems (bench_matmul's fp32 127x255x511 and 1000^3 rows).
 --set tf32 (family matmul_sm90, fp32 as TF32): the Hopper configs on bench_matmul's TF32 rows.
+--set ragged (family matmul_sm90, fp16): mid-size shapes whose operands' rows are ragged for TMA (K and
+N not multiples of 64), both or one, one to three waves: where bn64x2, pp128-c2 and split-K meet.
+--set x2 (family matmul_sm90, fp16): the same regime with aligned rows.
 --set few (family matmul_sm90, bf16): aligned matmuls whose 64-wide tiles fill at most half the SMs
 over K <= 1024 (batch-1 ViT linears, a batch-1 patch embedding's GEMM): split-K or more blocks.
 
@@ -37,10 +40,21 @@ TF32 = [(1024, 1024, 1024), (1000, 1000, 1000), (2048, 2048, 2048), (4096, 4096,
         (64, 512, 64, 512), (64, 512, 512, 64), (25216, 768, 3072)]
 FEW = [(196, 768, 768), (197, 1152, 384), (197, 384, 384), (197, 1536, 384), (64, 512, 768), (384, 768, 768),
        (256, 1024, 1024), (512, 512, 512), (256, 256, 256), (128, 2048, 512), (512, 768, 1024)]
+# Both operands' rows ragged (K and N not multiples of 64 16-bit elements), then one: mid-size
+# problems of one to three waves, where sm90_heuristic's bn64x2 / pp128-c2 / split choices meet.
+RAGGED = [(m, n, k) for m in (500, 1000, 2000, 3000) for n in (1000, 2000) for k in (1000, 3000)]
+RAGGED += [(2000, 1024, 1000), (2000, 1000, 1024), (1000, 2048, 1000), (3000, 1000, 1024)]
+# Rows aligned, 64-wide tiles between one and two per SM (sm90_heuristic's bn64x2 / bn128 regime):
+# short and long K.
+X2 = [(1024, 2048, 1024), (2048, 1024, 1024), (1280, 1536, 1024), (2048, 1024, 512), (1024, 1920, 768),
+      (768, 2560, 1024), (1024, 2048, 2048), (2048, 1024, 4096)]
 SETS = {
     "edges": ("matmul_sm90", "bfloat16", EDGES, "bn64x2,bn64,bn128,bn64-nosplit,bn128-nosplit,pp128"),
     "tf32": ("matmul_sm90", "tf32", TF32, "bn64x2,bn64,bn128,bn256,pp128,pp128-c2,coop128x256-c2,coop128x192-c2"),
     "simt": ("matmul_simt", "float32", SIMT, None),
+    "x2": ("matmul_sm90", "float16", X2, "bn64x2,bn64,bn128,bn256,pp128,pp128-c2,coop128x192-c2"),
+    "ragged": ("matmul_sm90", "float16", RAGGED,
+               "bn64x2,bn64,bn128,bn256,pp128,pp128-c2,coop128x256-c2,coop128x192-c2,coop256x128-c2"),
     "few": ("matmul_sm90", "bfloat16", FEW, "bn64,bn64-nosplit,bn64x2,bn128,bn128-nosplit,bn256-nosplit,pp128"),  # None: every candidate of the family
 }
 

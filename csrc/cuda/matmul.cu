@@ -407,8 +407,15 @@ int sm90_heuristic(const GemmArgs& a, const TmaLayout& l) {
   // Nor bn64x2 where its 64-wide tiles outnumber the SMs over a long K (> 1024) unsplit: the SMs
   // that get a second block take twice as long, while 128-wide tiles give each busy SM one; bn128
   // (H200, linear + bias 1568 x 768 x 3072, kernel us: bn64x2 26.4, bn128 18.3, pp128 18.3;
-  // results/h200/b7605fa/s1/small_linear.json).
-  const bool long_x2 = x2 && !one_wave64 && a.N > 64 && (split || (output_tiles(a, 64) > sms && a.K > 1024));
+  // results/h200/b7605fa/s1/small_linear.json). 16-bit takes bn128 there over any K: fp16 GPU us,
+  // bn64x2 / bn128 / cuBLAS (results/h200/be957a2/g2/x2.json): 1024 x 2048 x 1024 14.0 / 11.5 / 11.2,
+  // 2048 x 1024 x 512 10.1 / 8.9 / 8.7, 1024 x 1920 x 768 12.0 / 10.3 / 9.8; bn128 was the fastest
+  // or within 0.1 us of it on all 8 shapes. Where an operand's rows are ragged, the ping-pong
+  // tiles instead, in clusters of two where B's are (their multicast halves its straddling loads),
+  // as one_wave64 does (g1/ragged.json: 2000 x 1000 x 1000 bn64x2 22.7, pp128-c2 14.8, cuBLAS 12.8;
+  // 2000 x 1000 x 3000 bn128 37.8, pp128-c2 30.3; A's rows only, 2000 x 1024 x 1000 bn64x2 18.9,
+  // pp128 13.0).
+  const bool x2_as_128 = x2 && !one_wave64 && a.N > 64 && (split || !tf32 || (output_tiles(a, 64) > sms && a.K > 1024));
   static const int kX2 = sm90_index("bn64x2"), kBn64 = sm90_index("bn64"), kBn256 = sm90_index("bn256"),
                    kBn128 = sm90_index("bn128"), kPp128 = sm90_index("pp128"), kPp128c2 = sm90_index("pp128-c2");
   const bool pp_rows = (ragged_a || ragged_b) && !tf32 && can_persist;
@@ -431,7 +438,7 @@ int sm90_heuristic(const GemmArgs& a, const TmaLayout& l) {
         .config;
   };
   const int heuristic = one_wave64   ? (cluster_rows ? kPp128c2 : pp_rows ? kPp128 : kBn64)
-                        : long_x2    ? kBn128
+                        : x2_as_128  ? (pp_rows ? (ragged_b ? kPp128c2 : kPp128) : kBn128)
                         : x2         ? (tf32 && output_tiles(a, 64) <= sms ? kBn64 : kX2)
                         : few64      ? kBn64Nosplit
                         : persistent ? pick()
