@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "autotune.h"
@@ -45,18 +47,56 @@ EncodeIm2col encode_im2col() {
   return fn;
 }
 
+namespace {
+
+// The arguments of a tiled map, which determine it (the encoding reads no memory at base).
+struct MapArgs {
+  const void* base;
+  cuuint64_t dims[5], strides[4];
+  cuuint32_t box[5];
+  int32_t rank, st, zero;  // zero: fills the last 8 bytes, so that the struct has no padding
+};
+static_assert(std::has_unique_object_representations_v<MapArgs>, "MapArgs is compared and hashed by its bytes");
+
+// Maps already encoded, by their arguments: the driver's encode costs the host ~1 us a map and a
+// Hopper launch takes two or three, while a model repeats the same layers on the same buffers. A
+// small direct-mapped table per host thread; an entry is only ever a map of exactly its key.
+struct MapCache {
+  static constexpr size_t kSlots = 64;
+  struct Slot {
+    MapArgs key;
+    CUtensorMap map;
+    bool used = false;
+  };
+  std::array<Slot, kSlots> slots;
+  static size_t slot_of(const MapArgs& k) {  // FNV-1a over the key's bytes
+    const auto* p = reinterpret_cast<const unsigned char*>(&k);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof k; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return size_t(h % kSlots);
+  }
+};
+
+}  // namespace
+
 CUtensorMap tiled_map(const void* base, at::ScalarType st, int rank, const uint64_t* dims, const uint64_t* strides,
                       const uint32_t* box) {
   TORCH_INTERNAL_ASSERT(rank >= 1 && rank <= 5);
+  MapArgs k;
+  std::memset(&k, 0, sizeof k);  // unused dims stay zero, so equal maps have equal keys
+  k.base = base, k.rank = rank, k.st = int32_t(st);
+  for (int i = 0; i < rank; ++i) k.dims[i] = dims[i], k.box[i] = box[i];
+  for (int i = 0; i + 1 < rank; ++i) k.strides[i] = strides[i];
+  thread_local MapCache cache;
+  MapCache::Slot& slot = cache.slots[MapCache::slot_of(k)];
+  if (slot.used && std::memcmp(&slot.key, &k, sizeof k) == 0) return slot.map;
+  cuuint32_t es[5] = {1, 1, 1, 1, 1};
   CUtensorMap m;
-  cuuint64_t d[5], s[4];
-  cuuint32_t b[5], es[5];
-  for (int i = 0; i < rank; ++i) d[i] = dims[i], b[i] = box[i], es[i] = 1;
-  for (int i = 0; i + 1 < rank; ++i) s[i] = strides[i];
-  const CUresult r = encode_tiled()(&m, tma_type(st), cuuint32_t(rank), const_cast<void*>(base), d, s, b, es,
-                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  const CUresult r = encode_tiled()(&m, tma_type(st), cuuint32_t(rank), const_cast<void*>(base), k.dims, k.strides,
+                                    k.box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   TORCH_CHECK(r == CUDA_SUCCESS, "tileops: cuTensorMapEncodeTiled failed with error ", int(r));
+  slot.key = k, slot.map = m, slot.used = true;
   return m;
 }
 
