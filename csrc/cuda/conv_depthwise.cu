@@ -469,7 +469,7 @@ __global__ void __launch_bounds__(kRowsUnits + 32) dw_fwd_rows_kernel(ConvOperan
   const int t = threadIdx.x, warps = blockDim.x / 32 - 1;  // consumer warps
   if (t == 0) {
     for (int i = 0; i < pl.ring; ++i) mbar_init(&full[i], 1), mbar_init(&empty[i], warps);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
   }
   __syncthreads();
   if (t / 32 == warps) {  // the producer

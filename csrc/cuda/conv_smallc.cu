@@ -715,7 +715,7 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
   // each warpgroup's first rows are requested before the weight is loaded, and land meanwhile
   if (wtid == 0) {
     mbar_init(&full[wg], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
     if (item < g.items) fetch(item);
   }
   // the weight slice (16-byte copies into the swizzled atoms) and the bias, by the whole block

@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(SkinnyTcShape<WARPS, STAGES, int(sizeof(T)), T
     uint64_t* const empty = full + STAGES;                                      // every consumer warp read it
     if (tid == 0) {
       for (int st = 0; st < STAGES; ++st) mbar_init(&full[st], 1), mbar_init(&empty[st], WARPS);
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      mbar_init_fence();
     }
     __syncthreads();
     if (warp == WARPS) {  // the producer warp: one lane issues every load

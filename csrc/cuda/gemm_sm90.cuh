@@ -823,7 +823,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       mbar_init(&full[s], GATHER ? 1 + 128 : B_REGS ? 1 + 4 : 1);  // + one per gathering thread / loading warp
       mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
   }
   __syncthreads();
 
@@ -1229,7 +1229,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     if (!COOP)
       for (int w = 0; w < 2; ++w) mbar_init(&turn[w], 128);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
   }
   if constexpr (CL > 1) cluster_sync();  // the peer's barriers exist before any multicast
   else __syncthreads();
