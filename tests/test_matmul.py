@@ -547,15 +547,16 @@ def test_persistent_pick_activation_cuda(activation, K, N, want):
 # two 128 x 128 tiles an SM: a persistent kernel (the one-tile bn256 before); "band", 64-wide tiles
 # outnumbering the SMs, 128-wide ones not, over K = 3072: the one-tile bn128, not bn64x2; the same
 # over K = 768 in 16-bit ("band_short"): bn128 too; and with both operands' rows ragged for TMA
-# (N, K = 744, 1000: "band_ragged"), the ping-pong tiles in clusters of two.
+# (N, K = 744, 1000: "band_ragged"), the ping-pong tiles in clusters of two; TF32 over K = 768
+# ("band_tf32", where bn64x2 would copy B as bn128 does): bn128.
 # TF32, where clustered and unclustered 128 x 192 tiles make one wave alike: "resident", B (9 MB)
 # within half the L2: the unclustered tiles; "streamed", B as large as the L2 and one wave of 256-wide
 # tiles either way: the clusters, whose multicast pays there. "mn_many", a bf16 matmul of a row-major
 # (MN-major) B making 7 waves of 128 x 192 tiles either way: the clusters, which keep an edge there
 # over many waves whatever B's size (a linear's K-major B of that shape would take the unclustered).
 @pytest.mark.cuda
-@pytest.mark.parametrize("case", ["waves", "gate", "band", "band_short", "band_ragged", "resident", "streamed",
-                                  "mn_many"])
+@pytest.mark.parametrize("case", ["waves", "gate", "band", "band_short", "band_ragged", "band_tf32", "resident",
+                                  "streamed", "mn_many"])
 def test_heuristic_few_waves_cuda(case):
     from tileops import autotune
 
@@ -565,10 +566,10 @@ def test_heuristic_few_waves_cuda(case):
     sms, l2_k = props.multi_processor_count, -(-props.L2_cache_size // (4096 * 4 * 128)) * 128
     rows, N, K = {"waves": (3 * sms // 4, 768, 768), "gate": (sms // 3 + 1, 384, 768),
                   "band": (sms // 8 + 1, 768, 3072), "band_short": (sms // 8 + 1, 768, 768),
-                  "band_ragged": (sms // 8 + 1, 744, 1000), "resident": (3 * sms // 16, 768, 3072),
+                  "band_ragged": (sms // 8 + 1, 744, 1000), "band_tf32": (sms // 8 + 1, 768, 768), "resident": (3 * sms // 16, 768, 3072),
                   "streamed": (2 * (sms // 32), 4096, l2_k), "mn_many": (2 * (7 * (sms // 2) // 16), 3072, 768)}[case]
     M = 128 * rows - 5  # the last tile row partial
-    dt = torch.float32 if case in ("resident", "streamed") else torch.bfloat16
+    dt = torch.float32 if case in ("resident", "streamed", "band_tf32") else torch.bfloat16
     gen, seed = fresh_generator()
     x, w, bias = randn((M, K), dt, "cuda", gen), randn((N, K), dt, "cuda", gen), randn((N,), dt, "cuda", gen)
     if case == "mn_many":
@@ -580,7 +581,8 @@ def test_heuristic_few_waves_cuda(case):
         out, names = cuda_kernels(lambda: run_poisoned(call, M * N, dt, "cuda"))
     want = {"waves": r"persistent_kernel<[^,]+, false, 128, 192, true, 1,", "gate": r"persistent_kernel<",
             "band": r"gemm_sm90_kernel<[^,]+, 128,", "band_short": r"gemm_sm90_kernel<[^,]+, 128,",
-            "band_ragged": r"persistent_kernel<[^,]+, false, 128, 128, false, 2,", "resident": r"persistent_kernel<float, false, 128, 192, true, 1,",
+            "band_ragged": r"persistent_kernel<[^,]+, false, 128, 128, false, 2,",
+            "band_tf32": r"gemm_sm90_kernel<float, 128,", "resident": r"persistent_kernel<float, false, 128, 192, true, 1,",
             "streamed": r"persistent_kernel<float, false, 128, 256, true, 2,",
             "mn_many": r"persistent_kernel<[^,]+, true, 128, 192, true, 2,"}[case]
     assert any(re.search(want, n) for n in names), "%s %dx%dx%d: expected %s among %s" % (case, M, N, K, want, names)

@@ -455,8 +455,10 @@ int sm90_heuristic(const GemmArgs& a, const TmaLayout& l) {
   // tiles instead, in clusters of two where B's are (their multicast halves its straddling loads),
   // as one_wave64 does (g1/ragged.json: 2000 x 1000 x 1000 bn64x2 22.7, pp128-c2 14.8, cuBLAS 12.8;
   // 2000 x 1000 x 3000 bn128 37.8, pp128-c2 30.3; A's rows only, 2000 x 1024 x 1000 bn64x2 18.9,
-  // pp128 13.0).
-  const bool x2_as_128 = x2 && !one_wave64 && a.N > 64 && (split || !tf32 || (output_tiles(a, 64) > sms && a.K > 1024));
+  // pp128 13.0). TF32 too where K > kTf32RegsMaxK, where both copy B (results/h200/ec9befe/t1/x2_tf32.json,
+  // GPU us, bn64x2 / bn128 / cuBLAS: 1024 x 2048 x 1024 30.6 / 23.8 / 21.2, 1024 x 1920 x 768 24.8 /
+  // 20.2 / 19.6); at K <= 512 bn64x2 reads B in place (2048 x 1024 x 512 25.3 / 24.2, pp128 19.0).
+  const bool x2_as_128 = x2 && !one_wave64 && a.N > 64 && (split || !tf32 || a.K > kTf32RegsMaxK);
   static const int kX2 = sm90_index("bn64x2"), kBn64 = sm90_index("bn64"), kBn256 = sm90_index("bn256"),
                    kBn128 = sm90_index("bn128"), kPp128 = sm90_index("pp128"), kPp128c2 = sm90_index("pp128-c2");
   const bool pp_rows = (ragged_a || ragged_b) && !tf32 && can_persist;

@@ -43,6 +43,8 @@ TmaLayout sm90_layout(const GemmArgs& g);  // how TMA can read A and B in place
 // TF32: how the one-tile kernels' producer threads can read B in place with 16-byte loads (base,
 // batch and row strides 16-byte aligned): K-major, MN-major, or not (None: copied).
 Major tf32_b_major(const GemmArgs& g);
+// The longest K over which they do (launch_sm90_config says why); past it B is copied and rounded.
+constexpr int64_t kTf32RegsMaxK = 512;
 
 // An operand TMA cannot read in place is copied once, through the caching allocator, into a
 // buffer whose rows are padded to 16 bytes (the padding is never read: the maps' K and N stay

@@ -202,8 +202,7 @@ CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const in
 // wgmmas take ~0.15: it wins only where the copy's fixed cost is the larger share. H200 GPU us,
 // copy / registers (results/h200/ebb508d/x3/tf32.json against 35cc54d/c1): batched AV
 // 64 x 512 x 64 x 512 (K = 512) bn64x2 33.4 / 30.0, B K-major 33.8 / 28.7; QK^T (K = 64) 48.0 /
-// 48.1; 1024^2 bn64 17.9 / 25.1; 2048^2 bn128 72.4 / 139.2.
-constexpr int64_t kTf32RegsMaxK = 512;
+// 48.1; 1024^2 bn64 17.9 / 25.1; 2048^2 bn128 72.4 / 139.2. (kTf32RegsMaxK: sm90_host.cuh.)
 template <typename T>
 void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rounded) {
   using sm90::BLoad;
