@@ -564,9 +564,10 @@ def test_heuristic_few_waves_cuda(case):
         pytest.skip("the configs under test are Hopper's")
     props = torch.cuda.get_device_properties(0)
     sms, l2_k = props.multi_processor_count, -(-props.L2_cache_size // (4096 * 4 * 128)) * 128
+    band = sms // 8 + 1
     rows, N, K = {"waves": (3 * sms // 4, 768, 768), "gate": (sms // 3 + 1, 384, 768),
-                  "band": (sms // 8 + 1, 768, 3072), "band_short": (sms // 8 + 1, 768, 768),
-                  "band_ragged": (sms // 8 + 1, 744, 1000), "band_tf32": (sms // 8 + 1, 768, 768), "resident": (3 * sms // 16, 768, 3072),
+                  "band": (band, 768, 3072), "band_short": (band, 768, 768), "band_ragged": (band, 744, 1000),
+                  "band_tf32": (band, 768, 768), "resident": (3 * sms // 16, 768, 3072),
                   "streamed": (2 * (sms // 32), 4096, l2_k), "mn_many": (2 * (7 * (sms // 2) // 16), 3072, 768)}[case]
     M = 128 * rows - 5  # the last tile row partial
     dt = torch.float32 if case in ("resident", "streamed", "band_tf32") else torch.bfloat16
@@ -582,7 +583,8 @@ def test_heuristic_few_waves_cuda(case):
     want = {"waves": r"persistent_kernel<[^,]+, false, 128, 192, true, 1,", "gate": r"persistent_kernel<",
             "band": r"gemm_sm90_kernel<[^,]+, 128,", "band_short": r"gemm_sm90_kernel<[^,]+, 128,",
             "band_ragged": r"persistent_kernel<[^,]+, false, 128, 128, false, 2,",
-            "band_tf32": r"gemm_sm90_kernel<float, 128,", "resident": r"persistent_kernel<float, false, 128, 192, true, 1,",
+            "band_tf32": r"gemm_sm90_kernel<float, 128,",
+            "resident": r"persistent_kernel<float, false, 128, 192, true, 1,",
             "streamed": r"persistent_kernel<float, false, 128, 256, true, 2,",
             "mn_many": r"persistent_kernel<[^,]+, true, 128, 192, true, 2,"}[case]
     assert any(re.search(want, n) for n in names), "%s %dx%dx%d: expected %s among %s" % (case, M, N, K, want, names)

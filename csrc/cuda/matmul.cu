@@ -60,8 +60,8 @@ static_assert(std::has_unique_object_representations_v<MapArgs>, "MapArgs is com
 
 // Maps already encoded, by their arguments: the driver's encode costs the host ~0.5 us a map
 // (results/h200/1d0c1a0/e1) and a Hopper launch takes two or three, while a model repeats the same
-// layers on the same buffers. A
-// small direct-mapped table per host thread; an entry is only ever a map of exactly its key.
+// layers on the same buffers. A small direct-mapped table per host thread; an entry is only ever a
+// map of exactly its key.
 struct MapCache {
   static constexpr size_t kSlots = 64;
   struct Slot {
