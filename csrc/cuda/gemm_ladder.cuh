@@ -309,20 +309,6 @@ struct VecSmem {
   Acc Bs[2][Cfg::BK * LDB];
 };
 
-// A kernel's shared buffers: static up to the 48 KiB a block may declare so, dynamic past that
-// (the launch then sizes them, launch_vectorized).
-constexpr size_t kStaticSmemMax = 48 * 1024;
-template <class Smem>
-__device__ __forceinline__ Smem& block_smem() {
-  if constexpr (sizeof(Smem) > kStaticSmemMax) {
-    extern __shared__ __align__(16) unsigned char dynamic_smem[];
-    return *reinterpret_cast<Smem*>(dynamic_smem);
-  } else {
-    __shared__ __align__(16) Smem s;
-    return s;
-  }
-}
-
 // The first row (a_off) and column (b_off) of a thread's 4x4 sub-blocks in the block tile.
 template <class Cfg>
 struct VecPlace {
@@ -449,7 +435,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   using Acc = acc_t<T>;
   using Smem = VecSmem<Cfg, Acc>;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, LDA = Smem::LDA, LDB = Smem::LDB;
-  Smem& sm = block_smem<Smem>();
+  __shared__ __align__(16) Smem sm;
   // No griddep_launch_dependents here (nor in the fp32 conv and skinny SIMT kernels): a split's
   // reduce launched at this kernel's start holds SM slots while it waits, which a conv backward's
   // other stream needed (fp32 b1 fwd+bwd 3x3 64@56 55.5 -> 65.4 us, 1x1/2 92.6 -> 121.2 with it;

@@ -48,17 +48,12 @@ dim3 gemm_grid(const GemmArgs& a) {
 }
 
 // One launcher for every family: grid (M tiles, N tiles, batch), `kernel` (launch_gemm: the
-// config's, kernel_of), `smem` bytes of dynamic shared memory, any extra kernel arguments after
-// the epilogue.
-template <class Cfg, typename T, class P, typename Kernel, typename... Extra>
-void launch_gemm_smem(Kernel kernel, size_t smem, const P& p, const GemmArgs& a, Extra... extra) {
-  kernel<<<gemm_grid<Cfg>(a), Cfg::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
-      p, a.batch, a.M, a.N, a.K, epilogue_of<T>(a), extra...);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
+// config's, kernel_of), any extra kernel arguments after the epilogue.
 template <class Cfg, typename T, class P, typename Kernel, typename... Extra>
 void launch_gemm_with(Kernel kernel, const P& p, const GemmArgs& a, Extra... extra) {
-  launch_gemm_smem<Cfg, T>(kernel, 0, p, a, extra...);
+  kernel<<<gemm_grid<Cfg>(a), Cfg::THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
+      p, a.batch, a.M, a.N, a.K, epilogue_of<T>(a), extra...);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 template <class Cfg, typename T, class P, typename... Extra>
 void launch_gemm(const P& p, const GemmArgs& a, Extra... extra) {
@@ -75,7 +70,6 @@ bool launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a, int64_t k_l
     if (a.N <= VecF32N64::BN) return launch_vectorized<T, VecF32N64>(p, a, k_last);
   }
   const VecLayout lay = vec_layout(a, int(sizeof(T)));
-  constexpr size_t kSmem = sizeof(VecSmem<Cfg, acc_t<T>>) > kStaticSmemMax ? sizeof(VecSmem<Cfg, acc_t<T>>) : 0;
   if (k_last > 0 && lay.fast && k_last % (16 / int64_t(sizeof(T))) != 0) return false;
   constexpr int64_t kMaxZ = 65535;
   for (int64_t g0 = 0; g0 < a.batch; g0 += kMaxZ) {
@@ -88,13 +82,9 @@ bool launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a, int64_t k_l
     const int64_t last = g0 + chunk.batch == a.batch ? k_last : 0;
     // a ragged last k tile: the RAGGED kernel
     const bool ragged = lay.fast && (a.K % Cfg::BK != 0 || last % Cfg::BK != 0);
-    const auto kernel = ragged ? gemm_vec_kernel<T, MatmulProblem<T>, Cfg, true>
-                               : gemm_vec_kernel<T, MatmulProblem<T>, Cfg, false>;
-    if constexpr (kSmem > 0) {  // past the static limit: block_smem's dynamic buffers
-      static std::atomic<uint64_t> set_on[2]{};
-      allow_smem(kernel, kSmem, set_on[ragged]);
-    }
-    launch_gemm_smem<Cfg, T>(kernel, kSmem, q, chunk, lay, last);
+    launch_gemm_with<Cfg, T>(ragged ? gemm_vec_kernel<T, MatmulProblem<T>, Cfg, true>
+                                    : gemm_vec_kernel<T, MatmulProblem<T>, Cfg, false>,
+                             q, chunk, lay, last);
   }
   return true;
 }
