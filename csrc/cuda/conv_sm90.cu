@@ -46,12 +46,11 @@ bool im2col_map(const GemmArgs& g, int pixels, CUtensorMap* m) {
   const bool wh = sm90::kIm2colCornersWH;
   const int lower[2] = {int(wh ? lw : lh), int(wh ? lh : lw)}, upper[2] = {int(wh ? uw : uh), int(wh ? uh : uw)};
   const int64_t es = c10::elementSize(g.dtype);
-  const cuuint64_t dims[4] = {cuuint64_t(c.C), cuuint64_t(c.W), cuuint64_t(c.H), cuuint64_t(c.N)};
-  const cuuint64_t strides[3] = {cuuint64_t(c.xs[3] * es), cuuint64_t(c.xs[2] * es), cuuint64_t(c.xs[0] * es)};
-  const cuuint32_t estr[4] = {1, cuuint32_t(c.sw), cuuint32_t(c.sh), 1};
-  return encode_im2col()(m, tma_type(g.dtype), 4, c.x, dims, strides, lower, upper, sm90::bk<c10::Half>,
-                         cuuint32_t(pixels), estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  const uint64_t dims[4] = {uint64_t(c.C), uint64_t(c.W), uint64_t(c.H), uint64_t(c.N)};
+  const uint64_t strides[3] = {uint64_t(c.xs[3] * es), uint64_t(c.xs[2] * es), uint64_t(c.xs[0] * es)};
+  const uint32_t estr[4] = {1, uint32_t(c.sw), uint32_t(c.sh), 1};
+  return hopper::im2col_map(c.x, g.dtype, 4, dims, strides, lower, upper, sm90::bk<c10::Half>, uint32_t(pixels), estr,
+                            m);
 }
 
 // fn(T{}) for the 16-bit type of dtype (the Hopper conv kernels' types; conv_sm90_ok checked it).

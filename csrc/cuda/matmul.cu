@@ -39,22 +39,24 @@ EncodeTiled encode_tiled() {
   static const EncodeTiled fn = driver_entry<EncodeTiled>("cuTensorMapEncodeTiled");
   return fn;
 }
-
-}  // namespace
-
+using EncodeIm2col = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                  const cuuint64_t*, const int*, const int*, cuuint32_t, cuuint32_t, const cuuint32_t*,
+                                  CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                  CUtensorMapFloatOOBfill);
 EncodeIm2col encode_im2col() {
   static const EncodeIm2col fn = driver_entry<EncodeIm2col>("cuTensorMapEncodeIm2col");
   return fn;
 }
 
-namespace {
-
-// The arguments of a tiled map, which determine it (the encoding reads no memory at base).
+// The arguments of a map, which determine it (the encoding reads no memory at base): a tiled
+// map's, or an im2col map's (pixels > 0) with its corners, channels and pixels a load, and element
+// strides.
 struct MapArgs {
   const void* base;
   cuuint64_t dims[5], strides[4];
-  cuuint32_t box[5];
-  int32_t rank, st, zero;  // zero: fills the last 8 bytes, so that the struct has no padding
+  cuuint32_t box[5], estr[5];
+  int32_t lower[3], upper[3];
+  int32_t rank, st, channels, pixels;
 };
 static_assert(std::has_unique_object_representations_v<MapArgs>, "MapArgs is compared and hashed by its bytes");
 
@@ -78,27 +80,65 @@ struct MapCache {
   }
 };
 
+// A key with every field zero but base, type and rank (unused dims stay zero, so equal maps have
+// equal keys).
+MapArgs map_key(const void* base, at::ScalarType st, int rank, const uint64_t* dims, const uint64_t* strides) {
+  TORCH_INTERNAL_ASSERT(rank >= 1 && rank <= 5);
+  MapArgs k;
+  std::memset(&k, 0, sizeof k);
+  k.base = base, k.rank = rank, k.st = int32_t(st);
+  for (int i = 0; i < rank; ++i) k.dims[i] = dims[i];
+  for (int i = 0; i + 1 < rank; ++i) k.strides[i] = strides[i];
+  return k;
+}
+
+// The map of key k, from the table or from encode(&map) (false: the driver refused it; nothing
+// kept).
+template <typename Encode>
+bool cached_map(const MapArgs& k, CUtensorMap* out, Encode&& encode) {
+  thread_local MapCache cache;
+  MapCache::Slot& slot = cache.slots[MapCache::slot_of(k)];
+  if (slot.used && std::memcmp(&slot.key, &k, sizeof k) == 0) {
+    *out = slot.map;
+    return true;
+  }
+  if (!encode(out)) return false;
+  slot.key = k, slot.map = *out, slot.used = true;
+  return true;
+}
+
 }  // namespace
 
 CUtensorMap tiled_map(const void* base, at::ScalarType st, int rank, const uint64_t* dims, const uint64_t* strides,
                       const uint32_t* box) {
-  TORCH_INTERNAL_ASSERT(rank >= 1 && rank <= 5);
-  MapArgs k;
-  std::memset(&k, 0, sizeof k);  // unused dims stay zero, so equal maps have equal keys
-  k.base = base, k.rank = rank, k.st = int32_t(st);
-  for (int i = 0; i < rank; ++i) k.dims[i] = dims[i], k.box[i] = box[i];
-  for (int i = 0; i + 1 < rank; ++i) k.strides[i] = strides[i];
-  thread_local MapCache cache;
-  MapCache::Slot& slot = cache.slots[MapCache::slot_of(k)];
-  if (slot.used && std::memcmp(&slot.key, &k, sizeof k) == 0) return slot.map;
-  cuuint32_t es[5] = {1, 1, 1, 1, 1};
+  MapArgs k = map_key(base, st, rank, dims, strides);
+  for (int i = 0; i < rank; ++i) k.box[i] = box[i], k.estr[i] = 1;
   CUtensorMap m;
-  const CUresult r = encode_tiled()(&m, tma_type(st), cuuint32_t(rank), const_cast<void*>(base), k.dims, k.strides,
-                                    k.box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  TORCH_CHECK(r == CUDA_SUCCESS, "tileops: cuTensorMapEncodeTiled failed with error ", int(r));
-  slot.key = k, slot.map = m, slot.used = true;
+  cached_map(k, &m, [&](CUtensorMap* out) {
+    const CUresult r = encode_tiled()(out, tma_type(st), cuuint32_t(rank), const_cast<void*>(base), k.dims,
+                                      k.strides, k.box, k.estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    TORCH_CHECK(r == CUDA_SUCCESS, "tileops: cuTensorMapEncodeTiled failed with error ", int(r));
+    return true;
+  });
   return m;
+}
+
+bool im2col_map(const void* base, at::ScalarType st, int rank, const uint64_t* dims, const uint64_t* strides,
+                const int* lower, const int* upper, uint32_t channels, uint32_t pixels, const uint32_t* estr,
+                CUtensorMap* m) {
+  TORCH_INTERNAL_ASSERT(rank >= 3 && pixels > 0);
+  MapArgs k = map_key(base, st, rank, dims, strides);
+  for (int i = 0; i < rank; ++i) k.estr[i] = estr[i];
+  for (int i = 0; i + 2 < rank; ++i) k.lower[i] = lower[i], k.upper[i] = upper[i];
+  k.channels = int32_t(channels), k.pixels = int32_t(pixels);
+  return cached_map(k, m, [&](CUtensorMap* out) {
+    return encode_im2col()(out, tma_type(st), cuuint32_t(rank), const_cast<void*>(base), k.dims, k.strides, k.lower,
+                           k.upper, channels, pixels, k.estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  });
 }
 
 CUtensorMapDataType tma_type(at::ScalarType st) {

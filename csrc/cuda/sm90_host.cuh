@@ -17,15 +17,16 @@
 
 namespace tileops::cuda::hopper {
 
-using EncodeIm2col = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                  const cuuint64_t*, const int*, const int*, cuuint32_t, cuuint32_t, const cuuint32_t*,
-                                  CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                  CUtensorMapFloatOOBfill);
-EncodeIm2col encode_im2col();  // the driver's cuTensorMapEncodeIm2col
 // A tiled map of `rank` dims (inner first; strides in bytes of dims 1..), boxes `box`, 128-byte
 // swizzle, reads past the tensor as zeros.
 CUtensorMap tiled_map(const void* base, at::ScalarType st, int rank, const uint64_t* dims, const uint64_t* strides,
                       const uint32_t* box);
+// An im2col map (cuTensorMapEncodeIm2col's arguments: corners lower / upper of the rank - 2 spatial
+// dims, `channels` x `pixels` a load, element strides estr), 128-byte swizzle, zeros past the
+// tensor, into *m. False: the driver refuses it. Tiled and im2col maps are kept by their arguments.
+bool im2col_map(const void* base, at::ScalarType st, int rank, const uint64_t* dims, const uint64_t* strides,
+                const int* lower, const int* upper, uint32_t channels, uint32_t pixels, const uint32_t* estr,
+                CUtensorMap* m);
 CUtensorMapDataType tma_type(at::ScalarType st);
 // The map of a [batch][rows][cols] matrix with a unit stride along cols (row and batch strides
 // in elements; a batch stride of 0, one matrix for every batch entry, is given as rows * s_row),
