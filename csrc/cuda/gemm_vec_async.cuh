@@ -17,14 +17,13 @@
 namespace tileops {
 namespace cuda {
 
-// The next tile's barrier comes before the last k step of a tile, whose math then overlaps the
-// next tile's first fragment loads (two fragment sets). ISSUE_AT: the k step of a tile at which
-// its thread issues the copies of the tile STAGES - 1 ahead.
+// EARLY: the next tile's barrier before the last k step of a tile, its first fragments loaded
+// during that step's math (two fragment sets); else the barrier at each tile's start.
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int TM, int TN, int MIN_BLOCKS, int STAGES_,
-          int ISSUE_AT_>
+          bool EARLY_>
 struct VecAsyncConfig : VecConfig<BM, BN, BK, WARPS_M, WARPS_N, TM, TN, MIN_BLOCKS> {
-  static constexpr int STAGES = STAGES_, ISSUE_AT = ISSUE_AT_;
-  static_assert(ISSUE_AT >= 0 && ISSUE_AT < BK, "a step of the tile");
+  static constexpr int STAGES = STAGES_;
+  static constexpr bool EARLY = EARLY_;
   static_assert(STAGES >= 2 && BK % 2 == 0, "a k tile in flight while another is read; fragment sets alternate");
   static constexpr int LDA = BM + 4, LDB = BN + 4;  // VecSmem<Cfg, float>'s rows
   static constexpr int A_TILE = BK * LDA, B_TILE = BK * LDB;
@@ -156,28 +155,43 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 #pragma unroll
       for (int j = 0; j < TN; ++j) acc[i][j] += af[set][i] * bf[set][j];
   };
-  // Tiles 0 .. S - 2 first; tile kt + S - 1 is issued at step ISSUE_AT of tile kt, into the buffer
-  // of tile kt - 1, which every thread has read by then (its last fragments came before the
-  // barrier of tile kt - 1's last step).
-  for (int s = 0; s < S - 1; ++s) issue();
-  cp_async_wait<S - 2>();  // tile 0 landed (this thread's copies) ...
-  __syncthreads();         // ... and every thread's
-  fragments(0, 0, 0);
-  int buf = 0;  // tile kt's
-  for (int64_t kt = 0; kt < ktiles; ++kt, buf = buf + 1 == S ? 0 : buf + 1) {
+  if constexpr (Cfg::EARLY) {
+    for (int s = 0; s < S; ++s) issue();
+    cp_async_wait<S - 1>();  // tile 0 landed (this thread's copies) ...
+    __syncthreads();         // ... and every thread's
+    fragments(0, 0, 0);
+    int buf = 0;  // tile kt's
+    for (int64_t kt = 0; kt < ktiles; ++kt, buf = buf + 1 == S ? 0 : buf + 1) {
 #pragma unroll
-    for (int kk = 0; kk < BK; ++kk) {
-      // the fragments of step kk + 1 (of the next tile's first step at the last) load while step
-      // kk multiplies
-      if (kk < BK - 1) {
-        fragments((kk + 1) & 1, buf, kk + 1);
-      } else if (kt + 1 < ktiles) {
-        cp_async_wait<S - 2>();  // tile kt + 1 landed (tiles up to kt + S - 1 are issued) ...
-        __syncthreads();         // ... for every thread
-        fragments(0, buf + 1 == S ? 0 : buf + 1, 0);
+      for (int kk = 0; kk < BK; ++kk) {
+        // the fragments of step kk + 1 (of the next tile's first step at the last) load while
+        // step kk multiplies
+        if (kk < BK - 1) {
+          fragments((kk + 1) & 1, buf, kk + 1);
+        } else if (kt + 1 < ktiles) {
+          // Tiles up to kt + S - 1 are issued; kt + 1 must have landed. Every thread has read all
+          // of tile kt (its last fragments came at step BK - 2), so after the barrier its buffer
+          // takes tile kt + S.
+          cp_async_wait<S - 2>();
+          __syncthreads();
+          issue();
+          fragments(0, buf + 1 == S ? 0 : buf + 1, 0);
+        }
+        multiply(kk & 1);
       }
-      if (kk == Cfg::ISSUE_AT) issue();
-      multiply(kk & 1);
+    }
+  } else {
+    for (int s = 0; s < S - 1; ++s) issue();
+    int buf = 0;  // tile kt's
+    for (int64_t kt = 0; kt < ktiles; ++kt, buf = buf + 1 == S ? 0 : buf + 1) {
+      cp_async_wait<S - 2>();  // tile kt landed (tiles up to kt + S - 2 are issued) ...
+      __syncthreads();         // ... for every thread, and all have read tile kt - 1,
+      issue();                 // whose buffer takes tile kt + S - 1
+#pragma unroll
+      for (int kk = 0; kk < BK; ++kk) {
+        fragments(kk & 1, buf, kk);
+        multiply(kk & 1);
+      }
     }
   }
   cp_async_wait<0>();  // nothing of ours may still write shared memory when the block exits

@@ -94,9 +94,9 @@ using VecF32Small = VecConfig<64, 64, 16, 2, 2, 8, 4, 4>;
 using VecF32W256 = VecConfig<256, 128, 8, 4, 2, 16, 8, 1>;
 // w256's tile fed by cp.async (gemm_vec_async.cuh), k tiles of 8 in a 4-deep ring, as cuBLAS's
 // cutlass_80_simt_sgemm_256x128_8x4 (2048^2); and cuBLAS's 4-warp 64 x 128 tile for 1000^3.
-using AsyncW256 = VecAsyncConfig<256, 128, 8, 4, 2, 16, 8, 1, 4, 1>;
-using AsyncW256Late = VecAsyncConfig<256, 128, 8, 4, 2, 16, 8, 1, 4, 7>;
-using Async64x128 = VecAsyncConfig<64, 128, 8, 2, 2, 8, 8, 2, 4, 1>;
+using AsyncW256 = VecAsyncConfig<256, 128, 8, 4, 2, 16, 8, 1, 4, true>;
+using AsyncW256Late = VecAsyncConfig<256, 128, 8, 4, 2, 16, 8, 1, 4, false>;
+using Async64x128 = VecAsyncConfig<64, 128, 8, 2, 2, 8, 8, 2, 4, true>;
 
 // The SIMT configs 'auto' chooses from for an fp32 matmul (TF32 off), as data: the kernel and
 // its block tile, and whether K may be split (simt_splitk, on that tile's count). Autotune
