@@ -6,7 +6,6 @@
 #include "autotune.h"
 #include "config_names.h"
 #include "gemm_skinny.cuh"
-#include "gemm_vec_async.cuh"
 #include "launch.cuh"
 #include "splitk.cuh"
 
@@ -92,10 +91,6 @@ using VecF32Small = VecConfig<64, 64, 16, 2, 2, 8, 4, 4>;
 // k tiles of 8, where K = 1000 then needs no ragged tile: 1000^3 66.4 us against vec128's 70.9 and
 // vec128x64's 66.0, 1024^3 58.0 / 58.9 (1cb2046/d1/simt.json): not the tile that 1000^3 lacks.
 using VecF32W256 = VecConfig<256, 128, 8, 4, 2, 16, 8, 1>;
-// w256's tile fed by cp.async (gemm_vec_async.cuh), k tiles of 8 in a 4-deep ring, as cuBLAS's
-// cutlass_80_simt_sgemm_256x128_8x4 (2048^2); and cuBLAS's 4-warp 64 x 128 tile for 1000^3.
-using AsyncW256 = VecAsyncConfig<256, 128, 8, 4, 2, 16, 8, 1, 4>;
-using Async64x128 = VecAsyncConfig<64, 128, 8, 2, 2, 8, 8, 2, 4>;
 
 // The SIMT configs 'auto' chooses from for an fp32 matmul (TF32 off), as data: the kernel and
 // its block tile, and whether K may be split (simt_splitk, on that tile's count). Autotune
@@ -103,7 +98,7 @@ using Async64x128 = VecAsyncConfig<64, 128, 8, 2, 2, 8, 8, 2, 4>;
 // where N <= 64 (launch_vectorized). min_k: the shortest K chunk of a split (splitk_count); the
 // -k32 / -k64 configs cut small problems finer, each block then running fewer k tiles, which bound
 // a block's time where a few dozen blocks share the GPU.
-enum class SimtTile { Vec128, Vec128x64, Vec64, Reg64, W256, AsyncW256, Async64x128 };
+enum class SimtTile { Vec128, Vec128x64, Vec64, Reg64, W256 };
 struct SimtChoice {
   const char* name;
   SimtTile tile;
@@ -123,8 +118,6 @@ constexpr SimtChoice kSimtConfigs[] = {
     {"vec64-k64", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true, 64},
     {"vec64-k32", SimtTile::Vec64, VecF32Small::BM, VecF32Small::BN, true, 32},
     {"w256", SimtTile::W256, VecF32W256::BM, VecF32W256::BN, true},
-    {"w256-async", SimtTile::AsyncW256, AsyncW256::BM, AsyncW256::BN, true},
-    {"vec64x128-async", SimtTile::Async64x128, Async64x128::BM, Async64x128::BN, true},
 };
 constexpr int kSimtVec128 = 0, kSimtVec128x64 = 1, kSimtVec64 = 2, kSimtVec64K32 = 9, kSimtW256 = 10;
 static_assert(kSimtConfigs[kSimtVec64K32].tile == SimtTile::Vec64 && kSimtConfigs[kSimtVec64K32].min_k == 32,
@@ -142,8 +135,6 @@ void launch_simt(const GemmArgs& a, const SimtChoice& c) {
       case SimtTile::Vec128x64: return launch_vectorized<float, VecF32N64>(p, g, k_last);
       case SimtTile::Vec64: return launch_vectorized<float, VecF32Small>(p, g, k_last);
       case SimtTile::W256: return launch_vectorized<float, VecF32W256>(p, g, k_last);
-      case SimtTile::AsyncW256: return launch_vec_async<AsyncW256>(p, g, k_last);
-      case SimtTile::Async64x128: return launch_vec_async<Async64x128>(p, g, k_last);
       case SimtTile::Reg64: break;
     }
     if (k_last > 0) return false;
