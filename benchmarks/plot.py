@@ -2,6 +2,8 @@
 
     python benchmarks/plot.py benchmarks/results/h200/matmul.json   # writes matmul.png beside it
 
+Ladder records (bench_matmul's op "ladder": each algo rung at one size) also get FILE_ladder.png:
+each rung's TFLOP/s, labelled with its % of the cuBLAS measured in the same row and of the peak.
 Records with a "pass" (conv.json: fwd, fwd+bwd, fwd+bias+relu) are drawn one panel per pass,
 one row per shape and batch, one bar per dtype; rows that failed (ratio null) get a red x.
 """
@@ -76,6 +78,26 @@ def plot_panels(path, data, out):
     fig.savefig(out, dpi=110)
 
 
+def plot_ladder(path, data, recs, out):
+    fig, ax = plt.subplots(figsize=(9, max(3, 0.32 * len(recs) + 1)))
+    ys = range(len(recs))
+    ax.barh(ys, [r["tileops_tflops"] for r in recs], color=[COLORS.get(r["dtype"], "gray") for r in recs])
+    for y, r in zip(ys, recs):
+        peak = r.get("pct_of_peak")
+        note = "%.1f TFLOP/s, %.0f%% of cuBLAS" % (r["tileops_tflops"], r["pct_of_cublas"])
+        ax.text(r["tileops_tflops"] * 1.05, y, note + ("" if peak is None else ", %.0f%% of peak" % peak),
+                va="center", fontsize=7)
+    ax.set_yticks(list(ys))
+    ax.set_yticklabels(["%s %s" % (r["algo"], r["dtype"]) for r in recs], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlim(1, max(r["tileops_tflops"] for r in recs) * 8)
+    ax.set_xlabel("TFLOP/s (log scale)")
+    ax.set_title("kernel ladder, %s: %s" % (recs[0]["label"], title(path, data)), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main(path):
     with open(path) as f:
         data = json.load(f)
@@ -85,6 +107,11 @@ def main(path):
     else:
         plot_rows(path, data, out)
     print("wrote", out)
+    ladder = [r for r in data["records"] if r.get("op") == "ladder"]
+    if ladder:
+        out = os.path.splitext(path)[0] + "_ladder.png"
+        plot_ladder(path, data, ladder, out)
+        print("wrote", out)
 
 
 if __name__ == "__main__":

@@ -21,18 +21,20 @@ def main():
     runs = a.runs.split(",")
     data = {r: json.load(open(os.path.join(a.dir, r, "matmul.json"))) for r in runs}
     label = a.label or os.path.basename(os.path.normpath(a.dir))
-    by_row = {}  # (op, label, dtype) -> {run: record}
+    # a row is (op, label, dtype, algo): the ladder's rungs share their label and dtype
+    by_row = {}  # row -> {run: record}
     for r in runs:
         for rec in data[r]["records"]:
-            by_row.setdefault((rec["op"], rec["label"], rec["dtype"]), {})[r] = rec
+            by_row.setdefault((rec["op"], rec["label"], rec["dtype"], rec.get("algo", "auto")), {})[r] = rec
     rows, records = {}, []
-    for (op, name, dtype), recs in by_row.items():
+    for (op, name, dtype, algo), recs in by_row.items():
         if len(recs) != len(runs):
             continue  # a row some run lacks
         ratios = [recs[r]["ratio"] for r in runs]
         med = statistics.median(ratios)
-        rows.setdefault("%s %s" % (op, name), {})[dtype] = {"median": round(med, 3),
-                                                             "runs": [round(x, 3) for x in ratios]}
+        row = "%s %s" % (op, name) if algo == "auto" else "%s %s [%s]" % (op, name, algo)
+        rows.setdefault(row, {})[dtype] = {"median": round(med, 3),
+                                           "runs": [round(x, 3) for x in ratios]}
         pick = min(runs, key=lambda r: abs(recs[r]["ratio"] - med))
         records.append(dict(recs[pick], run=pick))
     first = data[runs[0]]

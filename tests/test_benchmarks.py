@@ -29,3 +29,23 @@ def test_bench_models_profile_cpu(tmp_path):
     assert "tileops::" in text.split(heads[1])[0]  # tileops' step runs tileops ops
     assert "tileops::" not in text.split(heads[1])[1].split(heads[2])[0]  # torch's does not
     assert not out.exists()  # no timed rows, no records file
+
+
+def test_median_runs_keeps_each_row(tmp_path):
+    """scripts/median_runs.py: one merged record per (op, label, dtype, algo), from the run whose ratio
+    is that row's median; the ladder's rungs share a label and dtype and must all survive."""
+    ratios = {"m1": (1.0, 0.10, 0.50), "m2": (1.2, 0.30, 0.40), "m3": (0.9, 0.20, 0.60)}
+    for run, (r_mm, r_naive, r_tiled) in ratios.items():
+        recs = [{"op": "matmul", "label": "square 1024", "dtype": "float32", "algo": "auto", "ratio": r_mm},
+                {"op": "ladder", "label": "ladder 4096", "dtype": "float32", "algo": "naive", "ratio": r_naive},
+                {"op": "ladder", "label": "ladder 4096", "dtype": "float32", "algo": "tiled", "ratio": r_tiled}]
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "matmul.json").write_text(json.dumps({"gpu": "G", "records": recs}))
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "median_runs.py"), str(tmp_path)],
+                   check=True, capture_output=True, text=True)
+    merged = json.loads((tmp_path / "matmul_median3.json").read_text())
+    got = {(r["op"], r["algo"]): (r["ratio"], r["run"]) for r in merged["records"]}
+    assert got == {("matmul", "auto"): (1.0, "m1"), ("ladder", "naive"): (0.20, "m3"),
+                   ("ladder", "tiled"): (0.50, "m1")}
+    rows = json.loads((tmp_path / "median3.json").read_text())["rows"]
+    assert rows["ladder ladder 4096 [naive]"]["float32"] == {"median": 0.2, "runs": [0.1, 0.3, 0.2]}
