@@ -10,6 +10,8 @@ ab1464b/i1, 91c145e/i3, 5c3d0dd/i7 small_probe.json, run with --kernels). --set 
 M <= 16 in bf16 / fp16, as matmul (N-major B) and linear (K-major weight), 'auto' with each of
 the skinny tensor-core kernel's configs pinned as well (matmul_skinny_tc.cu). --set skinny_tf32:
 the same in fp32 with TF32 allowed, and 'auto' with TF32 off (the SIMT skinny kernel's fp32 math).
+--k-major-b: the sets other than skinny also with B the transpose of an N x K tensor (a linear's
+weight), each row's b_layout saying which (the 'mma' rung stages each layout its own way).
 """
 import argparse
 import json
@@ -81,6 +83,8 @@ def main():
     ap.add_argument("--set", default="small", choices=sorted(SETS))
     ap.add_argument("--kernels", action="store_true", help="the kernel tables of 'auto' and torch too")
     ap.add_argument("--budget", type=float, default=1.0, help="seconds of timed calls per measurement")
+    ap.add_argument("--k-major-b", action="store_true",
+                    help="each shape also with B K-major (a transposed N x K weight) beside the N-major K x N B")
     args = ap.parse_args()
     torch.backends.cudnn.benchmark = True
     dtypes, shapes = SETS[args.set]
@@ -93,26 +97,36 @@ def main():
             if args.set.startswith("skinny"):
                 recs += skinny_rows(dtype, b, M, N, K, args.kernels, args.budget)
                 continue
-            A = torch.randn(b, M, K, device="cuda", dtype=dtype).squeeze(0)
-            B = torch.randn(b, K, N, device="cuda", dtype=dtype).squeeze(0)
-            ref = A.double() @ B.double()
-            r = dict(dtype=dt, batch=b, M=M, N=N, K=K)
-            for algo in ("auto", "mma", "wgmma"):
-                try:
-                    out = tileops.matmul(A, B, algo=algo)
-                    r[algo + "_err"] = float((out.double() - ref).norm() / ref.norm())
-                    r[algo + "_ms"] = timed(lambda A=A, B=B, algo=algo: tileops.matmul(A, B, algo=algo), budget_s=budget)[0]
-                except RuntimeError as e:  # a rung that cannot run the problem says why
-                    r[algo + "_ms"] = None
-                    r[algo + "_why"] = str(e)[:120]
-            r["torch_ms"] = timed(lambda A=A, B=B: A @ B, budget_s=budget)[0]
-            if args.kernels:
-                r["auto_kernels"] = kernel_table(lambda A=A, B=B: tileops.matmul(A, B))
-                r["torch_kernels"] = kernel_table(lambda A=A, B=B: A @ B)
-            print(json.dumps(r), flush=True)
-            recs.append(r)
+            for b_layout in ("n_major", "k_major") if args.k_major_b else ("n_major",):
+                recs.append(general_row(dt, dtype, b, M, N, K, b_layout, args.kernels, budget))
     with open(args.out, "w") as f:
         json.dump(recs, f, indent=1)
+
+
+def general_row(dt, dtype, b, M, N, K, b_layout, kernels, budget):
+    """'auto', 'mma' and 'wgmma' against torch on one shape; B K x N as it lies (n_major) or the
+    transpose of an N x K tensor (k_major)."""
+    A = torch.randn(b, M, K, device="cuda", dtype=dtype).squeeze(0)
+    if b_layout == "n_major":
+        B = torch.randn(b, K, N, device="cuda", dtype=dtype).squeeze(0)
+    else:
+        B = torch.randn(b, N, K, device="cuda", dtype=dtype).squeeze(0).transpose(-1, -2)
+    ref = A.double() @ B.double()
+    r = dict(dtype=dt, batch=b, M=M, N=N, K=K, b_layout=b_layout)
+    for algo in ("auto", "mma", "wgmma"):
+        try:
+            out = tileops.matmul(A, B, algo=algo)
+            r[algo + "_err"] = float((out.double() - ref).norm() / ref.norm())
+            r[algo + "_ms"] = timed(lambda A=A, B=B, algo=algo: tileops.matmul(A, B, algo=algo), budget_s=budget)[0]
+        except RuntimeError as e:  # a rung that cannot run the problem says why
+            r[algo + "_ms"] = None
+            r[algo + "_why"] = str(e)[:120]
+    r["torch_ms"] = timed(lambda A=A, B=B: A @ B, budget_s=budget)[0]
+    if kernels:
+        r["auto_kernels"] = kernel_table(lambda A=A, B=B: tileops.matmul(A, B))
+        r["torch_kernels"] = kernel_table(lambda A=A, B=B: A @ B)
+    print(json.dumps(r), flush=True)
+    return r
 
 
 if __name__ == "__main__":

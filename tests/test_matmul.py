@@ -107,7 +107,8 @@ def rung_operands(case, dt, gen):
         return randn(shape, dt, "cuda", gen)
 
     size = {"1x1x1": (1, 1, 1), "127x255x511": (127, 255, 511), "65x129x33": (65, 129, 33), "k_zero": (7, 9, 0),
-            "square_1024": (1024, 1024, 1024), "aligned_rows_ragged_k": (130, 136, 203)}.get(case, (129, 264, 72))
+            "square_1024": (1024, 1024, 1024), "aligned_rows_ragged_k": (130, 136, 203),
+            "aligned_rows_ragged_n": (70, 131, 96)}.get(case, (129, 264, 72))
     if case.startswith("edges"):  # K a multiple of 16, 16-byte rows: interior blocks take 16-byte loads
         size, case = (320, 264, 128), case[-2:]
     elif case.startswith("ragged"):  # 16-byte rows, K a multiple of 8 but not 16: a ragged last k tile
@@ -141,13 +142,15 @@ def rung_operands(case, dt, gen):
         b = r(K * N + 1)[1:].view(K, N)
     elif case == "aligned_rows_ragged_k":
         b = r(K, 144)[:, :N]
+    elif case == "aligned_rows_ragged_n":  # 16-byte rows along n, N not a multiple of 8: a partial last vector
+        b = r(K, 136)[:, :N]
     else:
         b = r(K, N)
     return a, b
 
 
 RUNG_CASES = ["CC", "CT", "TC", "TT", "SS", "1x1x1", "127x255x511", "65x129x33", "k_zero", "batched", "broadcast_a",
-              "broadcast_b", "batch_4d", "misaligned", "zero_stride", "aligned_rows_ragged_k", "edges_CC", "edges_CT",
+              "broadcast_b", "batch_4d", "misaligned", "zero_stride", "aligned_rows_ragged_k", "aligned_rows_ragged_n", "edges_CC", "edges_CT",
               "edges_TC", "edges_TT", "ragged_CC", "ragged_TT", "square_1024"]
 
 

@@ -11,9 +11,14 @@
 // Two buffers: the loads of k tile t+1 are in flight (in registers) while tile t is multiplied,
 // and one barrier a tile suffices. Split-K (splits > 1): z also runs over K chunks of kc, and the
 // block writes its fp32 partial tile to part[g][split][M][N] for splitk_reduce.
+// BT (16-bit matmuls whose B rows run along n with 16-byte aligned rows, as torch.matmul's B): B is
+// staged as it lies, [k][n], in 16-byte vectors of 8 columns instead of element by element, and
+// ldmatrix.trans turns its 8x8 blocks into the same fragments.
 #pragma once
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
+
+#include <type_traits>
 
 #include "../common/epilogue.h"
 #include "griddep.cuh"
@@ -32,7 +37,48 @@ struct TcConfig {
   static_assert(FM >= 1 && FN % 2 == 0, "B fragments are loaded two n8 blocks at a time");
 };
 
-template <typename T, class P, class Cfg>
+// B for BT: a BK x BN tile of a row-major 16-bit B as [k][n] rows of BN values and 16 bytes more
+// (ROW: ldmatrix.trans's 8 row addresses then fall in 8 different 16-byte bank groups), NV vectors
+// of 8 columns a thread. The launcher checks that every vector starts 16-byte aligned (B's base,
+// row and batch strides); columns past N and rows past K read as zero.
+template <typename T, int BN, int BK, int THREADS>
+struct NMajorLoader {
+  static constexpr int VPR = BN / 8, NV = BK * VPR / THREADS, ROW = BN * int(sizeof(T)) + 16;
+  static_assert(sizeof(T) == 2 && BK * VPR % THREADS == 0, "16-bit B, whole vectors a thread");
+  uint4 v[NV];
+  template <class P>
+  __device__ void fetch(const P& p, int64_t g, int64_t n0, int64_t N, int64_t k0, int64_t K, int tid) {
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+      const int idx = tid + i * THREADS, nc = (idx % VPR) * 8;
+      const int64_t k = k0 + idx / VPR, n = n0 + nc;
+      v[i] = make_uint4(0, 0, 0, 0);
+      if (k >= K || n >= N) continue;
+      const T* src = p.B + g * p.sb[0] + k * p.sb[1] + n;
+      if (n + 8 <= N) {
+        v[i] = *reinterpret_cast<const uint4*>(src);
+      } else {  // the last columns of a ragged N
+        T e[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) e[j] = n + j < N ? src[j] : T(0.f);
+        memcpy(&v[i], e, 16);
+      }
+    }
+  }
+  __device__ void store(char* bs, int tid) const {
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+      const int idx = tid + i * THREADS;
+      *reinterpret_cast<uint4*>(bs + (idx / VPR) * ROW + (idx % VPR) * 16) = v[i];
+    }
+  }
+};
+
+struct NoLoader {  // BT's loader where there is none
+  static constexpr int ROW = 0;
+};
+
+template <typename T, class P, class Cfg, bool BT>
 __global__ void __launch_bounds__(Cfg::THREADS)
     gemm_tc_kernel(P p, int64_t batch, int64_t M, int64_t N, int64_t K, Epilogue<T> epi, int splits, int64_t kc,
                    float* __restrict__ part) {
@@ -44,8 +90,10 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   using Map = TileMap<BM, BK, Cfg::THREADS>;  // both operands' (TileMap: one row per thread group)
   static_assert(BM == BN && (Map::KRUN * sizeof(T) == 32 || Map::KRUN * sizeof(T) == 16),
                 "a thread stages one or two 16-byte vectors per operand");
+  using BtLoader = std::conditional_t<BT, NMajorLoader<T, BN, BK, Cfg::THREADS>, NoLoader>;
+  static_assert(!BT || sizeof(T) == 2, "BT: ldmatrix.trans moves 16-bit values");
   __shared__ __align__(16) char As[2][BM * RB];
-  __shared__ __align__(16) char Bs[2][BN * RB];
+  __shared__ __align__(16) char Bs[2][BT ? BK * BtLoader::ROW : BN * RB];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int wm0 = (warp / Cfg::WARPS_N) * Cfg::FM * 16, wn0 = (warp % Cfg::WARPS_N) * Cfg::FN * 8;
@@ -54,8 +102,19 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   for (int64_t z = blockIdx.z; z < batch * splits; z += gridDim.z) {
     const int64_t g = z / splits, split = z % splits;
     const int64_t k_begin = split * kc, k_end = splits == 1 || K < k_begin + kc ? K : k_begin + kc;
-    Loaders ld;
-    ld.init(p, g, m0, n0, M, N, k_end, tid, k_begin);  // the chunk's first k tile in registers
+    Loaders ld;  // with BT, only its A part
+    BtLoader bt;
+    auto fetch = [&](int64_t k0) {
+      if constexpr (BT) {
+        ld.a.fetch(p, k0, k_end);
+        bt.fetch(p, g, n0, N, k0, k_end, tid);
+      } else {
+        ld.fetch(p, k0, k_end);
+      }
+    };
+    ld.a.init(p, g, m0, M, tid);
+    if constexpr (!BT) ld.b.init(p, g, n0, N, tid);
+    fetch(k_begin);  // the chunk's first k tile in registers
     auto stage = [&](int buf) {  // the registers' k tile into buffer buf
       constexpr int W = Map::KRUN * int(sizeof(T)) / 4;
       uint32_t w[W];
@@ -63,10 +122,14 @@ __global__ void __launch_bounds__(Cfg::THREADS)
       auto* da = reinterpret_cast<uint4*>(As[buf] + ld.a.r * RB + ld.a.k_in * int(sizeof(T)));
 #pragma unroll
       for (int i = 0; i < W / 4; ++i) da[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
-      pack_words(ld.b.v, w);
-      auto* db = reinterpret_cast<uint4*>(Bs[buf] + ld.b.r * RB + ld.b.k_in * int(sizeof(T)));
+      if constexpr (BT) {
+        bt.store(Bs[buf], tid);
+      } else {
+        pack_words(ld.b.v, w);
+        auto* db = reinterpret_cast<uint4*>(Bs[buf] + ld.b.r * RB + ld.b.k_in * int(sizeof(T)));
 #pragma unroll
-      for (int i = 0; i < W / 4; ++i) db[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+        for (int i = 0; i < W / 4; ++i) db[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+      }
     };
 
     float acc[Cfg::FM][Cfg::FN][4] = {};
@@ -75,20 +138,26 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     int buf = 0;
     for (int64_t k0 = k_begin; k0 < k_end; k0 += BK, buf ^= 1) {
       const bool more = k0 + BK < k_end;
-      if (more) ld.fetch(p, k0 + BK, k_end);  // in flight during this tile's multiplies
+      if (more) fetch(k0 + BK);  // in flight during this tile's multiplies
 #pragma unroll
       for (int ks = 0; ks < KSTEPS; ++ks) {
         // ldmatrix lanes 8j..8j+7 address matrix j: A's are (rows 0-7 | 8-15) x (k bytes 0-15 | 16-31)
-        // in that order (a0..a3), B's (k bytes 0-15 | 16-31) x (n 0-7 | 8-15), b[j][0..1] then b[j+1].
+        // in that order (a0..a3), B's (k bytes 0-15 | 16-31) x (n 0-7 | 8-15), b[j][0..1] then b[j+1];
+        // with BT the same four B blocks, each stored [k][n] and transposed by ldmatrix.trans.
         uint32_t a[Cfg::FM][4], b[Cfg::FN][2];
 #pragma unroll
         for (int i = 0; i < Cfg::FM; ++i)
           ldmatrix_x4(a[i], As[buf] + (wm0 + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * RB + ks * 32 +
                                 (lane >> 4) * 16);
 #pragma unroll
-        for (int j = 0; j < Cfg::FN; j += 2)
-          ldmatrix_x4(&b[j][0], Bs[buf] + (wn0 + j * 8 + (lane & 7) + (lane >> 4) * 8) * RB + ks * 32 +
-                                    ((lane >> 3) & 1) * 16);
+        for (int j = 0; j < Cfg::FN; j += 2) {
+          if constexpr (BT)
+            ldmatrix_x4_trans(&b[j][0], Bs[buf] + (ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * BtLoader::ROW +
+                                            (wn0 + j * 8 + (lane >> 4) * 8) * int(sizeof(T)));
+          else
+            ldmatrix_x4(&b[j][0], Bs[buf] + (wn0 + j * 8 + (lane & 7) + (lane >> 4) * 8) * RB + ks * 32 +
+                                      ((lane >> 3) & 1) * 16);
+        }
 #pragma unroll
         for (int i = 0; i < Cfg::FM; ++i)
 #pragma unroll

@@ -92,10 +92,16 @@ bool launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a, int64_t k_l
 // The 'mma' rung: TcLarge where its tiles fill the SMs, else TcSmall, whose matmuls split K over
 // grid z where even its tiles fill at most half the SMs (chunks of at least two k tiles; the fp32
 // partials summed by splitk_reduce, which runs the epilogue). The split is part of the rung, so a
-// pinned 'mma' splits too: the ladder times the same kernel 'auto' runs.
+// pinned 'mma' splits too: the ladder times the same kernel 'auto' runs. A 16-bit B whose rows run
+// along n, every 16-byte vector of 8 columns aligned, is staged as it lies (gemm_tc.cuh's BT).
 template <typename T, class P>
 void launch_tc(const P& p, const GemmArgs& a) {
   constexpr bool matmul = std::is_same<P, MatmulProblem<T>>::value;  // splitk_reduce writes matmul outputs
+  bool bt = false;
+  if constexpr (matmul && sizeof(T) == 2) {
+    bt = p.sb[2] == 1 && p.sb[1] != 1 && p.sb[1] % 8 == 0 && p.sb[0] % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(p.B) % 16 == 0;
+  }
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   auto tiles = [&](int64_t b) { return a.batch * ((a.M + b - 1) / b) * ((a.N + b - 1) / b); };
   auto go = [&](auto* cfg) {
@@ -104,7 +110,11 @@ void launch_tc(const P& p, const GemmArgs& a) {
     const SplitPlan sp = plan_split(tiles(Cfg::BM), a.K, BK, a.batch, a.M, a.N, 2 * BK, matmul);
     dim3 grid = gemm_grid<Cfg>(a);
     grid.z = unsigned(std::min<int64_t>(a.batch * sp.splits, 65535));
-    gemm_tc_kernel<T, P, Cfg><<<grid, Cfg::THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
+    auto kernel = gemm_tc_kernel<T, P, Cfg, false>;
+    if constexpr (matmul && sizeof(T) == 2) {
+      if (bt) kernel = gemm_tc_kernel<T, P, Cfg, true>;
+    }
+    kernel<<<grid, Cfg::THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
         p, a.batch, a.M, a.N, a.K, epilogue_of<T>(a), int(sp.splits), sp.kper * BK,
         sp.splits > 1 ? sp.work.data_ptr<float>() : nullptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -5,6 +5,10 @@
 // per tile, and a thread walks contiguous k, which is contiguous memory for row-major A,
 // channels_last conv inputs and B = weight^T. Elements past M/N/K read as zero.
 #pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "../common/problems.h"
@@ -45,6 +49,19 @@ struct OperandLoader {
       const int64_t k = k0 + k_in, s = IS_A ? p.sa[2] : p.sb[1];
       const int left = ok && k < K ? int(K - k < Map::KRUN ? K - k : Map::KRUN) : 0;
       const T* src = ok ? state + k * s : nullptr;
+      // contiguous and 16-byte aligned (a K-major operand: row-major A, B = weight^T): the
+      // whole run in 16-byte loads, a fraction of the element loads' instructions
+      constexpr int VEC = 16 / int(sizeof(T));
+      if constexpr (Map::KRUN % VEC == 0) {
+        if (s == 1 && left == Map::KRUN && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+#pragma unroll
+          for (int i = 0; i < Map::KRUN / VEC; ++i) {
+            const uint4 w = reinterpret_cast<const uint4*>(src)[i];
+            memcpy(&v[i * VEC], &w, 16);
+          }
+          return;
+        }
+      }
 #pragma unroll
       for (int i = 0; i < Map::KRUN; ++i) v[i] = i < left ? src[i * s] : T(0.f);
       return;
