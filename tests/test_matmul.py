@@ -109,6 +109,11 @@ def rung_operands(case, dt, gen):
     size = {"1x1x1": (1, 1, 1), "127x255x511": (127, 255, 511), "65x129x33": (65, 129, 33), "k_zero": (7, 9, 0),
             "square_1024": (1024, 1024, 1024), "aligned_rows_ragged_k": (130, 136, 203),
             "aligned_rows_ragged_n": (70, 131, 96)}.get(case, (129, 264, 72))
+    if case.startswith("pipelined"):  # 16-byte rows, ragged K and N, enough 128 x 128 tiles to fill an
+        # H100/H200: the 'mma' rung's cp.async ring (B along n for CC, along k for CT)
+        a = r(12, 520, 208)[..., :203]
+        b = r(12, 203, 272)[..., :259] if case.endswith("CC") else r(12, 259, 208)[..., :203].transpose(-1, -2)
+        return a, b
     if case.startswith("edges"):  # K a multiple of 16, 16-byte rows: interior blocks take 16-byte loads
         size, case = (320, 264, 128), case[-2:]
     elif case.startswith("ragged"):  # 16-byte rows, K a multiple of 8 but not 16: a ragged last k tile
@@ -151,7 +156,7 @@ def rung_operands(case, dt, gen):
 
 RUNG_CASES = ["CC", "CT", "TC", "TT", "SS", "1x1x1", "127x255x511", "65x129x33", "k_zero", "batched", "broadcast_a",
               "broadcast_b", "batch_4d", "misaligned", "zero_stride", "aligned_rows_ragged_k", "aligned_rows_ragged_n", "edges_CC", "edges_CT",
-              "edges_TC", "edges_TT", "ragged_CC", "ragged_TT", "square_1024"]
+              "edges_TC", "edges_TT", "ragged_CC", "ragged_TT", "square_1024", "pipelined_CC", "pipelined_CT"]
 
 
 @pytest.mark.cuda

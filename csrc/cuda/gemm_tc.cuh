@@ -14,6 +14,10 @@
 // BT (16-bit matmuls whose B rows run along n with 16-byte aligned rows, as torch.matmul's B): B is
 // staged as it lies, [k][n], in 16-byte vectors of 8 columns instead of element by element, and
 // ldmatrix.trans turns its 8x8 blocks into the same fragments.
+// gemm_tc_async_kernel is the pipelined form for 16-bit matmuls whose operands are all read in
+// aligned 16-byte vectors (A along k, B along k or, BT, along n) where the 128 x 128 tiles fill the
+// SMs: cp.async copies straight into a ring of STAGES k tiles in shared memory, STAGES - 1 tiles in
+// flight while one is multiplied, instead of one tile in registers. Same fragments and epilogue.
 #pragma once
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -74,6 +78,73 @@ struct NMajorLoader {
   }
 };
 
+// One k tile (KBYTES of k) of a warp's FM x FN fragments: A from as ([m][k] rows of ROW_BYTES), B
+// from bs ([n][k] rows of ROW_BYTES, or with BT [k][n] rows of BROW bytes).
+template <typename T, class Cfg, bool BT, int BROW>
+__device__ __forceinline__ void tc_warp_tile(const char* as, const char* bs, float (&acc)[Cfg::FM][Cfg::FN][4],
+                                             int wm0, int wn0, int lane) {
+  constexpr int RB = Cfg::ROW_BYTES, KSTEPS = Cfg::KBYTES / 32;
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ++ks) {
+    // ldmatrix lanes 8j..8j+7 address matrix j: A's are (rows 0-7 | 8-15) x (k bytes 0-15 | 16-31)
+    // in that order (a0..a3), B's (k bytes 0-15 | 16-31) x (n 0-7 | 8-15), b[j][0..1] then b[j+1];
+    // with BT the same four B blocks, each stored [k][n] and transposed by ldmatrix.trans.
+    uint32_t a[Cfg::FM][4], b[Cfg::FN][2];
+#pragma unroll
+    for (int i = 0; i < Cfg::FM; ++i)
+      ldmatrix_x4(a[i], as + (wm0 + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * RB + ks * 32 + (lane >> 4) * 16);
+#pragma unroll
+    for (int j = 0; j < Cfg::FN; j += 2) {
+      if constexpr (BT)
+        ldmatrix_x4_trans(&b[j][0], bs + (ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * BROW +
+                                        (wn0 + j * 8 + (lane >> 4) * 8) * int(sizeof(T)));
+      else
+        ldmatrix_x4(&b[j][0], bs + (wn0 + j * 8 + (lane & 7) + (lane >> 4) * 8) * RB + ks * 32 + ((lane >> 3) & 1) * 16);
+    }
+#pragma unroll
+    for (int i = 0; i < Cfg::FM; ++i)
+#pragma unroll
+      for (int j = 0; j < Cfg::FN; ++j) mma_sync<T>(acc[i][j], a[i], b[j]);
+  }
+}
+
+// A warp's outputs, its fragments starting at (wm, wn): thread (g4, t4) = (lane / 4, lane % 4) holds
+// rows g4 and g4 + 8 of each fragment, at columns 2 t4 and 2 t4 + 1; put(row_of(m), n, value) for
+// each of them inside M x N.
+template <class Cfg, class RowOf, class Put>
+__device__ __forceinline__ void tc_each_output(const float (&acc)[Cfg::FM][Cfg::FN][4], int64_t wm, int64_t wn,
+                                               int lane, int64_t M, int64_t N, RowOf&& row_of, Put&& put) {
+  const int g4 = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int i = 0; i < Cfg::FM; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t m = wm + i * 16 + g4 + 8 * h;
+      if (m >= M) continue;
+      const auto row = row_of(m);
+#pragma unroll
+      for (int j = 0; j < Cfg::FN; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t n = wn + j * 8 + 2 * t4 + e;
+          if (n < N) put(row, n, acc[i][j][2 * h + e]);
+        }
+    }
+}
+
+// The shared epilogue onto C (bias, residual, activation, cast) for a warp's outputs.
+template <typename T, class Cfg, class P>
+__device__ __forceinline__ void tc_store(const P& p, const Epilogue<T>& epi, int64_t g,
+                                         const float (&acc)[Cfg::FM][Cfg::FN][4], int64_t wm, int64_t wn, int lane,
+                                         int64_t M, int64_t N) {
+  with_act(epi.act, [&](auto act) {
+    tc_each_output<Cfg>(acc, wm, wn, lane, M, N, [&](int64_t m) { return p.row_c(g, m); },
+                        [&](const auto& row, int64_t n, float v) {
+                          epi.template store<decltype(act)::value>(p.c(row, n), v, p.bias_index(g, n));
+                        });
+  });
+}
+
 struct NoLoader {  // BT's loader where there is none
   static constexpr int ROW = 0;
 };
@@ -84,7 +155,6 @@ __global__ void __launch_bounds__(Cfg::THREADS)
                    float* __restrict__ part) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int BM = Cfg::BM, BN = Cfg::BN, RB = Cfg::ROW_BYTES, BK = Cfg::KBYTES / int(sizeof(T));
-  constexpr int KSTEPS = Cfg::KBYTES / 32;
   if (part != nullptr) griddep_launch_dependents();  // the split's reduce (a dependent) sets up meanwhile
   using Loaders = TileLoaders<T, P, BM, BN, BK, Cfg::THREADS>;
   using Map = TileMap<BM, BK, Cfg::THREADS>;  // both operands' (TileMap: one row per thread group)
@@ -139,65 +209,96 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     for (int64_t k0 = k_begin; k0 < k_end; k0 += BK, buf ^= 1) {
       const bool more = k0 + BK < k_end;
       if (more) fetch(k0 + BK);  // in flight during this tile's multiplies
-#pragma unroll
-      for (int ks = 0; ks < KSTEPS; ++ks) {
-        // ldmatrix lanes 8j..8j+7 address matrix j: A's are (rows 0-7 | 8-15) x (k bytes 0-15 | 16-31)
-        // in that order (a0..a3), B's (k bytes 0-15 | 16-31) x (n 0-7 | 8-15), b[j][0..1] then b[j+1];
-        // with BT the same four B blocks, each stored [k][n] and transposed by ldmatrix.trans.
-        uint32_t a[Cfg::FM][4], b[Cfg::FN][2];
-#pragma unroll
-        for (int i = 0; i < Cfg::FM; ++i)
-          ldmatrix_x4(a[i], As[buf] + (wm0 + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * RB + ks * 32 +
-                                (lane >> 4) * 16);
-#pragma unroll
-        for (int j = 0; j < Cfg::FN; j += 2) {
-          if constexpr (BT)
-            ldmatrix_x4_trans(&b[j][0], Bs[buf] + (ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * BtLoader::ROW +
-                                            (wn0 + j * 8 + (lane >> 4) * 8) * int(sizeof(T)));
-          else
-            ldmatrix_x4(&b[j][0], Bs[buf] + (wn0 + j * 8 + (lane & 7) + (lane >> 4) * 8) * RB + ks * 32 +
-                                      ((lane >> 3) & 1) * 16);
-        }
-#pragma unroll
-        for (int i = 0; i < Cfg::FM; ++i)
-#pragma unroll
-          for (int j = 0; j < Cfg::FN; ++j) mma_sync<T>(acc[i][j], a[i], b[j]);
-      }
+      tc_warp_tile<T, Cfg, BT, BtLoader::ROW>(As[buf], Bs[buf], acc, wm0, wn0, lane);
       if (more) stage(buf ^ 1);  // buf ^ 1 was last read before the previous barrier
       __syncthreads();
     }
 
-    // Thread (g4, t4) = (lane / 4, lane % 4) holds rows g4 and g4 + 8 of each fragment, at columns
-    // 2 t4 and 2 t4 + 1: put(row_of(m), n, value) for each of its outputs inside M x N.
-    auto each_output = [&](auto&& row_of, auto&& put) {
-      const int g4 = lane >> 2, t4 = lane & 3;
-#pragma unroll
-      for (int i = 0; i < Cfg::FM; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t m = m0 + wm0 + i * 16 + g4 + 8 * h;
-          if (m >= M) continue;
-          const auto row = row_of(m);
-#pragma unroll
-          for (int j = 0; j < Cfg::FN; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int64_t n = n0 + wn0 + j * 8 + 2 * t4 + e;
-              if (n < N) put(row, n, acc[i][j][2 * h + e]);
-            }
-        }
-    };
     if (splits > 1) {
       float* dst = part + z * M * N;
-      each_output([&](int64_t m) { return dst + m * N; }, [](float* row, int64_t n, float v) { row[n] = v; });
+      tc_each_output<Cfg>(acc, m0 + wm0, n0 + wn0, lane, M, N, [&](int64_t m) { return dst + m * N; },
+                          [](float* row, int64_t n, float v) { row[n] = v; });
       continue;
     }
-    with_act(epi.act, [&](auto act) {
-      each_output([&](int64_t m) { return p.row_c(g, m); },
-                  [&](const auto& row, int64_t n, float v) {
-                    epi.template store<decltype(act)::value>(p.c(row, n), v, p.bias_index(g, n));
-                  });
-    });
+    tc_store<T, Cfg>(p, epi, g, acc, m0 + wm0, n0 + wn0, lane, M, N);
+  }
+#endif
+}
+
+// Shared-memory layout of one stage of gemm_tc_async_kernel's ring: the A tile, then the B tile.
+template <class Cfg, bool BT>
+struct TcAsyncStage {
+  static constexpr int A_BYTES = Cfg::BM * Cfg::ROW_BYTES;
+  static constexpr int B_ROW = BT ? Cfg::BN * 2 + 16 : Cfg::ROW_BYTES;  // BT: NMajorLoader's rows
+  static constexpr int B_BYTES = BT ? Cfg::KBYTES / 2 * B_ROW : Cfg::BN * Cfg::ROW_BYTES;
+  static constexpr int BYTES = A_BYTES + B_BYTES;
+};
+
+template <typename T, class Cfg, bool BT, int STAGES>
+__global__ void __launch_bounds__(Cfg::THREADS)
+    gemm_tc_async_kernel(MatmulProblem<T> p, int64_t batch, int64_t M, int64_t N, int64_t K, Epilogue<T> epi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  static_assert(sizeof(T) == 2 && STAGES >= 2, "16-bit operands");
+  using S = TcAsyncStage<Cfg, BT>;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, RB = Cfg::ROW_BYTES, BK = Cfg::KBYTES / 2, THREADS = Cfg::THREADS;
+  constexpr int KV = Cfg::KBYTES / 16;                               // 16-byte vectors in a k row of a tile
+  constexpr int A_V = BM * KV / THREADS, B_V = BN * KV / THREADS;  // vectors a thread copies (BT: as many)
+  static_assert(BM * KV % THREADS == 0 && BN * KV % THREADS == 0 && BK * (BN / 8) == BN * KV, "whole vectors");
+  extern __shared__ __align__(16) char smem[];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wm0 = (warp / Cfg::WARPS_N) * Cfg::FM * 16, wn0 = (warp % Cfg::WARPS_N) * Cfg::FN * 8;
+  const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN, ktiles = (K + BK - 1) / BK;
+  const uint32_t ring = smem_u32(smem);
+  // the first `bytes` of a 16-byte vector (0: none; src then only needs to be a valid address)
+  auto bytes_left = [](int64_t left) { return left <= 0 ? 0 : left >= 8 ? 16 : int(left) * 2; };
+
+  for (int64_t g = blockIdx.z; g < batch; g += gridDim.z) {
+    const T* A = p.A + g * p.sa[0];
+    const T* B = p.B + g * p.sb[0];
+    auto load = [&](int64_t kt) {  // k tile kt into its stage, zeros past M, N and K
+      const int64_t k0 = kt * BK;
+      const uint32_t sa = ring + int(kt % STAGES) * S::BYTES, sb = sa + S::A_BYTES;
+#pragma unroll
+      for (int i = 0; i < A_V; ++i) {
+        const int c = tid + i * THREADS, r = c / KV, kv = c % KV;
+        const int64_t m = m0 + r, k = k0 + kv * 8;
+        const int n_bytes = m < M ? bytes_left(K - k) : 0;
+        cp_async16(sa + r * RB + kv * 16, n_bytes ? A + m * p.sa[1] + k : p.A, n_bytes);
+      }
+#pragma unroll
+      for (int i = 0; i < B_V; ++i) {
+        const int c = tid + i * THREADS;
+        if constexpr (BT) {  // [k][n]: a row of BN / 8 vectors along n
+          const int r = c / (BN / 8), nv = c % (BN / 8);
+          const int64_t k = k0 + r, n = n0 + nv * 8;
+          const int n_bytes = k < K ? bytes_left(N - n) : 0;
+          cp_async16(sb + r * S::B_ROW + nv * 16, n_bytes ? B + k * p.sb[1] + n : p.B, n_bytes);
+        } else {
+          const int r = c / KV, kv = c % KV;
+          const int64_t n = n0 + r, k = k0 + kv * 8;
+          const int n_bytes = n < N ? bytes_left(K - k) : 0;
+          cp_async16(sb + r * RB + kv * 16, n_bytes ? B + n * p.sb[2] + k : p.B, n_bytes);
+        }
+      }
+    };
+
+    float acc[Cfg::FM][Cfg::FN][4] = {};
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {  // one commit group a tile, empty past the last
+      if (s < ktiles) load(s);
+      cp_async_commit();
+    }
+    for (int64_t kt = 0; kt < ktiles; ++kt) {
+      cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt have landed
+      __syncthreads();              // everyone's; and every warp is done with tile kt - 1, whose stage is next
+      if (kt + STAGES - 1 < ktiles) load(kt + STAGES - 1);
+      cp_async_commit();
+      const char* st = smem + int(kt % STAGES) * S::BYTES;
+      tc_warp_tile<T, Cfg, BT, S::B_ROW>(st, st + S::A_BYTES, acc, wm0, wn0, lane);
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the next batch entry's first copies reuse the stages
+    tc_store<T, Cfg>(p, epi, g, acc, m0 + wm0, n0 + wn0, lane, M, N);
   }
 #endif
 }

@@ -4,6 +4,8 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <atomic>
+#include <cstdint>
 #include <type_traits>
 
 #include "../common/gemm_args.h"
@@ -89,21 +91,46 @@ bool launch_vectorized(const MatmulProblem<T>& p, const GemmArgs& a, int64_t k_l
   return true;
 }
 
+// The 'mma' rung's pipelined kernel (gemm_tc_async_kernel) on TcLarge's tiles: a ring of 4 k tiles,
+// 75-80 KiB of shared memory (sm_80 and newer allow it, at one or two blocks an SM).
+template <typename T, bool BT>
+void launch_tc_async(const MatmulProblem<T>& p, const GemmArgs& a) {
+  constexpr int kStages = 4;
+  constexpr size_t smem = size_t(kStages) * TcAsyncStage<TcLarge, BT>::BYTES;
+  auto kernel = gemm_tc_async_kernel<T, TcLarge, BT, kStages>;
+  static std::atomic<uint64_t> set_on{0};
+  allow_smem(kernel, smem, set_on);
+  kernel<<<gemm_grid<TcLarge>(a), TcLarge::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
+      p, a.batch, a.M, a.N, a.K, epilogue_of<T>(a));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 // The 'mma' rung: TcLarge where its tiles fill the SMs, else TcSmall, whose matmuls split K over
 // grid z where even its tiles fill at most half the SMs (chunks of at least two k tiles; the fp32
 // partials summed by splitk_reduce, which runs the epilogue). The split is part of the rung, so a
 // pinned 'mma' splits too: the ladder times the same kernel 'auto' runs. A 16-bit B whose rows run
-// along n, every 16-byte vector of 8 columns aligned, is staged as it lies (gemm_tc.cuh's BT).
+// along n, every 16-byte vector of 8 columns aligned, is staged as it lies (gemm_tc.cuh's BT); where
+// A and B are both read in aligned vectors and the large tiles fill the SMs, the pipelined kernel runs.
 template <typename T, class P>
 void launch_tc(const P& p, const GemmArgs& a) {
   constexpr bool matmul = std::is_same<P, MatmulProblem<T>>::value;  // splitk_reduce writes matmul outputs
-  bool bt = false;
-  if constexpr (matmul && sizeof(T) == 2) {
-    bt = p.sb[2] == 1 && p.sb[1] != 1 && p.sb[1] % 8 == 0 && p.sb[0] % 8 == 0 &&
-         reinterpret_cast<uintptr_t>(p.B) % 16 == 0;
-  }
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   auto tiles = [&](int64_t b) { return a.batch * ((a.M + b - 1) / b) * ((a.N + b - 1) / b); };
+  bool bt = false;
+  if constexpr (matmul && sizeof(T) == 2) {
+    // rows of `base` (batch stride s0, row stride s_row, elements contiguous) in aligned 16-byte vectors
+    auto vectors = [](const void* base, int64_t s0, int64_t s_row) {
+      return reinterpret_cast<uintptr_t>(base) % 16 == 0 && s0 % 8 == 0 && s_row % 8 == 0;
+    };
+    bt = p.sb[2] == 1 && p.sb[1] != 1 && vectors(p.B, p.sb[0], p.sb[1]);
+    const bool a_k = p.sa[2] == 1 && vectors(p.A, p.sa[0], p.sa[1]);
+    const bool b_k = p.sb[1] == 1 && vectors(p.B, p.sb[0], p.sb[2]);
+    if (a_k && (b_k || bt) && tiles(TcLarge::BM) >= sms) {
+      if (bt) launch_tc_async<T, true>(p, a);
+      else launch_tc_async<T, false>(p, a);
+      return;
+    }
+  }
   auto go = [&](auto* cfg) {
     using Cfg = std::remove_pointer_t<decltype(cfg)>;
     constexpr int BK = Cfg::KBYTES / int(sizeof(T));
