@@ -15,6 +15,11 @@
 #                  fp32 rows of bench_matmul that SIMT_FILTER selects (default: those w256 takes)
 #     cand_dw      time_candidates: the depthwise forward's candidates (all) at batch 32 and 64
 #     skinny       scripts/probe_small_matmul.py --set skinny
+#     rungs        test_matmul's rung tests: every algo rung, every dtype it takes, every layout case
+#     mma          scripts/probe_small_matmul.py --set mma --k-major-b: 'auto', 'mma', 'wgmma' beside cuBLAS
+#     ladder       bench_matmul's ladder rows only
+#     matmul_m1, matmul_m2, ...  one whole bench_matmul each, into OUTDIR/m1/matmul.json and so on
+#                  (three back to back: scripts/median_runs.py OUTDIR)
 #     ncu          scripts/ncu_probe.sh on NCU_SHAPES ("M N K dtype;M N K dtype;...")
 #     waves        time_candidates: the six persistent configs (128-row tiles, clusters of one and two)
 #                  and the default on linear + bias shapes from under one wave to many (WAVE_SHAPES),
@@ -124,6 +129,13 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     waves_mn) step waves_mn 300 $PY scripts/time_candidates.py --family matmul_sm90 --dtype bfloat16 \
       --out "$OUTDIR/waves_mn.json" --matmul-shapes "${WAVE_SHAPES:-$WAVE_DEFAULT}" \
       --candidates $WAVE_SET ;;
+    rungs) step t_rungs 300 $PY -m pytest -q -p no:cacheprovider --junitxml="$OUTDIR/junit_rungs.xml" \
+      tests/test_matmul.py -k "rungs" ;;
+    mma) step mma_probe 120 $PY scripts/probe_small_matmul.py "$OUTDIR/mma_probe.json" --set mma --k-major-b \
+      --budget 0.15 ;;
+    ladder) step ladder 120 $PY benchmarks/bench_matmul.py --filter "^ladder" --out "$OUTDIR/ladder.json" ;;
+    matmul_m*) mkdir -p "$OUTDIR/${s#matmul_}"
+      step "bench_$s" 280 $PY benchmarks/bench_matmul.py --out "$OUTDIR/${s#matmul_}/matmul.json" ;;
     skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
     *) echo "unknown step $s"; rc=1 ;;
