@@ -50,13 +50,10 @@ struct OperandLoader {
       const int left = ok && k < K ? int(K - k < Map::KRUN ? K - k : Map::KRUN) : 0;
       const T* src = ok ? state + k * s : nullptr;
       // contiguous and 16-byte aligned (a K-major operand: row-major A, B = weight^T): the
-      // whole run in 16-byte loads, a fraction of the element loads' instructions. Only where the
-      // rows are whole vectors apart, so that a warp's threads (on different rows) all take the
-      // same path: rows of ragged strides would split it and run both
+      // whole run in 16-byte loads, a fraction of the element loads' instructions
       constexpr int VEC = 16 / int(sizeof(T));
-      const int64_t rows = IS_A ? p.sa[1] : p.sb[2];
       if constexpr (Map::KRUN % VEC == 0) {
-        if (s == 1 && rows % VEC == 0 && left == Map::KRUN && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+        if (s == 1 && left == Map::KRUN && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
 #pragma unroll
           for (int i = 0; i < Map::KRUN / VEC; ++i) {
             const uint4 w = reinterpret_cast<const uint4*>(src)[i];
