@@ -32,7 +32,7 @@ def test_bench_models_profile_cpu(tmp_path):
 
 
 def test_median_runs_keeps_each_row(tmp_path):
-    """scripts/median_runs.py: one merged record per (op, label, dtype, algo), from the run whose ratio
+    """scripts/device/median_runs.py: one merged record per (op, label, dtype, algo), from the run whose ratio
     is that row's median; the ladder's rungs share a label and dtype and must all survive."""
     ratios = {"m1": (1.0, 0.10, 0.50), "m2": (1.2, 0.30, 0.40), "m3": (0.9, 0.20, 0.60)}
     for run, (r_mm, r_naive, r_tiled) in ratios.items():
@@ -41,7 +41,7 @@ def test_median_runs_keeps_each_row(tmp_path):
                 {"op": "ladder", "label": "ladder 4096", "dtype": "float32", "algo": "tiled", "ratio": r_tiled}]
         (tmp_path / run).mkdir()
         (tmp_path / run / "matmul.json").write_text(json.dumps({"gpu": "G", "records": recs}))
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "median_runs.py"), str(tmp_path)],
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "device", "median_runs.py"), str(tmp_path)],
                    check=True, capture_output=True, text=True)
     merged = json.loads((tmp_path / "matmul_median3.json").read_text())
     got = {(r["op"], r["algo"]): (r["ratio"], r["run"]) for r in merged["records"]}
@@ -49,3 +49,21 @@ def test_median_runs_keeps_each_row(tmp_path):
                    ("ladder", "tiled"): (0.50, "m1")}
     rows = json.loads((tmp_path / "median3.json").read_text())["rows"]
     assert rows["ladder ladder 4096 [naive]"]["float32"] == {"median": 0.2, "runs": [0.1, 0.3, 0.2]}
+
+
+def test_results_hold_baselines_only():
+    """benchmarks/results/<gpu>/ keeps the current baseline only: every file there is named in its manifest.json
+    with the commit measured and the command that made it (older runs live in git history), and results/ stays
+    small."""
+    results = os.path.join(ROOT, "benchmarks", "results")
+    gpus = [g for g in sorted(os.listdir(results)) if os.path.isdir(os.path.join(results, g))]
+    assert gpus
+    for gpu in gpus:
+        folder = os.path.join(results, gpu)
+        with open(os.path.join(folder, "manifest.json")) as f:
+            files = json.load(f)["files"]
+        assert set(os.listdir(folder)) - {"README.md", "manifest.json"} == set(files), gpu
+        for name, entry in files.items():
+            assert entry.get("commit") and entry.get("command"), "%s/%s: commit and command" % (gpu, name)
+    size = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(results) for n in names)
+    assert size < 5 * 2**20, "benchmarks/results/ holds %.1f MB" % (size / 2**20)
