@@ -14,7 +14,7 @@ os.environ.setdefault("TILEOPS_CACHE_DIR", tempfile.mkdtemp(prefix="tileops-test
 HAS_CUDA = torch.cuda.is_available()
 REQUIRE_CUDA = os.environ.get("TILEOPS_REQUIRE_CUDA", "0") == "1"
 N_GPUS = torch.cuda.device_count() if HAS_CUDA else 0
-# scripts/junit_summary.py recognises this skip by its reason's first words
+# scripts/device/junit_summary.py recognises this skip by its reason's first words
 MULTIGPU_SKIP = "needs 2 CUDA GPUs (torch.cuda.device_count() is %d)" % N_GPUS
 
 # Device parameters: use as @pytest.mark.parametrize("device", DEVICES).

@@ -1,5 +1,5 @@
 """One small call per op x dtype x kernel path, shared by the execution-context tests (streams,
-graphs, allocations, determinism), the multi-GPU tests and scripts/sanitize.sh.
+graphs, allocations, determinism), the multi-GPU tests and scripts/device/sanitize.sh.
 
 On CUDA the shapes are picked to reach each kernel family: SIMT (fp64, strict fp32, algo=simt),
 WMMA (tf32, small or unaligned fp16/bf16, conv), Hopper wgmma + TMA (aligned bf16/fp16 matmul

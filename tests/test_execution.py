@@ -1,7 +1,7 @@
 """Execution context: every op and kernel path (op_cases.CASES) gives bitwise-identical results
 run to run, runs on the caller's current stream, replays inside a captured CUDA graph with new
 inputs, and allocates only through the caching allocator without growing it.
-scripts/sanitize.sh runs test_deterministic under compute-sanitizer with TILEOPS_SANITIZE=1:
+scripts/device/sanitize.sh runs test_deterministic under compute-sanitizer with TILEOPS_SANITIZE=1:
 one repeat instead of three there, since the sanitizer checks every launch anyway."""
 import os
 import subprocess

@@ -1,7 +1,7 @@
 """Two GPUs: inputs on cuda:1 while the current device is cuda:0 give right results on cuda:1,
 leave cuda:0 untouched (no allocation, no CUDA context) and the current device unchanged;
 cuda:0 mixed with cuda:1 is a named error. Skipped, with a reason, where fewer than 2 GPUs are
-visible (also under TILEOPS_REQUIRE_CUDA=1); scripts/ddp_run.sh runs them on a 2-GPU machine."""
+visible (also under TILEOPS_REQUIRE_CUDA=1); scripts/device/ddp_run.sh runs them on a 2-GPU machine."""
 import copy
 import os
 import subprocess

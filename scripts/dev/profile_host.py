@@ -4,7 +4,7 @@ so the loop measures the CPU), and a torch.profiler table of tileops' calls sort
 time, which lists the CUDA runtime calls (launches, events, stream waits) and the ATen ops our
 ops make. Guides host-side work; not a benchmark.
 
-    python scripts/profile_host.py [--out DIR] [--parts]
+    python scripts/dev/profile_host.py [--out DIR] [--parts]
 
 --parts: only the convolutions' pieces (forward through tileops.conv2d / F.conv2d, data gradient,
 weight gradient, both gradients through the backward ops; time_candidates.problem), host us per
@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.join(HERE, "..", "python"), os.path.join(HERE, "..", "benchmarks")]
+sys.path[:0] = [os.path.join(HERE, "..", "..", "python"), os.path.join(HERE, "..", "..", "benchmarks")]
 from time_candidates import problem  # noqa: E402
 
 import tileops  # noqa: E402

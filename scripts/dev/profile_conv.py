@@ -1,5 +1,5 @@
 """One forward and one backward of a ResNet conv layer (bf16 channels_last) for ncu:
-    ncu --clock-control none -k regex:gemm_sm90 [--section ...] python scripts/profile_conv.py [C H K R stride batch]
+    ncu --clock-control none -k regex:gemm_sm90 [--section ...] python scripts/dev/profile_conv.py [C H K R stride batch]
 Defaults: 3x3 64@56, stride 1, batch 32. The second of two iterations is the one to read (the first
 sets up maps and attributes); pass --launch-skip to ncu to skip it."""
 import sys

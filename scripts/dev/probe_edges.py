@@ -15,7 +15,7 @@ N not multiples of 64), both or one, one to three waves: where bn64x2, pp128-c2 
 --set few (family matmul_sm90, bf16): aligned matmuls whose 64-wide tiles fill at most half the SMs
 over K <= 1024 (batch-1 ViT linears, a batch-1 patch embedding's GEMM): split-K or more blocks.
 
-    python scripts/probe_edges.py OUT.json [--set simt] [--configs c1,c2,...] [--dtype float16]
+    python scripts/dev/probe_edges.py OUT.json [--set simt] [--configs c1,c2,...] [--dtype float16]
 """
 import argparse
 import json
@@ -24,7 +24,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 
 import tileops  # noqa: E402
 from common import kernel_table, timed  # noqa: E402

@@ -6,12 +6,12 @@
 #   <name>.json (+ .png) and bench_<name>.log (ops, matmul, conv, models, overhead)
 # Environment: SKIP_BUILD, SKIP_BENCH, BENCHES, BENCH_QUICK, BENCH_TIMEOUT, DEADLINE, SANITIZE,
 # PYTEST_TIMEOUT, TAR_OUT (each explained where it is used below)
-# Usage: scripts/gpu_run.sh OUTDIR [pytest args...]  (they follow `tests`: -k, --ignore=FILE and the
+# Usage: scripts/device/gpu_run.sh OUTDIR [pytest args...]  (they follow `tests`: -k, --ignore=FILE and the
 # like narrow the suite; naming a file there does not: the whole suite still runs)
 set -uo pipefail
-OUTDIR=${1:?usage: scripts/gpu_run.sh OUTDIR [pytest args]}
+OUTDIR=${1:?usage: scripts/device/gpu_run.sh OUTDIR [pytest args]}
 shift
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mkdir -p "$OUTDIR"
 PY=${PYTHON:-python3}
 CAP=$($PY -c "import torch; print('%d.%d' % torch.cuda.get_device_capability())") || { echo "no GPU visible"; exit 1; }
@@ -47,9 +47,9 @@ TILEOPS_REQUIRE_CUDA=1 timeout "${PYTEST_TIMEOUT:-3600}" $PY -m pytest tests -q 
 rc=$?
 [ -n "${rc_demo:-}" ] && rc=1
 tail -5 "$OUTDIR/pytest.log"
-$PY scripts/junit_summary.py "$OUTDIR/junit.xml" "$OUTDIR/summary.json" || rc=1
+$PY scripts/device/junit_summary.py "$OUTDIR/junit.xml" "$OUTDIR/summary.json" || rc=1
 if [ -n "${SANITIZE:-}" ]; then  # compute-sanitizer's four tools over a reduced CUDA suite
-  bash scripts/sanitize.sh "$OUTDIR" || rc=1
+  bash scripts/device/sanitize.sh "$OUTDIR" || rc=1
 fi
 # BENCHES: which benchmarks (default all); BENCH_QUICK=1: their --quick subsets; each is capped
 # at BENCH_TIMEOUT seconds so one slow benchmark cannot take the others' results with it, and

@@ -3,7 +3,7 @@ of a bench_conv.py group (default ResNet) at one batch, the forward, data gradie
 gradient (bf16 / fp16 channels_last or fp32 NCHW with TF32 off, as time_candidates.problem builds them) under torch.profiler, each kernel's launches per call and
 mean time. Says which kernel of a pass is slow (a main GEMM, a split-K reduce, a transposition).
 
-    python scripts/profile_conv_kernels.py [--batch 32] [--group patch] [--dtype float32] [--filter "1x1"]
+    python scripts/dev/profile_conv_kernels.py [--batch 32] [--group patch] [--dtype float32] [--filter "1x1"]
                                            [--passes fwd] [--out kernels.json]
 """
 import argparse
@@ -15,7 +15,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from time_candidates import problem  # noqa: E402
 

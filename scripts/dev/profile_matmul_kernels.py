@@ -2,7 +2,7 @@
 each kernel's launches per call and mean us, for bench_matmul-like shapes. Says where a call's time
 goes (TF32's rounding copy of B against its GEMM, a split-K reduce), with the bytes a copy moves.
 
-    python scripts/profile_matmul_kernels.py [--dtype tf32] [--shapes 4096x4096x4096,...] [--out k.json]
+    python scripts/dev/profile_matmul_kernels.py [--dtype tf32] [--shapes 4096x4096x4096,...] [--out k.json]
 """
 import argparse
 import functools
@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 
 import tileops  # noqa: E402
 from common import kernel_table, set_precision, write_json  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU machine, with a _C*.so built for it already in python/tileops (carried, or from
-# scripts/gpu_run.sh): the steps a change needs rather than the whole suite, each capped in time,
+# scripts/device/gpu_run.sh): the steps a change needs rather than the whole suite, each capped in time,
 # every log under OUTDIR, packed into OUTDIR.tgz at the end (the device tool returns few files).
 #   STEPS   which steps, in order (default: tests linear depthwise cand_linear cand_dw skinny)
 #     tests        test_splitk.py, then the tests of test_matmul, test_conv2d, test_autotune and
@@ -14,19 +14,19 @@
 #     cand_simt    time_candidates: matmul_simt's SIMT_CANDIDATES (default vec128,w256) on the large
 #                  fp32 rows of bench_matmul that SIMT_FILTER selects (default: those w256 takes)
 #     cand_dw      time_candidates: the depthwise forward's candidates (all) at batch 32 and 64
-#     skinny       scripts/probe_small_matmul.py --set skinny
+#     skinny       scripts/dev/probe_small_matmul.py --set skinny
 #     rungs        test_matmul's rung tests: every algo rung, every dtype it takes, every layout case
-#     mma          scripts/probe_small_matmul.py --set mma --k-major-b: 'auto', 'mma', 'wgmma' beside cuBLAS
+#     mma          scripts/dev/probe_small_matmul.py --set mma --k-major-b: 'auto', 'mma', 'wgmma' beside cuBLAS
 #     ladder       bench_matmul's ladder rows only
 #     matmul_m1, matmul_m2, ...  one whole bench_matmul each, into OUTDIR/m1/matmul.json and so on
-#                  (three back to back: scripts/median_runs.py OUTDIR)
-#     ncu          scripts/ncu_probe.sh on NCU_SHAPES ("M N K dtype;M N K dtype;...")
+#                  (three back to back: scripts/device/median_runs.py OUTDIR)
+#     ncu          scripts/dev/ncu_probe.sh on NCU_SHAPES ("M N K dtype;M N K dtype;...")
 #     waves        time_candidates: the six persistent configs (128-row tiles, clusters of one and two)
 #                  and the default on linear + bias shapes from under one wave to many (WAVE_SHAPES),
 #                  bf16 and TF32: how their speeds depend on the waves a problem makes
 #     waves_mn     the same on plain matmuls of those shapes (B row-major: MN-major), bf16
 #     bench_tf32   bench_matmul's TF32 rows
-#     edges, simt, tf32, few  scripts/probe_edges.py --set edges / simt / tf32 / few: each matmul_sm90
+#     edges, simt, tf32, few  scripts/dev/probe_edges.py --set edges / simt / tf32 / few: each matmul_sm90
 #                  (bf16 near 1024; TF32; bf16 under half a wave) or matmul_simt (fp32) config pinned,
 #                  GPU times beside cuBLAS
 #                  (EDGE_CONFIGS, EDGE_DTYPE: other configs and dtype than the set's)
@@ -34,27 +34,27 @@
 #                  pinned to phases and to col2im; conv_dgrad_sm90: the one-launch phases' tiles)
 #                  at batch 1, 32 and 64
 #     wgrad        time_candidates: the weight gradients' candidates (conv_wgrad_sm90), batch 32, 64
-#     kernels      scripts/profile_conv_kernels.py: each ResNet conv pass's kernels, tileops and
+#     kernels      scripts/dev/profile_conv_kernels.py: each ResNet conv pass's kernels, tileops and
 #                  cuDNN, at batch 32
 #     conv, models, matmul   the whole bench_conv / bench_models / bench_matmul (several minutes
 #                  each: one a call)
-#     host         scripts/profile_host.py --parts: a conv's host cost per call, two streams and one
-#     vit          scripts/probe_vit_gemms.py: ViT-S's linear GEMMs, VIT_CANDIDATES pinned as well
+#     host         scripts/dev/profile_host.py --parts: a conv's host cost per call, two streams and one
+#     vit          scripts/dev/probe_vit_gemms.py: ViT-S's linear GEMMs, VIT_CANDIDATES pinned as well
 #     exec         tests/test_execution.py whole (streams, graph capture, allocation growth)
 #     pdl          bench_matmul's small, skinny, odd and batched rows with dependent launches off
 #                  (TILEOPS_PDL=0) and on, one after the other on the same GPU
-#     mm_kernels   scripts/profile_matmul_kernels.py: each kernel of a TF32 and an fp32 matmul, tileops
+#     mm_kernels   scripts/dev/profile_matmul_kernels.py: each kernel of a TF32 and an fp32 matmul, tileops
 #                  and cuBLAS, on the large shapes (where TF32's rounding copy of B goes)
-#     tf32_round   scripts/probe_tf32_rounding.py: whether torch and tileops round or truncate each TF32
+#     tf32_round   scripts/dev/probe_tf32_rounding.py: whether torch and tileops round or truncate each TF32
 #                  operand, per layout
-#     bias         scripts/probe_bias.py: a linear's bias and weight layout, tileops and torch, GPU us
+#     bias         scripts/dev/probe_bias.py: a linear's bias and weight layout, tileops and torch, GPU us
 #     pdl_conv     bench_conv's ResNet forward+backward rows at batch 1 (fp32, TF32, bf16), the same
 #                  way: whether an early trigger costs the backward its two streams' overlap (NOTES 72)
-# The extension is usually built on the CPU machine and carried (scripts/build_for_device.sh).
-# Usage: scripts/gpu_focus.sh OUTDIR
+# The extension is usually built on the CPU machine and carried (scripts/device/build_for_device.sh).
+# Usage: scripts/device/gpu_focus.sh OUTDIR
 set -uo pipefail
-OUTDIR=${1:?usage: scripts/gpu_focus.sh OUTDIR}
-cd "$(dirname "$0")/.."
+OUTDIR=${1:?usage: scripts/device/gpu_focus.sh OUTDIR}
+cd "$(dirname "$0")/../.."
 mkdir -p "$OUTDIR"
 PY=${PYTHON:-python3}
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TILEOPS_REQUIRE_CUDA=1
@@ -86,57 +86,57 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
         tests/test_conv2d.py tests/test_autotune.py tests/test_residual.py -k "$KEYS" ;;
     linear) step linear 240 $PY benchmarks/bench_matmul.py --filter "ViT-B" --out "$OUTDIR/matmul_vit.json" ;;
     depthwise) step depthwise 240 $PY benchmarks/bench_conv.py --filter depthwise --out "$OUTDIR/conv_dw.json" ;;
-    cand_linear) step cand_linear_${ACT:-gelu} 240 $PY scripts/time_candidates.py --family matmul_sm90 \
+    cand_linear) step cand_linear_${ACT:-gelu} 240 $PY scripts/dev/time_candidates.py --family matmul_sm90 \
       --filter "linear|ViT" --act "${ACT:-gelu}" --candidates pp128-c2,coop128x256-c2,coop128x192-c2 \
       --out "$OUTDIR/cand_linear_${ACT:-gelu}.json" ;;
-    cand_conv_act) step cand_conv_${ACT:-gelu} 300 $PY scripts/time_candidates.py --family conv_fwd_sm90 \
+    cand_conv_act) step cand_conv_${ACT:-gelu} 300 $PY scripts/dev/time_candidates.py --family conv_fwd_sm90 \
       --act "${ACT:-gelu}" --batch 32 --candidates pp128-c2-im2col,coop128x256-c2-im2col,coop128x192-c2-im2col \
       --out "$OUTDIR/cand_conv_${ACT:-gelu}.json" ;;
-    cand_simt) step cand_simt 300 $PY scripts/time_candidates.py --family matmul_simt --dtype float32 \
+    cand_simt) step cand_simt 300 $PY scripts/dev/time_candidates.py --family matmul_simt --dtype float32 \
       --candidates "${SIMT_CANDIDATES:-vec128,w256}" --out "$OUTDIR/cand_simt.json" \
       --filter "${SIMT_FILTER:-^(square 2048|square 4096|ViT-B MLP fc1|ViT-B QKV|LLM down|odd 4095)}" ;;
-    cand_dw) for b in 32 64; do step cand_dw_b$b 120 $PY scripts/time_candidates.py --family conv_depthwise \
+    cand_dw) for b in 32 64; do step cand_dw_b$b 120 $PY scripts/dev/time_candidates.py --family conv_depthwise \
       --batch $b --out "$OUTDIR/cand_dw_b$b.json"; done ;;
-    host) step host_streams1 120 $PY scripts/profile_host.py --parts --out "$OUTDIR"
-      TILEOPS_STREAMS=0 step host_streams0 120 $PY scripts/profile_host.py --parts --out "$OUTDIR" ;;
-    vit) step vit 240 $PY scripts/probe_vit_gemms.py "$OUTDIR/vit_gemms.json" --candidates "${VIT_CANDIDATES:-}" ;;
+    host) step host_streams1 120 $PY scripts/dev/profile_host.py --parts --out "$OUTDIR"
+      TILEOPS_STREAMS=0 step host_streams0 120 $PY scripts/dev/profile_host.py --parts --out "$OUTDIR" ;;
+    vit) step vit 240 $PY scripts/dev/probe_vit_gemms.py "$OUTDIR/vit_gemms.json" --candidates "${VIT_CANDIDATES:-}" ;;
     exec) step t_exec 300 $PY -m pytest -q -p no:cacheprovider tests/test_execution.py ;;
     pdl) for v in 0 1; do TILEOPS_PDL=$v step pdl$v 150 $PY benchmarks/bench_matmul.py \
       --filter "^matmul (square 1024|skinny|odd 127|odd 1000|batched)" --out "$OUTDIR/matmul_pdl$v.json"; done ;;
     pdl_conv) for v in 0 1; do TILEOPS_PDL=$v step pdl_conv$v 150 $PY benchmarks/bench_conv.py --tf32 \
       --filter "^resnet .* (float32|tf32|bfloat16) .* b1 fwd.bwd" --out "$OUTDIR/conv_pdl$v.json"; done ;;
     dgrad) for b in 1 32 64; do
-        step dgrad_b$b 90 $PY scripts/time_candidates.py --family conv_dgrad --candidates phases,col2im \
+        step dgrad_b$b 90 $PY scripts/dev/time_candidates.py --family conv_dgrad --candidates phases,col2im \
           --batch $b --out "$OUTDIR/cand_dgrad_b$b.json"
-        step dgrad_sm90_b$b 90 $PY scripts/time_candidates.py --family conv_dgrad_sm90 --filter "/2" \
+        step dgrad_sm90_b$b 90 $PY scripts/dev/time_candidates.py --family conv_dgrad_sm90 --filter "/2" \
           --candidates bn64x2,bn128 --batch $b --out "$OUTDIR/cand_dgrad_sm90_b$b.json"
       done ;;
-    wgrad) for b in 32 64; do step wgrad_b$b 120 $PY scripts/time_candidates.py --family conv_wgrad_sm90 \
+    wgrad) for b in 32 64; do step wgrad_b$b 120 $PY scripts/dev/time_candidates.py --family conv_wgrad_sm90 \
       --candidates bn64,bn128,bn64-im2col,bn128-im2col --batch $b --out "$OUTDIR/cand_wgrad_b$b.json"; done ;;
-    kernels) step kernels 240 $PY scripts/profile_conv_kernels.py --batch 32 --out "$OUTDIR/conv_kernels_b32.json" ;;
-    mm_kernels) for d in tf32 float32; do step mm_kernels_$d 180 $PY scripts/profile_matmul_kernels.py --dtype $d \
+    kernels) step kernels 240 $PY scripts/dev/profile_conv_kernels.py --batch 32 --out "$OUTDIR/conv_kernels_b32.json" ;;
+    mm_kernels) for d in tf32 float32; do step mm_kernels_$d 180 $PY scripts/dev/profile_matmul_kernels.py --dtype $d \
       --out "$OUTDIR/mm_kernels_$d.json"; done ;;
-    tf32_round) step tf32_round 120 $PY scripts/probe_tf32_rounding.py --out "$OUTDIR/tf32_rounding.json" ;;
+    tf32_round) step tf32_round 120 $PY scripts/dev/probe_tf32_rounding.py --out "$OUTDIR/tf32_rounding.json" ;;
     bench_tf32) step bench_tf32 240 $PY benchmarks/bench_matmul.py --filter "tf32" --out "$OUTDIR/matmul_tf32.json" ;;
-    edges|simt|tf32|few) step "probe_$s$EDGE_TAG" 240 $PY scripts/probe_edges.py "$OUTDIR/$s$EDGE_TAG.json" \
+    edges|simt|tf32|few) step "probe_$s$EDGE_TAG" 240 $PY scripts/dev/probe_edges.py "$OUTDIR/$s$EDGE_TAG.json" \
       --set $s ${EDGE_CONFIGS:+--configs $EDGE_CONFIGS} ${EDGE_DTYPE:+--dtype $EDGE_DTYPE} ;;
-    bias) step bias 300 $PY scripts/probe_bias.py "$OUTDIR/bias.json" ;;
+    bias) step bias 300 $PY scripts/dev/probe_bias.py "$OUTDIR/bias.json" ;;
     ncu) IFS=';' read -ra shapes <<< "${NCU_SHAPES:?ncu: set NCU_SHAPES}"
-      step ncu 500 bash scripts/ncu_probe.sh "$OUTDIR/ncu" "${shapes[@]}" ;;
-    waves) for d in bfloat16 tf32; do step waves_$d 300 $PY scripts/time_candidates.py --family matmul_sm90 \
+      step ncu 500 bash scripts/dev/ncu_probe.sh "$OUTDIR/ncu" "${shapes[@]}" ;;
+    waves) for d in bfloat16 tf32; do step waves_$d 300 $PY scripts/dev/time_candidates.py --family matmul_sm90 \
       --dtype $d --act none --out "$OUTDIR/waves_$d.json" --linear-shapes "${WAVE_SHAPES:-$WAVE_DEFAULT}" \
       --candidates $WAVE_SET; done ;;
-    waves_mn) step waves_mn 300 $PY scripts/time_candidates.py --family matmul_sm90 --dtype bfloat16 \
+    waves_mn) step waves_mn 300 $PY scripts/dev/time_candidates.py --family matmul_sm90 --dtype bfloat16 \
       --out "$OUTDIR/waves_mn.json" --matmul-shapes "${WAVE_SHAPES:-$WAVE_DEFAULT}" \
       --candidates $WAVE_SET ;;
     rungs) step t_rungs 300 $PY -m pytest -q -p no:cacheprovider --junitxml="$OUTDIR/junit_rungs.xml" \
       tests/test_matmul.py -k "rungs" ;;
-    mma) step mma_probe 120 $PY scripts/probe_small_matmul.py "$OUTDIR/mma_probe.json" --set mma --k-major-b \
+    mma) step mma_probe 120 $PY scripts/dev/probe_small_matmul.py "$OUTDIR/mma_probe.json" --set mma --k-major-b \
       --budget 0.15 ;;
     ladder) step ladder 120 $PY benchmarks/bench_matmul.py --filter "^ladder" --out "$OUTDIR/ladder.json" ;;
     matmul_m*) mkdir -p "$OUTDIR/${s#matmul_}"
       step "bench_$s" 280 $PY benchmarks/bench_matmul.py --out "$OUTDIR/${s#matmul_}/matmul.json" ;;
-    skinny) step skinny 180 $PY scripts/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
+    skinny) step skinny 180 $PY scripts/dev/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
     *) echo "unknown step $s"; rc=1 ;;
   esac

@@ -2,7 +2,7 @@
 torch on the same inputs, per shape, for x @ w_kn (N-major B), linear(x, w) (K-major B), linear(x,
 w, b) and linear(x, w, b) + GELU; and the kernels each runs (one call, benchmarks/common.kernel_table).
 
-    python scripts/probe_bias.py OUT.json [--dtype bfloat16] [--shapes MxNxK,...]
+    python scripts/dev/probe_bias.py OUT.json [--dtype bfloat16] [--shapes MxNxK,...]
 """
 import argparse
 import json
@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "benchmarks"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "benchmarks"))
 sys.path.insert(0, HERE)
 from time_candidates import time_us  # noqa: E402
 

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# On a machine with 2 GPUs, tileops already built (scripts/gpu_run.sh builds it): the DDP
-# gradient check (scripts/ddp_check.py under torchrun, NCCL) and the `multigpu` tests.
+# On a machine with 2 GPUs, tileops already built (scripts/device/gpu_run.sh builds it): the DDP
+# gradient check (scripts/device/ddp_check.py under torchrun, NCCL) and the `multigpu` tests.
 #   OUTDIR/ddp.json, ddp.log                       rank 0's report, both ranks' output
 #   OUTDIR/multigpu.log, multigpu_junit.xml        pytest -m multigpu (none may skip)
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and friends): it can take a shared host's GPUs
 # down. Every step runs under a timeout, so a hung collective ends the script instead of the lease.
-# Usage: scripts/ddp_run.sh OUTDIR   (DDP_TIMEOUT, PYTEST_TIMEOUT: seconds, defaults 300 / 600;
+# Usage: scripts/device/ddp_run.sh OUTDIR   (DDP_TIMEOUT, PYTEST_TIMEOUT: seconds, defaults 300 / 600;
 #        DDP_CPU_DRY_RUN=1: the DDP check on 2 CPU processes with gloo, no GPU, no pytest)
 set -uo pipefail
-OUTDIR=${1:?usage: scripts/ddp_run.sh OUTDIR}
-cd "$(dirname "$0")/.."
+OUTDIR=${1:?usage: scripts/device/ddp_run.sh OUTDIR}
+cd "$(dirname "$0")/../.."
 mkdir -p "$OUTDIR"
 PY=${PYTHON:-python3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -29,7 +29,7 @@ rc=0
 echo "== DDP gradient check (torchrun, 2 processes, timeout ${DDP_TIMEOUT:-300}s)"
 rm -f "$OUTDIR/ddp.json"
 timeout -k 20 "${DDP_TIMEOUT:-300}" $PY -m torch.distributed.run --standalone --nproc_per_node 2 \
-  scripts/ddp_check.py --out "$OUTDIR/ddp.json" $( [ "$DRY" = 1 ] && echo --device cpu ) 2>&1 | tee "$OUTDIR/ddp.log"
+  scripts/device/ddp_check.py --out "$OUTDIR/ddp.json" $( [ "$DRY" = 1 ] && echo --device cpu ) 2>&1 | tee "$OUTDIR/ddp.log"
 ddp_rc=${PIPESTATUS[0]}
 [ "$ddp_rc" = 124 ] && echo "ddp_run: DDP check TIMED OUT" | tee -a "$OUTDIR/ddp.log"
 [ -f "$OUTDIR/ddp.json" ] || echo "ddp_run: no ddp.json written" | tee -a "$OUTDIR/ddp.log"

@@ -6,12 +6,12 @@
 # compression the carry had grown to 29 MiB, which no longer fit). On the device, `run` with carry [".carry"] and a command that starts with
 #   python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.carry/_C.so.xz'),
 #     open('python/tileops/_C.cpython-312-x86_64-linux-gnu.so', 'wb'))" &&
-# then scripts/gpu_focus.sh (or SKIP_BUILD=1 scripts/gpu_run.sh). A first build takes ~25 min on 2
+# then scripts/device/gpu_focus.sh (or SKIP_BUILD=1 scripts/device/gpu_run.sh). A first build takes ~25 min on 2
 # cores; later ones rebuild what changed (build/ is kept).
 #   DEVICE_PYTHON  a Python 3.12 interpreter (default: python3.12, else pyenv's 3.12)
 #   DEVICE_VENV    the virtualenv to build in (default .venv-device)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${DEVICE_PYTHON:-}
 if [ -z "$PY" ]; then
   for p in python3.12 ~/.pyenv/versions/3.12*/bin/python3.12; do

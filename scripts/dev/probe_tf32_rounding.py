@@ -4,7 +4,7 @@ is K * x as the GEMM saw it (exact in fp32 for K <= 2^13). Per shape and layout 
 transposed views), the value each side saw for A and for B, in TF32 ulps above 1: 1 = rounded to
 nearest, 0 = truncated.
 
-    python scripts/probe_tf32_rounding.py [--out rounding.json]
+    python scripts/dev/probe_tf32_rounding.py [--out rounding.json]
 """
 import argparse
 import os
@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 import tileops  # noqa: E402
 from common import write_json  # noqa: E402
 

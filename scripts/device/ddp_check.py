@@ -1,8 +1,8 @@
 """DDP check: a training step of a tileops-converted model gives the stock model's gradients.
 
-Run under torchrun (scripts/ddp_run.sh does, with NCCL on 2 GPUs):
-    torchrun --standalone --nproc_per_node 2 scripts/ddp_check.py --out OUTDIR/ddp.json
-CPU dry run (gloo):  torchrun --standalone --nproc_per_node 2 scripts/ddp_check.py --device cpu
+Run under torchrun (scripts/device/ddp_run.sh does, with NCCL on 2 GPUs):
+    torchrun --standalone --nproc_per_node 2 scripts/device/ddp_check.py --out OUTDIR/ddp.json
+CPU dry run (gloo):  torchrun --standalone --nproc_per_node 2 scripts/device/ddp_check.py --device cpu
 
 Every rank builds the same small model (a few Conv2d and Linear layers, seeded), a stock copy
 and a tileops-converted copy, wraps both in DistributedDataParallel and trains both on the same
@@ -31,7 +31,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import tileops  # noqa: E402
 
 

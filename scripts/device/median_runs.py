@@ -2,7 +2,7 @@
 ratios, run by run, and their median) and matmul_median3.json (bench_matmul's format, each
 record taken from the run whose ratio is that row's median; it becomes results/<gpu>/matmul.json).
 
-    python scripts/median_runs.py DIR [--runs m1,m2,m3] [--label SHA]
+    python scripts/device/median_runs.py DIR [--runs m1,m2,m3] [--label SHA]
 
 DIR holds <run>/matmul.json for each run.
 """

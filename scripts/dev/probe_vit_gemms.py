@@ -4,7 +4,7 @@ gz @ W, weight gradient gz^T @ x (K = 25216 tokens). tileops against torch on th
 GPU ms (benchmarks/common.timed), and the CUDA kernels of each (us per call). Guides matmul work
 for issue 5's ViT row; not a benchmark.
 
-    python scripts/probe_vit_gemms.py OUT.json [--batch 128] [--candidates pp128-c2,coop128x192-c2,...]
+    python scripts/dev/probe_vit_gemms.py OUT.json [--batch 128] [--candidates pp128-c2,coop128x192-c2,...]
 
 --candidates: each part also with each matmul_sm90 config pinned (GPU ms in `candidates`; a config
 that cannot run the part is left out).
@@ -17,8 +17,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
 import tileops  # noqa: E402
 from common import kernel_table, timed  # noqa: E402

@@ -4,7 +4,7 @@ float64 reference, the fp16 bound), its name printed before it runs: a config wh
 finishes is named by the last line, and the process exits after --limit seconds instead of
 holding the GPU (run it before the suite after a kernel change).
 
-    python scripts/smoke_configs.py [pp128-c2,coop128x256-c2] [--limit 60]
+    python scripts/dev/smoke_configs.py [pp128-c2,coop128x256-c2] [--limit 60]
 """
 import argparse
 import faulthandler
@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from tests.utils import check, fresh_generator, randn, run_poisoned  # noqa: E402
 
 import tileops  # noqa: E402

@@ -33,7 +33,7 @@ def main(src, dst):
         json.dump(summary, f, indent=1)
     print("tests:", json.dumps(counts))
     if skipped_multigpu:
-        print("%d multigpu tests skipped (fewer than 2 GPUs): run scripts/ddp_run.sh on a 2-GPU machine"
+        print("%d multigpu tests skipped (fewer than 2 GPUs): run scripts/device/ddp_run.sh on a 2-GPU machine"
               % len(skipped_multigpu))
     failed = any(c.get("failed") for c in counts.values())
     return 1 if failed or skipped_cuda else 0

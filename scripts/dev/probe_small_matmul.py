@@ -2,11 +2,12 @@
 benchmarks/common.timed), each result's error against float64, and with --kernels the CUDA kernel
 table (us per call) of 'auto' and of torch. How matmul.cu's kTcSmallWork* were chosen.
 
-    python scripts/probe_small_matmul.py OUT.json [--set small|mma|skinny] [--kernels]
+    python scripts/dev/probe_small_matmul.py OUT.json [--set small|mma|skinny] [--kernels]
 
---set small (default): bench_matmul's small rows and a few more, bf16 / fp16 / TF32 (results/h100/
-ab1464b/i1, 91c145e/i3, 5c3d0dd/i7 small_probe.json, run with --kernels). --set mma: 20 shapes from
-127 x 255 x 511 to 4096^3, bf16 / TF32 (3fc4f70/i2 and 5c3d0dd/i7 tc_probe.json). --set skinny:
+--set small (default): bench_matmul's small rows and a few more, bf16 / fp16 / TF32 (run with
+--kernels: small_probe.json in benchmarks/results/h100/ab1464b/i1, 91c145e/i3 and 5c3d0dd/i7, kept in
+git at 1f54b6f). --set mma: 20 shapes from 127 x 255 x 511 to 4096^3, bf16 / TF32 (tc_probe.json in
+h100/3fc4f70/i2 and 5c3d0dd/i7, the same). --set skinny:
 M <= 16 in bf16 / fp16, as matmul (N-major B) and linear (K-major weight), 'auto' with each of
 the skinny tensor-core kernel's configs pinned as well (matmul_skinny_tc.cu). --set skinny_tf32:
 the same in fp32 with TF32 allowed, and 'auto' with TF32 off (the SIMT skinny kernel's fp32 math).
@@ -20,7 +21,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 import tileops  # noqa: E402
 from common import kernel_table, timed  # noqa: E402
 

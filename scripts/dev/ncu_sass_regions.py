@@ -1,10 +1,10 @@
 """Where a kernel's time goes, from an ncu source page: stall samples and executed instructions
 per region of SASS lines, the stall reasons overall, and the lines with most samples.
 
-Make the CSV on a GPU machine whose runtime lets ncu read counters (see scripts/ncu_probe.sh):
+Make the CSV on a GPU machine whose runtime lets ncu read counters (see scripts/dev/ncu_probe.sh):
   ncu --set full --import-source yes -k regex:NAME --launch-count 1 -o rep python3 run.py
   ncu --import rep.ncu-rep --page source --print-source sass --csv > src.csv
-Usage: python scripts/ncu_sass_regions.py src.csv [--lines 100] [--top 25]"""
+Usage: python scripts/dev/ncu_sass_regions.py src.csv [--lines 100] [--top 25]"""
 import argparse
 import collections
 import csv

@@ -2,7 +2,7 @@
 [0, 6] (Phi the standard normal CDF), near-minimax by iteratively reweighted least squares, then
 the whole form evaluated in float32 against float64 GELU over [-12, 12]. CPU only (numpy).
 
-    python scripts/fit_gelu.py        # prints the coefficients (c0 first) and the errors
+    python scripts/dev/fit_gelu.py        # prints the coefficients (c0 first) and the errors
 """
 import math
 

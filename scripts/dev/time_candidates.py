@@ -5,7 +5,7 @@ bench_matmul.py's shapes and its linear+GELU rows (bf16 or --dtype, against cuBL
 there (--dtype float32). Guides the
 choice of heuristics and defaults; the ratios users see come from the benchmarks.
 
-    python scripts/time_candidates.py [--family conv_fwd_sm90] [--candidates bn64,bn128,...]
+    python scripts/dev/time_candidates.py [--family conv_fwd_sm90] [--candidates bn64,bn128,...]
                                       [--batch 32] [--dtype tf32] [--out candidates.json]
 """
 import argparse
@@ -18,7 +18,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 import tileops  # noqa: E402
 from bench_conv import LAYERS  # noqa: E402
 from bench_matmul import SHAPES, build  # noqa: E402

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # compute-sanitizer's four tools (memcheck, racecheck, initcheck, synccheck) over a reduced
 # selection of the CUDA tests, on a GPU machine where tileops is already built
-# (scripts/gpu_run.sh builds it). Writes to OUTDIR:
+# (scripts/device/gpu_run.sh builds it). Writes to OUTDIR:
 #   sanitize_<tool>.log        the sanitizer's and pytest's output
 #   sanitize_<tool>_junit.xml  which tests ran
 #   sanitize.json              per tool: errors (from "ERROR SUMMARY: N errors"), tests run,
 #                              wall time, exit code, selection and flags; "pass" overall
-# Usage: scripts/sanitize.sh OUTDIR
+# Usage: scripts/device/sanitize.sh OUTDIR
 # Knobs: COMPUTE_SANITIZER (path), SANITIZE_TOOLS ("memcheck racecheck initcheck synccheck"),
 #   SANITIZE_<TOOL>_TIMEOUT (seconds), SANITIZE_<TOOL>_TESTS (pytest arguments),
 #   SANITIZE_KERNEL_FILTER (default kns=tileops; empty checks every kernel).
@@ -36,8 +36,8 @@
 # - Each tool runs under `timeout`; a tool that runs out of time is reported as timed out
 #   with the errors seen so far, and the script goes on to the next.
 set -uo pipefail
-OUTDIR=${1:?usage: scripts/sanitize.sh OUTDIR}
-cd "$(dirname "$0")/.."
+OUTDIR=${1:?usage: scripts/device/sanitize.sh OUTDIR}
+cd "$(dirname "$0")/../.."
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 PY=${PYTHON:-python3}

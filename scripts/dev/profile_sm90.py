@@ -2,7 +2,7 @@
 ncu run profiles both sides' kernels (copies and reduces included):
 
     ncu --clock-control none -k regex:'gemm|nvjet|copy|reduce|gemv' ... \\
-        python scripts/profile_sm90.py [M N K [dtype]] [--linear ACTS] [--config NAME]
+        python scripts/dev/profile_sm90.py [M N K [dtype]] [--linear ACTS] [--config NAME]
 
 dtype: bfloat16 (default), float16, tf32 (fp32 with TF32 allowed) or float32 (TF32 off).
 Without a shape: the ViT-B fc1 shape, 25216 x 3072 x 768.
