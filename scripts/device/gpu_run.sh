@@ -2,10 +2,10 @@
 # On a GPU machine where torch is installed and nothing can be downloaded: build tileops against
 # that torch for this GPU, run the whole suite with CUDA tests required (none may skip), and
 # time every op against torch. Everything lands in OUTDIR:
-#   build.log, junit.xml, pytest.log, summary.json, doctor.json, demo.log, and per benchmark
-#   <name>.json (+ .png) and bench_<name>.log (ops, matmul, conv, models, overhead)
+#   build.log, junit.xml, pytest.log, summary.json, doctor.json, demo.log, fuzz.json (+ fuzz.log),
+#   and per benchmark <name>.json (+ .png) and bench_<name>.log (ops, matmul, conv, models, overhead)
 # Environment: SKIP_BUILD, SKIP_BENCH, BENCHES, BENCH_QUICK, BENCH_TIMEOUT, DEADLINE, SANITIZE,
-# PYTEST_TIMEOUT, TAR_OUT (each explained where it is used below)
+# PYTEST_TIMEOUT, FUZZ_CASES, TAR_OUT (each explained where it is used below)
 # Usage: scripts/device/gpu_run.sh OUTDIR [pytest args...]  (they follow `tests`: -k, --ignore=FILE and the
 # like narrow the suite; naming a file there does not: the whole suite still runs)
 set -uo pipefail
@@ -48,6 +48,13 @@ rc=$?
 [ -n "${rc_demo:-}" ] && rc=1
 tail -5 "$OUTDIR/pytest.log"
 $PY scripts/device/junit_summary.py "$OUTDIR/junit.xml" "$OUTDIR/summary.json" || rc=1
+# the seeded differential fuzz (tests/fuzz.py): FUZZ_CASES cases (default 20,000; 0 skips it),
+# counts per op and dtype in fuzz.json, each failure with its replay command
+if [ "${FUZZ_CASES:-20000}" != 0 ]; then
+  timeout 900 $PY -W ignore tests/fuzz.py --device cuda --cases "${FUZZ_CASES:-20000}" --out "$OUTDIR/fuzz.json" \
+    > "$OUTDIR/fuzz.log" 2>&1 || { echo "fuzz failed"; rc=1; }
+  grep -A14 "^fuzz seed" "$OUTDIR/fuzz.log"
+fi
 if [ -n "${SANITIZE:-}" ]; then  # compute-sanitizer's four tools over a reduced CUDA suite
   bash scripts/device/sanitize.sh "$OUTDIR" || rc=1
 fi
