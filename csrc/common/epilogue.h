@@ -38,9 +38,10 @@ TILEOPS_HD float relu_nan(float x) {
 
 // GELU and SiLU for 16-bit outputs, computed in fp32 in ~10 instructions and one MUFU where the
 // erff / expf + IEEE-division forms take ~30 (an epilogue cost that doubled a short-K linear's
-// time, NOTES 53). GELU: x * Phi(x) with Phi(-|x|) = 2^P(|x|), P a degree-7 minimax fit of
+// time: docs/performance.md#epilogue).
+// GELU: x * Phi(x) with Phi(-|x|) = 2^P(|x|), P a degree-7 minimax fit of
 // log2 Phi(-t) on [0, 6] (Phi(-6) = 1e-9: t is clamped there). Relative error <= 7e-6 for
-// |x| <= 6 (scripts/fit_gelu.py), 35x below half an fp16 ulp; for x < 0 it is more accurate
+// |x| <= 6 (scripts/dev/fit_gelu.py), 35x below half an fp16 ulp; for x < 0 it is more accurate
 // than fp32's 0.5 x (1 + erf(x / sqrt 2)), whose 1 + erf cancels. The product as
 // x Phi(x) = max(x, 0) - |x| Phi(-|x|): one FMNMX and one FFMA where a select and a multiply took
 // four, with t for |x| (past 6 the term is below 1e-8 |x|). NaN stays NaN; +inf -> inf, -inf -> ~0.

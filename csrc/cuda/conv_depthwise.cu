@@ -133,7 +133,7 @@ __global__ void dw_wgrad_kernel(ConvOperands c, int64_t rows_per_split, Acc* par
 // dw[k, 0, r, s] = the sum over splits of partial[split, k, r, s], cast to T and written through
 // dw's strides (c.ws): one launch where a sum and a copy took two and an allocation. A warp per
 // weight: lanes take every 32nd split, then a fixed shuffle tree (deterministic); a thread per
-// weight walked ~180 splits one dependent load at a time (12 us).
+// weight walked ~180 splits one dependent load at a time (docs/kernels/depthwise.md#weight-gradient).
 template <typename T, typename Acc>
 __global__ void dw_wgrad_finish_kernel(const Acc* __restrict__ partial, int64_t splits, ConvOperands c) {
   const int64_t rs = c.R * c.S, krs = c.K * rs;
@@ -218,8 +218,8 @@ __device__ __forceinline__ Vec lds_vec(uint32_t addr, bool in) {
 // columns wide: a thread holds the KS taps of kernel row blockIdx.z for V channels and walks the
 // output pixels of its block's slice of rows (n, p), every G-th column, with 16-byte loads of dy
 // and x. The block then sums its G column groups in a fixed order through shared memory
-// (deterministic). dw_wgrad_kernel (a tap per block, a channel per lane) took 71 us against
-// cuDNN's 50 on the 3x3 32@112 b32 layer (H200, NOTES 21).
+// (deterministic). It replaced dw_wgrad_kernel (a tap per block, a channel per lane), which was
+// slower (docs/kernels/depthwise.md#weight-gradient).
 template <typename T, int KS>
 __global__ void __launch_bounds__(256) dw_wgrad_vec_kernel(ConvOperands c, int rows_per_split, float* partial) {
   constexpr int V = 16 / sizeof(T);
@@ -291,10 +291,10 @@ __device__ const T* stage_weight(const ConvOperands& c, bool flip) {
 // columns wide at column stride SW, no column dilation. Each thread computes kTQ neighbouring
 // outputs of one row for V channels: per kernel row it loads and converts each of the
 // (kTQ - 1) * SW + KS input columns those outputs read once, and the row's weights once, and adds
-// each column into every output that reads it. dw_fwd_vec_kernel (one output per thread) loaded
-// and converted every column KS times and the weights per output: 55 us against cuDNN's 26 on
-// the 3x3 32@112 b32 layer (H200, NOTES 21); this kernel 31 us. w_rsc: the weight laid out
-// [R, S, C], or null: the block stages it from c.w (flipped along R and S where `flip`).
+// each column into every output that reads it, where dw_fwd_vec_kernel (one output per thread)
+// loaded and converted every column KS times and the weights per output
+// (docs/kernels/depthwise.md#the-tile-kernels). w_rsc: the weight laid out [R, S, C], or null:
+// the block stages it from c.w (flipped along R and S where `flip`).
 // Blocks of 128 threads: at ~100 registers a thread, 256-thread blocks left 16 warps per SM, 128
 // leave 20.
 constexpr int kTQ = 4, kTileThreads = 128;
@@ -448,8 +448,9 @@ __global__ void __launch_bounds__(kTileThreads) dw_fwd_strip_kernel(ConvOperands
 // feeds, the finished one stored. Its warp then frees the slot (`empty`, one arrival a consumer
 // warp) for the producer (the last warp's lane 0). Rows outside the image are never loaded (the
 // producer arrives on their `full` barrier so the phases stay in step) and read as zeros. One
-// output row a thread and a block-wide sync a row (the first form) ran 1.5x slower than the
-// resident strips: three times the instructions an output.
+// output row a thread and a block-wide sync a row (the first form) took three times the
+// instructions an output, slower than the resident strips
+// (docs/kernels/depthwise.md#family-conv_depthwise-the-33-stride-1-forward-and-data-gradient).
 struct RowsPlan {
   int th, ring, items, row_bytes;
 };
@@ -565,9 +566,9 @@ __global__ void __launch_bounds__(kRowsUnits + 32) dw_fwd_rows_kernel(ConvOperan
 
 // The tile kernel's NCHW twin (any channel multiplier): each thread computes kTQ neighbouring
 // outputs of one row of one output channel, reading each of the (kTQ - 1) * SW + KS input values of
-// a kernel row they need once; lanes run along the row, so a warp reads contiguous runs. The
-// generic walk kernel (a tap loop per output) took 317 us against torch's 124 on the fp32
-// 3x3 32@112 b32 layer (H200, NOTES 21).
+// a kernel row they need once; lanes run along the row, so a warp reads contiguous runs. It
+// replaced a generic walk kernel (a tap loop per output) slower than torch's
+// (docs/kernels/depthwise.md#the-tile-kernels).
 template <typename T, int KS, int SW>
 __global__ void __launch_bounds__(kTileThreads) dw_fwd_nchw_kernel(ConvOperands c, bool flip, Epilogue<T> epi) {
   using Acc = AccOf<T>;
@@ -850,14 +851,10 @@ bool depthwise_fwd_tile(const GemmArgs& a, bool flip) {
 // gradient as a forward). The strip and tile kernels take the flip and a kernel of up to 16 KiB
 // from the weight as it is, staged in shared memory per block: no permuted or flipped copy, which
 // cost an allocation and a launch each (host time the b32 rows are bound by). The rest read a copy.
-// The 3x3 stride-1 layers (MobileNet's): strips of 4 output rows on resident blocks where they
-// leave at least two blocks per SM, else strips of one (small batches). Measured on an H100, bf16
-// b32 / b64 32@112 and 96@56 (results/h100/c2d6059/k4/cand_dw_b*.json, us): resident strips of 4
-// 29.4 / 53.3 and 23.1 / 42.6, strips of 4 one item a thread 30.9 / 57.0 and 24.5 / 47.5, the tile
-// kernel 34.7 / 63.4 and 29.3 / 54.2, cuDNN 30.2 / 55.3 and 22.9 / 45.5. Where the resident strips
-// were taken, the row ring (where it applies; else the resident strips): on an H200, bf16 b64
-// (results/h200/253f6bd/r3/f/cand_dw_b64.json, us) 32@112 38.4 against the resident strips' 43.1 and
-// cuDNN's 50.0, 96@56 28.4 against 33.9 and 40.5.
+// The 3x3 stride-1 layers (MobileNet's): the row ring (where it applies; else the resident strips
+// of 4 output rows) where strips of 4 leave at least two blocks per SM, else strips of one (small
+// batches). Measured:
+// docs/kernels/depthwise.md#family-conv_depthwise-the-33-stride-1-forward-and-data-gradient.
 bool depthwise_fwd(const GemmArgs& a, bool flip) {
   const auto& c = a.conv;
   if (strip_ok(a)) {

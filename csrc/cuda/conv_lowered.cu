@@ -81,17 +81,17 @@ __global__ void im2col_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs1,
   }
 }
 
-// cols where C is not a multiple of the vector (the ResNet stem's C = 3), with unit column
-// dilation and each input row's pixels contiguous: im2col_kernel's per-element (r, s, c)
-// divisions and 2-byte stores were 272 us of the 7x7/2 stem's 374 at b32 (H200, NOTES 21).
-// A block takes `qt` output pixels of one output row and stages the R input rows they read in
-// shared memory, each a contiguous run of `span` pixels (zero outside the image), where the (s, c)
-// columns of one tap row are contiguous again: cols[m, r*S*C + j] = tile[r][m*sw*C + j]. Each
-// thread then owns one 8-column vector of the block's rows, works out where its 8 columns sit in
-// the tile once, and writes that vector of every groups-th row as one 16-byte store (the rows of
-// a block are contiguous in cols, so neighbouring threads write neighbouring vectors). 78 us on
-// the stem at b32 (H200); measured slower: one unrolled staging loop (83 us), and building the
-// block's piece of cols in shared memory with lanes over pixels, then copying it out (122 us).
+// cols where C is not a multiple of the vector (the ResNet stem's C = 3), with unit column dilation
+// and each input row's pixels contiguous, where im2col_kernel's per-element (r, s, c) divisions and
+// 2-byte stores were most of the stem's time
+// (docs/kernels/conv-lowered.md#why-the-copy-kernels-look-as-they-do). A block takes `qt` output
+// pixels of one output row and stages the R input rows they read in shared memory, each a
+// contiguous run of `span` pixels (zero outside the image), where the (s, c) columns of one tap row
+// are contiguous again: cols[m, r*S*C + j] = tile[r][m*sw*C + j]. Each thread then owns one
+// 8-column vector of the block's rows, works out where its 8 columns sit in the tile once, and
+// writes that vector of every groups-th row as one 16-byte store (the rows of a block are
+// contiguous in cols, so neighbouring threads write neighbouring vectors). Two other forms measured
+// slower (same doc section).
 template <typename T, typename I>
 __global__ void im2col_rows_kernel(const T* __restrict__ x, int64_t xs0, int64_t xs2, Geom<I> g, I n0, int qt,
                                    int span, T* __restrict__ cols) {
@@ -137,12 +137,12 @@ __global__ void im2col_rows_kernel(const T* __restrict__ x, int64_t xs0, int64_t
 // cols where the windows do not overlap (stride >= kernel: patch embeddings), with unit column
 // dilation and each input row's pixels contiguous: a tap row's S*C columns are then one run of x
 // (x[n, h, (q*sw - pw)*C ...]), and each input element is read at most once, so there is nothing to
-// stage (im2col_rows_kernel's staging ran one block per output row: 14 blocks for a batch-1
-// patch16, 12.6 us; 53 us at b64). Each thread moves one 16-byte vector of a cols row as
-// 16 / sizeof(U) loads or stores of x, all issued before they are used: U is the widest vector
-// that no run, row or window edge splits (runs_vector); one U a thread left too few bytes in flight
-// (patch14's 4-byte runs: 40 us at b64). SCATTER: the data gradient of windows that tile x exactly
-// (each element of dx is one element of dcols), cols read and x written.
+// stage (im2col_rows_kernel's staging ran one block per output row). Each thread moves one 16-byte
+// vector of a cols row as 16 / sizeof(U) loads or stores of x, all issued before they are used: U
+// is the widest vector that no run, row or window edge splits (runs_vector); one U a thread left
+// too few bytes in flight (docs/kernels/conv-lowered.md#why-the-copy-kernels-look-as-they-do).
+// SCATTER: the data gradient of windows that tile x exactly (each element of dx is one element of
+// dcols), cols read and x written.
 template <typename T, typename U, bool SCATTER, typename I>
 __global__ void runs_copy_kernel(T* __restrict__ x, int64_t xs0, int64_t xs2, Geom<I> g, I n0, I rows,
                                  T* __restrict__ cols) {
@@ -349,8 +349,8 @@ void gemm(const GemmArgs& conv, const at::Tensor& A, const at::Tensor& B, bool b
 }
 
 // weight (K, C, R, S) -> [K, Kp] in (r, s, c) column order, zero-padded columns. (One kernel
-// doing the permuting copy and the padding took what these two ATen launches take, 3.6 against
-// 3.3 us for patch14's 768 x 592: latency, not work; NOTES 65.)
+// doing the permuting copy and the padding took what these two ATen launches take: latency, not
+// work; docs/kernels/conv-lowered.md#why-the-copy-kernels-look-as-they-do.)
 at::Tensor weight_rows(const at::Tensor& w, int64_t Kp) {
   const int64_t K = w.size(0), RSC = w.size(1) * w.size(2) * w.size(3);
   at::Tensor w2 = w.permute({0, 2, 3, 1}).reshape({K, RSC});
@@ -359,13 +359,12 @@ at::Tensor weight_rows(const at::Tensor& w, int64_t Kp) {
 }
 
 // A weight-sized transposition, per kernel tap: out[tap][j][i] = in[tap][i][j] for each I x J
-// matrix of an Br x Bs grid of taps, every index through element strides (a flip is a negative
-// tap stride from the last tap's base). Both sides go through a 64 x 64 shared-memory tile, so
-// the reads along j and the writes along i are coalesced whichever side is contiguous (a warp's
-// row of 2-byte values is a whole 128-byte line), and each thread has 16 loads in flight: with
-// 32 x 32 tiles and 4 loads a thread, one after another, 3x3 512@7's two transpositions of a
-// backward took 9.1 us each (H200, results/h200/35d3d7a/u1/kernels.log), where torch's strided
-// copies of the same permutations took 16.5 us each (H100, NOTES 34).
+// matrix of an Br x Bs grid of taps, every index through element strides (a flip is a negative tap
+// stride from the last tap's base). Both sides go through a 64 x 64 shared-memory tile, so the
+// reads along j and the writes along i are coalesced whichever side is contiguous (a warp's row of
+// 2-byte values is a whole 128-byte line), and each thread has 16 loads in flight, where 4 a
+// thread, one after another, were latency-bound
+// (docs/kernels/conv-lowered.md#why-the-copy-kernels-look-as-they-do).
 // `order` (where tap_order > 0): the output taps in another order, tap (r, s) at position
 // order[r * Bs + s], out_s apart (out_r unused).
 constexpr int kTapOrderMax = 64;
@@ -392,7 +391,7 @@ __global__ void __launch_bounds__(32 * kTapRows)
   const int y0 = threadIdx.y, x0 = threadIdx.x;
   // Every load into registers first (predicated, none waiting on another), then into the tile: a
   // loop that stored each load to shared memory before the next one waited out every load's
-  // latency in turn (4 a thread with 32 x 32 tiles: the 9.1 us above).
+  // latency in turn (4 a thread with 32 x 32 tiles, as the comment above the kernel says).
   E v[RY][RX];
 #pragma unroll
   for (int a = 0; a < RY; ++a)
@@ -476,10 +475,8 @@ bool grouped_rows(const at::Tensor& y) { return y.stride(1) == 1 && y.stride(0) 
 // Weights of at most this many elements, in a layout other than channels_last, take the weight
 // gradient's output straight into dw (its rows, (r, s, c), through a grouped-row map; its columns,
 // k, dw's k stride apart): the stores scatter 2-byte values, which is cheaper than the
-// tap_transpose launch only while dw is small. H200, b32 (results/h200/fcbbf4b/x1-direct22 with
-// every ResNet weight direct): 1x1 256->64 25.6 -> 23.4 us; 3x3 128@28 (147456 elements) 22.2 ->
-// 23.0 (its reduce 3.3 -> 6.3 us against a 2.3 us transposition), 256@14 23.9 -> 29.3, 512@7 31.7
-// -> 48.6.
+// tap_transpose launch only while dw is small
+// (docs/kernels/conv-lowered.md#weight-gradient-conv_wgrad_lowered).
 constexpr int64_t kWgradDirectMax = int64_t(1) << 17;
 
 // Hopper implicit weight gradient (no column buffer): dW^T [R*S*C, K] = cols(x)^T . dY with the
@@ -542,8 +539,8 @@ bool simt_gathers(const GemmArgs& a, const int64_t* xs) {
 // general path would copy x to channels_last and the output back). The epilogue's bias runs
 // along output columns, here pixels, so a conv with bias takes the general path.
 // fp32 NCHW with at most 64 output channels takes the implicit GEMM instead (simt_gathers): here
-// the GEMM rows are the output channels, half of each 128-row tile empty (1x1 256->64@56 b32 / b64:
-// 0.123 / 0.227 ms against 0.177 / 0.318; more channels: this won, results/h100/1a1d61b/f2/exp_1x1.json).
+// the GEMM rows are the output channels, half of each 128-row tile empty
+// (docs/kernels/conv-lowered.md#forward-conv_fwd_lowered-in-order-and-why).
 bool nchw_1x1_ok(const GemmArgs& a) {
   const auto& c = a.conv;
   if (c.K <= VecF32N64::BN && simt_gathers(a, c.xs)) return false;
@@ -572,10 +569,7 @@ bool phases_in_one_ok(const GemmArgs& a) {
 // conv_dgrad's heuristic for strides up to 2 x 2: phases (kinds.h) are sh * sw launches of short
 // reductions (1 to 4 taps), which beat GEMM + col2im (a column buffer of R*S / (sh*sw) times dx,
 // written and read back) only on Hopper's implicit kernels (16-bit, 64-channel multiples) and a
-// large dx, by fwd+bwd time on an H200 (results/h200/iterations-dgrad/conv_fb_d986f29.json against
-// conv.json): 3x3/2 128@56 b64 196 us against 222, 1x1/2 256->512 b32 / b64 110 / 177 against
-// 114 / 184; but 3x3/2 b32 (dx 2^23.6 elements) 144 against 136, b1 83 against 39, and the
-// 3-channel stem 2.2x slower.
+// large dx (>= 2^24 elements; docs/kernels/conv-lowered.md#data-gradient-conv_dgrad_lowered).
 // Where all phases go in one launch (phases_in_one_ok), which costs one transposition and one
 // launch instead of a pair per phase, it is taken at every size.
 bool dgrad_by_phases(const GemmArgs& a) {
@@ -657,9 +651,7 @@ void wgrad_simt(const GemmArgs& a) {
 // Where it runs: its main loop takes ~20% more instructions per k tile than the matmul kernel's (tap
 // table reads, scalar loads), which the lowered path's column buffer (8 bytes of traffic per pixel
 // and tap) outweighs only against few output channels, or in 1x1 layers, whose lowered path copies
-// x and dY as well. fwd+bwd on an H100 (results/h100/4c0bc70/f3 against 1a1d61b/f2): 3x3 64@56 b64
-// 1.99 -> 1.41 ms, 128@28 1.33 -> 1.22, stem 4.51 -> 3.41, 1x1 256->64@56 1.52 -> 0.74, 1x1/2
-// 256->512 2.64 -> 2.21; but 3x3 256@14 b32 0.85 -> 0.94, 512@7 0.76 -> 0.82, patch16 0.85 -> 0.95.
+// x and dY as well (docs/kernels/conv-lowered.md#weight-gradient-conv_wgrad_lowered).
 bool implicit_wgrad_simt(const GemmArgs& a) {
   const auto& c = a.conv;
   if (c.K > 128 && c.R * c.S > 1) return false;
@@ -792,11 +784,11 @@ bool phases_in_one(const GemmArgs& a, const at::Tensor& dy, const std::vector<Dg
   return conv_dgrad_phases_sm90(phases, b_k0, ld, ld, [&] { tap_transpose(c.w, wt.data_ptr(), t, es); });
 }
 
-// A 16-bit 1x1 stride-1 unpadded data gradient is one GEMM: dX rows [N*H*W, C] = dY rows [N*P*Q,
-// K] . w as a row-major [K][C] matrix, w read in place (Hopper's TMA takes a B contiguous along N;
-// the phase path would first write its flipped transposition, 2.1 us at 1x1 64->256@56 b1 on an
-// H200, results/h200/fcbbf4b/x1-direct22/kernels_b1.log). dx and dy channels_last-dense, w's channels
-// contiguous (1x1 weights, KCRS or channels_last). False: not taken.
+// A 16-bit 1x1 stride-1 unpadded data gradient is one GEMM: dX rows [N*H*W, C] =
+// dY rows [N*P*Q, K] . w as a row-major [K][C] matrix, w read in place (Hopper's TMA takes a B
+// contiguous along N; the phase path would first write its flipped transposition, a launch more:
+// docs/kernels/conv-lowered.md#data-gradient-conv_dgrad_lowered). dx and dy channels_last-dense,
+// w's channels contiguous (1x1 weights, KCRS or channels_last). False: not taken.
 bool dgrad_1x1(const GemmArgs& a) {
   const auto& c = a.conv;
   if (!plain_1x1(c) || c10::elementSize(a.dtype) != 2 || c.ws[1] != 1 || !tileops::nhwc_dense(c.xs, c.C, c.H, c.W) ||

@@ -153,10 +153,11 @@ bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vect
   std::stable_sort(order.begin(), order.end(), [&](int i, int j) { return phases[i].K > phases[j].K; });
   before();
   // The tile (family "conv_dgrad_sm90"): bn64x2 (two blocks per SM, 4-stage rings) or bn128 (one,
-  // 6 stages); the phases' reductions are short (1-4 taps). bn64x2 by default: on an H200
-  // (results/h200/17e9615-phases/x1) 3x3/2 128@56 b32 / b64 39 / 71 us against bn128's 41 / 77,
-  // 1x1/2 256->512 55 / 111 against 62 / 115. (Two 128-wide blocks per SM do not compile: 80
-  // registers a thread leave too few for an m64n128 accumulator.)
+  // 6 stages); the phases' reductions are short (1-4 taps), and bn64x2 measured faster, so it is
+  // the default, as measured in
+  // docs/kernels/conv-sm90.md#strided-data-gradient-in-one-launch-conv_dgrad_phases_sm90-family-conv_dgrad_sm90.
+  // (Two 128-wide blocks per SM do not compile: 80 registers a thread leave too few for an m64n128
+  // accumulator.)
   int64_t m_all = 0, k_all = 0;
   for (const GemmArgs& g : phases) m_all += g.M, k_all += g.K;
   run_candidates(first.dtype, "conv_dgrad_sm90", m_all, first.N, k_all, "p" + std::to_string(n), kDgradSm90Names, 0,
@@ -188,27 +189,17 @@ int fwd_heuristic(const GemmArgs& g, bool im2col) {
     TORCH_INTERNAL_ASSERT(false, "tileops: coop128x256-c2 is not a persistent choice");
     return -1;
   }();
-  // The heuristic (H200, results/h200/iterations-conv/cand_32fc427_b32.json, _b64: ResNet-50's
-  // 3x3 and strided layers at batch 32 and 64): 64 output channels, bn64x2-im2col (two blocks per
-  // SM hide each other's epilogue); else the persistent kernels where matmul would take them
-  // (3x3 128@28 b64 29 us against bn128-im2col's 31, 1x1/2 256->512 b32 18 against 30);
-  // below that bn128-im2col (256@14 b32 17 us, bn64x2-im2col 24, cuDNN 19), or coop128x256-c2
-  // where its waves of 128 x 256 tiles (twice the area, counted 1.12x faster per area) take less
-  // time than bn128's waves of 128 x 128 ones: 256@14 b64, 98 cluster tiles in one wave of 66
-  // clusters against 196 blocks in two waves of 132, 28 us against 31. Where even 64-wide tiles
-  // fill at most half the SMs (both widths split K: batch 1): bn64x2-im2col too, twice the blocks,
-  // two an SM (results/h200/1a3be2e/s1, b1 kernel us, bn128-im2col / bn64x2-im2col / cuDNN: 3x3
-  // 128@28 7.24 / 6.01 / 7.12, 256@14 7.15 / 6.31 / 7.40, 3x3/2 128@56 7.29 / 6.05 / 5.76, 512@7
-  // 8.09 / 8.38 / 11.0; the persistent kernels, unsplit, 9.2-34). Not where 64-wide tiles would
-  // stop splitting: 512@7 at batch 32 (104 of them) went 23.2 -> 27.1 us (6e0d0d5/t1/conv.json).
+  // The heuristic, measured on ResNet-50's layers in
+  // docs/kernels/conv-sm90.md#forward-conv_fwd_sm90-family-conv_fwd_sm90:
+  // at most 64 output channels, or 64-wide tiles filling at most half the SMs (batch 1, where both
+  // widths split K), bn64x2-im2col: two blocks an SM hide each other's epilogue. Else the persistent
+  // kernels from two 128 x 128 tiles an SM; below that bn128-im2col, or coop128x256-c2 where its
+  // waves of 128 x 256 tiles, counted 1.12x faster per area, take less time than bn128's waves.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool can_persist = im2col && persistent_refusal(g, false) == nullptr;
   // 64 input channels at unit stride, at most 64 output channels (ResNet's 3x3 64@56): rows64
   // (conv_fwd_rows64: the weight resident, each input row loaded once an item by TMA;
-  // bn64x2-im2col where its kernel does not apply). H200, bf16 3x3 64@56, us (results/h200/
-  // 237c57f/s5): b64 45.4 against bn64x2-im2col's 51.3 (cuDNN 39.9), b32 26.6 / 26.0 (26.1), b1
-  // per call 14.6 / 19.5 (12.7; one launch where bn64x2-im2col splits K and reduces). Its rows by
-  // cp.async instead (74b5d1f/s2): 55.6 at b64, the staging's instructions in line with the MMAs.
+  // bn64x2-im2col where its kernel does not apply; docs/kernels/conv-sm90.md#rows64).
   // (the layer's shape is conv_fwd_rows64's to check; here only which layers it is meant for)
   const bool rows64 = g.conv.C == 64 && g.N <= 64 && g.conv.R * g.conv.S > 1;
   int heuristic = im2col ? kBn128Im2col : kBn64x2;
@@ -234,9 +225,8 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // 4-stage ring, two blocks per SM (sm90::blocks_per_sm); all three gather A with cp.async.
   // "-im2col": the same tile loaded by TMA in im2col mode (one thread), the cp.async gather where
   // no im2col map can be made. Then the persistent kernels (clusters of two) with A by im2col
-  // loads, which need the im2col map and no residual: matmul's persistent_choices(). (A
-  // 64-wide ping-pong, pp128x64-c2, measured no faster than bn64x2-im2col on 3x3 64@56 b64, 50.3
-  // against 50.7 us, and slower elsewhere: iterations-conv/cand_19979d4_b64.json; dropped.)
+  // loads, which need the im2col map and no residual: matmul's persistent_choices(). (A 64-wide
+  // ping-pong, pp128x64-c2, was no faster than bn64x2-im2col; dropped, as the heuristic's doc says.)
   const auto& persist = persistent_choices();
   static const std::vector<std::string> kNames = fwd_names();
   CUtensorMap ma;

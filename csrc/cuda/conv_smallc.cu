@@ -1,15 +1,14 @@
 // Forward conv2d for few input channels (C not a multiple of 8, R*S*C <= 256; the ResNet stem's
-// 7x7/2 3->64): one implicit-GEMM kernel on mma.sync, with no column buffer. Such a C gives
-// neither TMA boxes nor 16-byte gathers, so the general path writes im2col columns to memory
-// and reads them back (NOTES 21: 78 + 98 us on the b32 stem). Here a block stages the input
-// rows that an output row reads in shared memory (a ring: the next output row stages only its
-// new rows), where each tap row's (s, c) columns are contiguous, and builds the A fragments
-// straight from them: column k = (r, s, c) of output pixel q sits at staged element
-// q * sw * C + koff[k]. NOTES 23 has the measurements (104 us against cuDNN's 230 on that stem);
-// NOTES 67 the output tile through shared memory. Where C <= 4 at an even stride, the "quads"
-// kernel pads staged pixels to 4 channels instead, for ldmatrix and (sm_90a) wgmma, and its weight
-// gradient reads the same rows (NOTES 68). The same problem in fp32 (TF32 off) has a direct SIMT
-// kernel of its own below (namespace f32).
+// 7x7/2 3->64): one implicit-GEMM kernel on mma.sync, with no column buffer. Such a C gives neither
+// TMA boxes nor 16-byte gathers, so the general path writes im2col columns to memory and reads them
+// back (docs/kernels/conv-smallc.md). Here a block stages the input rows that an output row reads
+// in shared memory (a ring: the next output row stages only its new rows), where each tap row's
+// (s, c) columns are contiguous, and builds the A fragments straight from them: column
+// k = (r, s, c) of output pixel q sits at staged element q * sw * C + koff[k]. Where C <= 4 at an
+// even stride, the "quads" kernel pads staged pixels to 4 channels instead, for ldmatrix and
+// (sm_90a) wgmma, and its weight gradient reads the same rows. Each step's measurements:
+// docs/kernels/conv-smallc.md#measured-step-by-step. The same problem in fp32 (TF32 off) has a
+// direct SIMT kernel of its own below (namespace f32).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -537,7 +536,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
 // The weight gradient of the quads' problems (16-bit, mma.sync): dW[k][col] = sum over output
 // pixels of dY[pixel][k] . X[pixel][col], col = r KR + 4 s + ch: the forward's staged rows read
 // transposed (ldmatrix .trans, pixels along the reduction), so no column buffer is written (the
-// general path's im2col writes N P Q x Kp elements: 153 us of the 307 at the b64 stem). A block of
+// general path's im2col writes N P Q x Kp elements, half its time at the stem). A block of
 // 8 warps walks items as the forward does, x's rows and the item's dY tile (kQT pixels x kNB
 // channels, zeros past the row) arriving by cp.async during the previous item. Warp w owns column
 // tiles w and w + 8 (R KR <= 256) x all kNB channels; each block writes its sums once, to its slice
@@ -650,8 +649,8 @@ __global__ void wgrad_reduce_kernel(const float* part, int blocks, ConvOperands 
 // 64 input channels at unit stride and dilation (ResNet's first stage, 3x3 64@56), 16-bit on
 // sm_90a: the Hopper implicit GEMM loads each k tile of A by TMA im2col, every input pixel once per
 // tap (9 times for 3x3) and the weight once per 128-pixel tile, and is bound by those L2 reads
-// (0.82x cuDNN at b64). Here (conv_fwd_sm90's rows64; its default for such layers, conv_sm90.cu
-// has the times) a resident block keeps the whole weight slice (kNB x R S 64, <= 72 KiB) in shared
+// (docs/kernels/conv-sm90.md#rows64). Here (conv_fwd_sm90's rows64; its default for such layers)
+// a resident block keeps the whole weight slice (kNB x R S 64, <= 72 KiB) in shared
 // memory, and each of its two warpgroups walks items of QT = 64 MT consecutive output pixels of one image
 // (which may span output rows: the image's pixels as one run, store_item's q), loading the input
 // rows its item reads, whole (Q + S - 1 pixels of 128 bytes from w = -pw, zeros outside x), by one
@@ -660,7 +659,7 @@ __global__ void wgrad_reduce_kernel(const float* part, int blocks, ConvOperands 
 // A fragments come from those rows by ldmatrix at each tap's shift and feed wgmma m64n64 with A
 // from registers (the quads' scheme: a tap's fragments load while the previous tap's group runs).
 // The two warpgroups drift apart, so one's loads and epilogue overlap the other's products (one
-// warpgroup a block ran 1.6x slower than bn64x2-im2col; two with the rows by cp.async, 1.08x).
+// warpgroup a block, or two with the rows by cp.async, were slower than bn64x2-im2col: same doc).
 // MT: m64 tiles an item (2; 1 where two-tile items would leave most SMs idle, as at batch 1: there
 // every block's one busy warpgroup is bound by its products, and halving them halves its time).
 struct Rows64 {
@@ -800,15 +799,16 @@ std::atomic<uint64_t> wg_smem_set_on{0};
 
 // fp32 with TF32 off: no tensor cores to feed, and the implicit SIMT GEMM (gemm_conv_vec.cuh) pads
 // C to chunks of 16 channels, so this problem went through im2col (a 513 MB column buffer at the
-// b64 stem: 280 us) and a SIMT GEMM. Here a block computes tiles of TP x kTQ output pixels of one
-// image and kNB output channels straight from shared memory, which holds the weight as rows
-// [tap][channel] (staged once: blocks stay resident and walk tiles) and, in two buffers, the input
-// pixels a tile reads, every channel (the next tile's staged by cp.async during this one's math).
-// A thread holds PX consecutive pixels of a tile row times kKX channels: per tap, PX scalar and
-// two 16-byte shared loads feed 8 PX FMAs (PX = 8; 4 where even 4-row tiles leave SMs idle, so that
-// twice the threads share a tile). Staged columns are split by phase (column mod sw), so a
-// thread's pixels read consecutive words at any stride: pixel ql + i at tap s reads phase
-// (s dw) mod sw, word ql + i + (s dw) / sw.
+// b64 stem) and a SIMT GEMM
+// (docs/kernels/conv-smallc.md#the-fp32-direct-kernel-conv_smallc_f32_kernel). Here a block
+// computes tiles of TP x kTQ output pixels of one image and kNB output channels straight from
+// shared memory, which holds the weight as rows [tap][channel] (staged once: blocks stay resident
+// and walk tiles) and, in two buffers, the input pixels a tile reads, every channel (the next
+// tile's staged by cp.async during this one's math). A thread holds PX consecutive pixels of a tile
+// row times kKX channels: per tap, PX scalar and two 16-byte shared loads feed 8 PX FMAs (PX = 8; 4
+// where even 4-row tiles leave SMs idle, so that twice the threads share a tile). Staged columns
+// are split by phase (column mod sw), so a thread's pixels read consecutive words at any stride:
+// pixel ql + i at tap s reads phase (s dw) mod sw, word ql + i + (s dw) / sw.
 namespace f32 {
 constexpr int kTQ = 16, kKX = 8, kNB = 64;  // a thread: PX (8 or 4) pixels x kKX channels
 // Weight rows kNB + 4 apart: a thread's channels are two runs of 4, 32 apart, so each 16-byte load

@@ -53,8 +53,8 @@ inline at::TensorOptions cuda_options(c10::ScalarType st) {
 }
 
 // A tensor over memory of the current device that the caller's operands own. (at::from_blob without
-// a target device asks the driver where the pointer lives, cudaPointerGetAttributes: ~1 us a call,
-// 11 calls in a conv's forward and backward.)
+// a target device asks the driver where the pointer lives, cudaPointerGetAttributes, 11 calls in a
+// conv's forward and backward: docs/performance.md#host-overhead.)
 inline at::Tensor device_view(const void* p, at::IntArrayRef sizes, at::IntArrayRef strides, c10::ScalarType st) {
   const at::TensorOptions opts = cuda_options(st);
   return at::for_blob(const_cast<void*>(p), sizes).strides(strides).options(opts).target_device(opts.device()).make_tensor();

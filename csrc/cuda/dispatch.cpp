@@ -97,8 +97,8 @@ void concurrently(const std::vector<std::function<void()>>& fns) {
     if (s != main) sides.push_back(s);
   }
   // Events: fork (0) and one join per side, this thread's own, created once and reused. (Three
-  // at::cuda::CUDAEvent made and destroyed a call cost ~15 us of host time per conv backward, ~95
-  // with a strided data gradient's nested phases: NOTES 55.) A stream's wait takes the event's state
+  // at::cuda::CUDAEvent made and destroyed a call cost host time on every conv backward:
+  // docs/performance.md#host-overhead.) A stream's wait takes the event's state
   // at the call, so a finished call's events are free again; nested calls take the ones after.
   const size_t dev = size_t(main.device_index());
   thread_local std::vector<std::vector<cudaEvent_t>> pool(size_t(c10::cuda::device_count()));  // [device]

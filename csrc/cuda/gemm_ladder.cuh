@@ -227,8 +227,8 @@ __device__ __forceinline__ void store4(T* dst, const T (&v)[4]) {
 // else rows r .. r+VEC-1 at one k (a warp reads 512 consecutive bytes) and is stored as is.
 // Edges without per-element predicates: rows past the operand read its last row (kc) or last
 // vector (they feed outputs that are never stored), and vectors past K, in the last k tile only,
-// are zeros. Before, a K that was not a multiple of BK, or any edge block, took element loads:
-// fp32 1000^3 ran at 0.48x cuBLAS, set by the slow edge blocks.
+// are zeros. Before, a K that was not a multiple of BK, or any edge block, took element loads,
+// and the slow edge blocks set the time (docs/performance.md#simt-fp32).
 template <typename T, typename Acc, int ROWS, int BK, int THREADS>
 struct VecLoader {
   static constexpr int VEC = 16 / int(sizeof(T));
@@ -363,7 +363,7 @@ __device__ __forceinline__ void vec_mainloop(const VecSmem<Cfg, Acc>& sm, const 
 // and rows are 4-element aligned. M_VEC: instead, each 4 rows of a sub-block are 4 consecutive
 // 16-byte aligned elements (an NCHW conv output's pixels; m_lim % 4 == 0), stored as one vector
 // per column: a warp's store then fills whole sectors, where one element per row filled a quarter
-// (fp32 1x1 64->256@56 b64 spent 0.57 ms against 0.22 in the GEMM that writes rows of pixels).
+// (docs/kernels/conv-lowered.md#forward-conv_fwd_lowered-in-order-and-why).
 // The activation is a template argument from here on.
 template <typename T, class Cfg, bool M_VEC = false, typename Acc, typename Row, typename BiasAt>
 __device__ __forceinline__ void vec_epilogue(const Acc (&acc)[Cfg::TM][Cfg::TN], const Epilogue<T>& epi,
@@ -425,7 +425,8 @@ __device__ __forceinline__ void vec_epilogue(const Acc (&acc)[Cfg::TM][Cfg::TN],
 
 // RAGGED: K % BK != 0 with lay.fast, whose last k tile takes predicated loads; a kernel of its
 // own, so that the steady-state loop of the others stays free of the branch (in one kernel it
-// cost ~10% at fp32 4096^2). launch_vectorized picks it whenever lay.fast and K % BK != 0.
+// slowed the large squares: docs/performance.md#simt-fp32). launch_vectorized picks it whenever
+// lay.fast and K % BK != 0.
 // k_last > 0: the last batch entry's K is k_last (< K), split-K's remainder chunk in the same
 // launch as the others (RAGGED where k_last % BK != 0).
 template <typename T, class P, class Cfg, bool RAGGED = false>
@@ -438,8 +439,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   __shared__ __align__(16) Smem sm;
   // No griddep_launch_dependents here (nor in the fp32 conv and skinny SIMT kernels): a split's
   // reduce launched at this kernel's start holds SM slots while it waits, which a conv backward's
-  // other stream needed (fp32 b1 fwd+bwd 3x3 64@56 55.5 -> 65.4 us, 1x1/2 92.6 -> 121.2 with it;
-  // results/h200/5b028ae/g2, NOTES 72). Its reduce still starts at this kernel's exit.
+  // other stream needed (docs/performance.md#streams-and-dependent-launches). Its reduce still
+  // starts at this kernel's exit.
 
   const int tid = threadIdx.x;
   const VecPlace<Cfg> at(tid);

@@ -9,8 +9,8 @@
 //   K-major B (a linear weight, N x K): a lane owns one column; a step is 2V consecutive k (one
 //   32-byte sector).
 // V = 1 where B's pointer or strides do not keep vectors aligned (any strides then). The first
-// version read one element per thread and step and one shared A value per multiply-add: 35-56 us
-// for 4096 x 4096 fp32 at M = 1-16 on an H200, latency- and shared-memory-bound (NOTES 36).
+// version read one element per thread and step and one shared A value per multiply-add, and was
+// latency- and shared-memory-bound (docs/performance.md#skinny-matmuls).
 // What bounds this one: the loads a lane has in flight live in its registers beside MT x VN
 // accumulators; a cp.async or TMA ring in shared memory would lift that.
 #pragma once

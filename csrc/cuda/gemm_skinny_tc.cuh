@@ -8,7 +8,8 @@
 // warp fills each stage with tensor-map loads on a full / empty mbarrier pair, and the consumer
 // warps never wait for each other in the main loop; else the consumers themselves fill the ring
 // with 16-byte cp.async and meet at a block barrier every stage (the Hopper split-K and the SIMT
-// skinny kernel held their loads in registers, which bounded the bytes in flight; NOTES 36, 51).
+// skinny kernel held their loads in registers, which bounded the bytes in flight:
+// docs/kernels/skinny.md#skinny-simt-kernel-matmul_skinny).
 // Tiles are stored as TMA's 128-byte swizzle lays them out: 128-byte rows, chunk c of row r at
 // c ^ (r % 8), so that the 8 row addresses of each ldmatrix fall in 8 different bank groups:
 //   K-major B (a linear weight, N x K): rows n, chunks of k; ldmatrix gives B^T's fragments.

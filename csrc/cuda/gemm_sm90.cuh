@@ -18,9 +18,8 @@
 // operands already rounded (matmul.cu); the persistent kernels take B rounded and round A in
 // registers (load_a_tf32: wgmma with A from registers), so A, the activations of a linear, is read
 // in place. Rounding landed stages in shared memory instead was measured slower every way it was
-// tried (NOTES 10: both operands by the producer warps, 0.40-0.50x cuBLAS; NOTES 40: A by the
-// consumers, 10-40% slower than A in registers): the extra shared-memory reads and writes slow
-// the wgmmas' own reads.
+// tried (docs/performance.md#tf32): the extra shared-memory reads and writes slow the wgmmas' own
+// reads.
 #pragma once
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -67,9 +66,8 @@ enum class Gather { None, ConvFwd, ConvWgrad, ConvFwdIm2col, ConvWgradIm2col };
 // channels_last dw [K, R*S*C], written without a transposition after it). With split-K, Cols also
 // writes the fp32 partials column-major, so the reduce runs on the transposed problem. Tma: C by
 // TMA stores of the tile staged in TMA's 128-byte swizzle (rows and base 16-byte aligned, no
-// residual, one row stride: the host made tm_c), as the persistent kernels store it. H200 fp16 GPU
-// us, thread stores / TMA (NOTES 81): bn64 1000^3 15.0 / 13.7 (C's rows start mid-sector), 1024^3
-// 9.2 / 9.0, 197 x 1152 x 384 7.3 / 5.9.
+// residual, one row stride: the host made tm_c), as the persistent kernels store it; faster than
+// thread stores where C's rows start mid-sector (docs/performance.md#epilogue).
 enum class Store : int { Elements, Rows, Cols, Tma };
 
 // Where the B tile comes from: TMA, or (TF32 only) the producer warpgroup's loads of unrounded B,
@@ -138,8 +136,8 @@ __device__ __forceinline__ uint32_t cluster_ctarank() {
 // Arrive on the barrier at bar's offset in CTA `cta` of the cluster. CTA scope (the default), not
 // .release.cluster: the consumers that call it only read the stage (through wgmma, which
 // wait_group retired), so nothing of theirs must become visible cluster-wide first. With
-// .release.cluster on every k tile the cluster kernels ran 1.4-3x slower than without clusters;
-// at CTA scope they are the fastest persistent configs (NOTES 26, 28).
+// .release.cluster on every k tile the cluster kernels ran slower than without clusters
+// (docs/performance.md#tiles-waves-persistent-scheduling-and-clusters).
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(cta));
@@ -230,7 +228,7 @@ __device__ __forceinline__ void load_a_tf32(uint32_t (&a)[4], const float* block
 // next stage without waiting, so the whole ring can be in flight; the consumers fence the
 // proxies after the wait (cp.async writes are generic-proxy, wgmma reads the async proxy).
 // Waiting for each thread's own copies and fencing there instead held the ring to a few stages
-// and measured 0.67x cuDNN on 3x3 64@56 b32 (results/h200/14fecd3). Eight lanes share a 128-byte
+// (docs/kernels/conv-sm90.md#how-a-arrives). Eight lanes share a 128-byte
 // row: lane group t / 8 copies 16-byte chunk t % 8 of rows t / 8 + 16 i, so one warp instruction
 // moves four whole lines (a thread per row moved 32 half sectors: twice the L2 traffic, eight
 // times the requests). Chunk j of row r lands at chunk j ^ (r % 8), as TMA's 128B swizzle puts
@@ -422,7 +420,7 @@ __device__ __forceinline__ void conv_wgrad_producer(const ConvOperands& cv, cons
 // lies, unrounded, each word rounded to the nearest TF32 (cvt.rna) on its way into the K-major
 // 128B-swizzled stage the consumers' wgmmas read; thread 0 loads A by TMA as in the plain GEMM.
 // Where K <= 512 this replaces copy_round_tf32's rounded K-major copy of B before the GEMM (its
-// fixed 3-5 us; launch_sm90_config says where). B's words (n, k) land at n * 32 + ((k / 4) ^ (n % 8)) * 4 + k % 4 (16-byte unit
+// fixed cost; launch_sm90_config says where). B's words (n, k) land at n * 32 + ((k / 4) ^ (n % 8)) * 4 + k % 4 (16-byte unit
 // k / 4 of row n, TMA's 128B swizzle). RegsMN (B row-major K x N, n contiguous): lane l of warp w
 // loads k row (l % 16) + 16 (w % 2), 16 bytes at column chunk 2 j + l / 16 of the warp pair's half
 // of the tile, so a warp reads 16 rows x 32 contiguous bytes (whole sectors) and each of its four
@@ -430,9 +428,8 @@ __device__ __forceinline__ void conv_wgrad_producer(const ConvOperands& cv, cons
 // bit 2). RegsK (B^T row-major, k contiguous): 8 lanes a row, chunk l % 8 of rows t / 8 + 16 j, one
 // 16-byte store each at its swizzled unit. Load j's words sit a fixed distance from load 0's, in
 // B and in the stage, so a stage costs its loads, roundings and stores and little else: the
-// producer issues every instruction of its stage (ncu, 1024^2: a first form with a bounds check
-// per load issued 16% of its cycles, instruction-cache misses and branches taking the rest, and
-// ran 0.87 us a k tile against the consumers' ~0.15). Stages past K or N (each block's last, the
+// producer issues every instruction of its stage (a first form with a bounds check per load was
+// bound by its own issue: docs/performance.md#tf32). Stages past K or N (each block's last, the
 // last column block's) take a checked path: words outside B read as zero (A is zero-filled past K
 // by TMA, but 0 * NaN would not be 0). DEPTH stages of loads are in flight per thread (the next
 // ones are issued before this one is stored). Each warp's lane 0 waits for the stage to be free
@@ -586,8 +583,8 @@ __device__ __forceinline__ Pair<S> pack_pair(float a, float b) {
 // The tile's bias in shared memory, as float, in the accumulators' order: lane quad q = lane % 4
 // holds columns 8j + 2q (+1) of every n8 block j, so each quad's values of blocks 2x and 2x + 1
 // lie in one 16-byte chunk, chunk (x ^ q) of quad q's row: one LDS.128 per four columns (at one
-// 4-byte LDS per output the bias's loads bounded the epilogue on the shared-memory pipe, ~1 us a
-// 128 x 256 tile), and the XOR puts the four quads' chunks in distinct banks.
+// 4-byte LDS per output the bias's loads bounded the epilogue on the shared-memory pipe:
+// docs/performance.md#epilogue), and the XOR puts the four quads' chunks in distinct banks.
 template <int BN>
 struct BiasLayout {
   static_assert(BN % 64 == 0, "BN / 16 chunks a quad, a multiple of 4 (x ^ q stays in the row)");
@@ -612,7 +609,7 @@ __device__ __forceinline__ void stage_fragment(const float (&d)[BN / 2], S* stag
                                                bool has_bias, const Epilogue<T>& epi, int t) {
   const int warp = t / 32, lane = t % 32;
   // the bias as a compile-time choice: tested inside the loop it split the loop into blocks of
-  // four outputs, whose MUFU latencies did not overlap (GELU at ViT-B fc1 +12 us, 1e7c08e/b2)
+  // four outputs, whose MUFU latencies did not overlap (docs/performance.md#epilogue)
   with_bias(has_bias, [&](auto hb) {
     constexpr bool HB = decltype(hb)::value;
 #pragma unroll
@@ -757,8 +754,9 @@ __device__ __forceinline__ void store_columns(const T* stage, const MatmulProble
 // Split-K: blockIdx.z = g * splits + split; each split runs k tiles [split * kt_per_split,
 // +kt_per_split) and writes its fp32 partial tile to partial[blockIdx.z] (M x N, dense); a
 // second kernel (splitk_reduce) sums the splits in a fixed order, so results are deterministic.
-// (Summing them in the last split to arrive, in-kernel, measured slower: NOTES 34; so did summing
-// a cluster's splits over distributed shared memory, NOTES 71. The reduce is launched as this
+// (Summing them in the last split to arrive, in-kernel, measured slower; so did summing a
+// cluster's splits over distributed shared memory:
+// docs/kernels/splitk.md#tried-and-lost-summing-inside-the-gemm. The reduce is launched as this
 // kernel's programmatic dependent instead, which hides most of its launch.)
 struct SplitK {
   int splits = 1, kt_per_split = 0;
@@ -1127,7 +1125,8 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // - Ping-pong (COOP false, 128 x 128, WROWS 128): each warpgroup owns whole tiles, the two
 //   taking turns (the block's tiles 0, 2, 4... to warpgroup 1, the odd ones to 2), so one's main
 //   loop runs while the other does its epilogue: the pipeline fill and the epilogue that cost
-//   the one-tile kernel ~20% on short K (ViT's K = 768) are hidden.
+//   the one-tile kernel much of a short-K tile (ViT's K = 768) are hidden
+//   (docs/performance.md#tiles-waves-persistent-scheduling-and-clusters).
 // - Cooperative (COOP true, WROWS = TM / 2): both warpgroups work on every tile; the epilogue is
 //   not hidden, but a k tile moves 48 KiB for twice the math of ping-pong's 32 KiB, which matters
 //   where L2 bandwidth, not the epilogue, bounds the main loop. 256 x 128 (two m64n128 a
@@ -1142,13 +1141,10 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
 // TF32 (T = float): B rounded by the host; A_RS: A read in place, rounded in registers
 // (load_a_tf32) and multiplied from there, else a rounded copy read from shared memory. Its fp32
 // outputs go from the accumulators straight to C (store_fragment), and the staging's shared
-// memory goes to the ring: with 3 stages TMA's latency outran the consumers (128 x 256 stalled
-// 31% of its samples at the full barriers, results/h100/d1eb10b/h100/ncu); a 4th, bought by
-// staging fp32 outputs 32 columns a pass, took 4096^2 480 -> 427 us and LLM down 1227 -> 1049
-// (results/h100/199f6f4), but its 8 passes a tile, each waiting for TMA to have read the one
-// before, cost ViT-B fc1 (K = 768) 8%. 16-bit outputs keep the whole-tile staging: passes of 64
-// columns for a 4th stage at 128 x 256 cost more than they gave, ViT-B fc1 bf16 178 -> 276 us,
-// 4096^2 182 -> 200 (NOTES 42).
+// memory goes to the ring: with 3 stages TMA's latency outran the consumers, and a 4th stage
+// bought by staging fp32 outputs in passes sped up long K but slowed short K. 16-bit outputs keep the
+// whole-tile staging: passes of 64 columns for a 4th stage at 128 x 256 cost more than they gave
+// (docs/performance.md#tf32 and docs/performance.md#hopper-main-loop).
 constexpr int GROUP_M = 8;
 constexpr size_t kSmemPerBlock = 227 * 1024;  // sm_90's dynamic shared memory limit for one block
 // ES: the output's element size (2, or 4 for TF32).

@@ -26,16 +26,16 @@ using Simt = SimtConfig<64, 64, 16, 4, 4>;  // 'register', every dtype
 // 'vectorized':            BM   BN  BK  warps  TM TN  blocks/SM (registers <= 65536 / (256 * it))
 using VecF32 = VecConfig<128, 128, 16, 4, 2, 8, 8, 2>;  // 128 registers, no spills
 // N <= 64 (64-channel convs): no half-empty tiles. 2 blocks/SM: it needs ~95 registers; capped at
-// 80 for 3 it spilled (8-24 bytes, loads from local memory in the main loop; fp32 batched AV
-// 0.91 -> 0.83x cuBLAS on 8643bf4, where 256 blocks fill 132 SMs about 2 deep anyway).
+// 80 for 3 it spilled, and was slower
+// (docs/kernels/ladder.md#the-heuristic-simt_heuristic-and-its-reasons).
 using VecF32N64 = VecConfig<128, 64, 16, 4, 2, 8, 4, 2>;
 using VecF16 = VecConfig<128, 128, 16, 4, 2, 8, 8, 1>;  // 8-element vectors: 150 registers, 1 block/SM
 using VecF64 = VecConfig<64, 64, 8, 4, 2, 4, 4, 2>;     // double accumulators: a quarter of the tile
 // 'mma' (fp16, bf16, fp32 as TF32):  BM   BN  warps
 using TcLarge = TcConfig<128, 128, 2, 4>;  // where its tiles fill the SMs
 // else: 4x the blocks, and split-K below half the SMs. 8 warps (32 x 16 each), not 4: these blocks
-// run 2-4 k tiles, bound by each warp's instruction stream (~540 instructions a k tile with 4
-// warps, mostly the element loads; ncu, results/h100/91c145e/i6/src_tc_127.csv.gz)
+// run 2-4 k tiles, bound by each warp's instruction stream
+// (docs/kernels/mma.md#measured-reasons-for-its-shape)
 using TcSmall = TcConfig<64, 64, 2, 4>;
 
 template <typename T>
@@ -154,13 +154,12 @@ void launch_tc(const P& p, const GemmArgs& a) {
 }
 
 // What 'auto' runs off the Hopper path (matmul.cu takes fp16/bf16 and TF32 matmuls to wgmma first,
-// but for the small ones it would first have to copy): tensor cores for fp16, bf16 and TF32; for fp64 and strict fp32 'register', except fp32
-// matmul, which gets 'vectorized' unless its 128x128 tiles would fill at most half the SMs
-// where the 64x64 tiles of 'register' would fill more (skinny and small problems). Between
-// half and all of the SMs, one vectorized block per SM still outruns the 4x as many 'register'
-// blocks (2.5x slower per multiply-add): 1280 x 1280 x 2048 (100 tiles) 0.45 -> 0.20 ms, the
-// batched GEMM of a 1x1 NCHW conv 1024->256@14 b32 (128 tiles) 0.23 -> 0.13 ms
-// (results/h100/247ed18/h1/algo_probe.json).
+// but for the small ones it would first have to copy): tensor cores for fp16, bf16 and TF32; for
+// fp64 and strict fp32 'register', except fp32 matmul, which gets 'vectorized' unless its 128x128
+// tiles would fill at most half the SMs where the 64x64 tiles of 'register' would fill more (skinny
+// and small problems). Between half and all of the SMs, one vectorized block per SM still outruns
+// the 4x as many 'register' blocks, each slower per multiply-add
+// (docs/kernels/ladder.md#the-heuristic-simt_heuristic-and-its-reasons).
 inline Algo auto_algo(const GemmArgs& a) {
   if (tensor_core_dtype(a)) return Algo::Mma;
   if (a.kind != Kind::Matmul || a.dtype != at::kFloat) return Algo::Register;

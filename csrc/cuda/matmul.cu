@@ -60,10 +60,9 @@ struct MapArgs {
 };
 static_assert(std::has_unique_object_representations_v<MapArgs>, "MapArgs is compared and hashed by its bytes");
 
-// Maps already encoded, by their arguments: the driver's encode costs the host ~0.5 us a map
-// (results/h200/1d0c1a0/e1) and a Hopper launch takes two or three, while a model repeats the same
-// layers on the same buffers. A small direct-mapped table per host thread; an entry is only ever a
-// map of exactly its key.
+// Maps already encoded, by their arguments: an encode costs more host time than a lookup, and a
+// model repeats its layers on the same buffers (docs/kernels/sm90.md#design). A small direct-mapped
+// table per host thread; an entry is only ever a map of exactly its key.
 struct MapCache {
   static constexpr size_t kSlots = 64;
   struct Slot {
@@ -215,12 +214,8 @@ namespace {
 // away from zero; NaN and Inf kept), so wgmma's truncation of the low 13 bits leaves it as it is.
 // 64x64 tiles through shared memory: reads run along whichever of rows and cols has the unit
 // stride (B's K-major copy is a transpose), writes along cols. The row padding is never written.
-// A thread's 16 loads are all issued before its first store: with 32x32 tiles and 4 loads a
-// thread, 4096^2 took 76 us on an H100, 1.55 TB/s (results/h100/d1eb10b/h100/ncu). Four blocks an
-// SM (64 registers; ptxas took 114 unbounded, two blocks): 4096^2 40.9 -> 33.1 us on an H200, 4.05
-// TB/s, 8192^2 155 -> 127, 4096 x 11008 106 -> 86 (results/h200/5a2431f/c1, c2; three blocks, 78
-// registers, 34.1). A 16-byte form (4 x 4 blocks transposed in registers, no shared memory) was
-// slower: 125 us with 16 lanes down the rows (32-byte store runs), 44.5 with 4 (c1).
+// A thread's 16 loads are all issued before its first store, and four blocks run an SM (64
+// registers): both for bandwidth (docs/performance.md#tf32, "Copies").
 constexpr int kTile = 64, kTileRowsPerPass = 8, kTileRuns = kTile / kTileRowsPerPass;
 __global__ void __launch_bounds__(32 * kTileRowsPerPass, 4)
     copy_round_tf32_kernel(const float* __restrict__ src, int64_t sb, int64_t sr, int64_t sc, float* __restrict__ dst,
@@ -351,13 +346,9 @@ int sm90_index(const char* name) {
   return int(it - kSm90Names.begin());
 }
 
-// Speeds at full waves, relative to coop128x256-c2's, 16-bit and TF32: fitted on linear + bias
-// shapes from under one wave to 36 (H200, results/h200/c11183d/w1/waves_*.json, NOTES 78): each
-// config's time against coop128x256-c2's, corrected by the two wave efficiencies, was nearly
-// constant over the shapes of many waves (the medians here). Unclustered, the tiles ran as fast as
-// clustered (TF32's coop128x192 slower on the largest, 0.75 at 8192^3, where the multicast of
-// its 4-byte B still pays: 0.88 here); they win on waves, and where B is L2-resident
-// (persistent_pick).
+// Speeds at full waves, relative to coop128x256-c2's, 16-bit and TF32: each config's time against
+// coop128x256-c2's corrected by both wave efficiencies, a median over linear + bias shapes of many
+// waves; how they were fitted: docs/kernels/sm90.md#configs-matmul_sm90.
 const std::array<PersistentChoice, kPersistentChoices>& persistent_choices() {
   static const std::array<PersistentChoice, kPersistentChoices> kChoices = [] {
     const std::array<PersistentChoice, kPersistentChoices> c = {{{sm90_index("coop128x256-c2"), 1.0, 1.0},
@@ -387,32 +378,11 @@ double wave_efficiency(const GemmArgs& a, const Sm90Config& c, int64_t sms) {
 }  // namespace
 
 // The heuristic's persistent config: the best wave efficiency times the config's speed at full
-// waves. On results/h200/iterations-c2/cand_3fdd839.json this picked the fastest of the clustered
-// three on every row where they ran by default, where 128 x 256 alone did not: ViT-B fc2 214 -> 192
-// us (192 wide: 6 full waves, 256 wide: 4.5), QKV 167 -> 163, 4095 x 4097 x 4093 355 -> 329
-// (ping-pong: 8 full waves), linear+GELU fc2 249 -> 205. Short K (<= 256: 1x1 convs) takes
-// ping-pong, whose epilogue overlaps the other warpgroup's main loop; so does a SiLU epilogue up to
-// K = 1024 if ping-pong's clustered tiles make at least 4 waves (on fewer the last wave's share,
-// which the scores weigh, outweighs the overlap): bf16 linear + bias + SiLU, us, cooperative /
-// pp128-c2 (results/h200/9f98b77/p1/lin_silu.json): 25216 x 3072 x 512 157.7 / 150.4, ViT-B fc1 and
-// QKV within 1%; fc2 (K 3072) 165.7 / 187.3. GELU took ping-pong as well until its epilogue got
-// cheaper (NOTES 77); now the cooperative tiles run it faster (lin_gelu.json: ViT-B fc1 204.2 /
-// 222.3, QKV 158.0 / 168.9, 25216 x 3072 x 512 161.0 / 168.8).
-// Where ping-pong is the rule, the wave scores choose between its clustered and unclustered forms.
-// The clusters' B multicast pays only where B streams from DRAM: where B fits in half the L2, an
-// unclustered tile runs at least as fast as its clustered twin at the same waves, so it takes the
-// twin's speed where that is higher and wins ties. H200, us, unclustered / clustered, B's bytes
-// (results/h200/c11183d/w1, linear + bias): TF32 128 x 192 3136 x 768 x 3072 57.9 / 63.6 (9 MB), 6272
-// x 384 x 1536 33.7 / 36.4 (2 MB), 25216 x 768 x 3072 335.5 / 343.9 (9 MB); bf16 128 x 256 1568 x 2304
-// x 768 12.6 / 13.0; but TF32 128 x 192 4096^3 (64 MB) 480 / 459, 4096 x 4096 x 11008 (172 MB) 1457 /
-// 1206, and 128 x 256 there 1002 / 978. With B MN-major (16-bit matmuls of a row-major B) the clusters
-// keep an edge over many waves even so (f0c5f3b/w2, bf16 128 x 256: 25216 x 3072 x 768, 18 waves,
-// 167.7 / 164.0; 25088 x 1536 x 384 51.0 / 49.4), so there the rule holds while the clustered twin
-// makes at most 4 waves (1568 x 2304 x 768 12.0 / 12.4, 6272 x 384 x 1536 on 128 x 192 14.6 / 15.1).
-// The pick's mean loss to the fastest of the six over 21 persistent rows, before (c385cd0/r1) / after
-// (8873633/t1): bf16 linear 0.8% / 0.15%, TF32 linear 2.2% / 0.6%, bf16 matmul 0.5% (the old scores on
-// f0c5f3b/w2's times) / 0.1%; the worst row after, TF32 6272 x 1152 x 384, 11% (256-wide tiles make 2
-// waves, 192-wide 3, and at K = 384 the third wave costs less than the wider epilogue).
+// waves. Ping-pong only for short K (<= 256) or a SiLU epilogue over K <= 1024 at >= 4 waves, where
+// its epilogue overlaps the other warpgroup's main loop. An unclustered tile takes its clustered
+// twin's speed, and wins ties, where B fits in half the L2 (the multicast pays only where B streams
+// from DRAM); for an MN-major B only while the twin makes <= 4 waves. Measured reasons:
+// docs/kernels/sm90.md#persistent_pick.
 int persistent_pick(const GemmArgs& a, int64_t sms, int n, bool b_mn) {
   const auto& choices = persistent_choices();
   TORCH_INTERNAL_ASSERT(n >= kClusteredChoices && n <= kPersistentChoices, "tileops: persistent_pick over ", n,
@@ -445,16 +415,10 @@ int persistent_pick(const GemmArgs& a, int64_t sms, int n, bool b_mn) {
   return best;
 }
 
-// The heuristic: bn64x2 where 128-wide tiles would leave SMs idle but 64-wide ones fill them
-// without split-K, and for N <= 64 (measured, results/h200/14fecd3: square 1024 0.70 -> 1.10x,
-// 1000^3 0.75 -> 0.92x, batched AV 1.00 -> 1.19x; 1x1-conv GEMMs with N = 64 unchanged; large
-// problems are slower with it: ViT-B 0.36-0.67x); the persistent kernels where there is at least
-// one 128 x 128 tile per SM (persistent_pick; TF32 2048^2 on an H100: bn256 79 us,
-// coop128x256-c2 66, results/h100/ddb1659/a/cand_tf32.log; 16-bit took them from two tiles per SM
-// until the unclustered configs joined the pick, NOTES 78); else 256 wide for wide outputs, 128
-// below. (TF32 with N <= 64 took the persistent kernels where they filled the SMs while bn64x2
-// copied A to round it, H100 batched AV 95 -> 53 us of which 56 were the copies,
-// results/h100/8643bf4/c2; the one-tile kernels now round A in registers too.)
+// The heuristic: small tiles (bn64, bn64x2, bn64-nosplit) where 128-wide ones would leave SMs
+// idle, the persistent kernels from one 128 x 128 tile an SM (persistent_pick), else 256 wide for
+// wide outputs, 128 below. The rules below, in the order the expression tests them, and the
+// measurements behind each: docs/kernels/sm90.md#the-heuristic-sm90_heuristic-rule-by-rule.
 int sm90_heuristic(const GemmArgs& a, const TmaLayout& l) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool tf32 = a.dtype == at::kFloat;
@@ -464,63 +428,26 @@ int sm90_heuristic(const GemmArgs& a, const TmaLayout& l) {
   const bool persist = can_persist && output_tiles(a, 128) >= sms;
   const bool x2 = !a_mn &&  // A MN: no bn64
                   (a.N <= 64 || (output_tiles(a, 128) < sms && 2 * output_tiles(a, 64) > sms));
-  // 16-bit one-tile kernels that split K (few output tiles over a long K, as a linear's weight
-  // gradient gz^T x) take 128-wide tiles: as many blocks with half the splits, each a main loop twice
-  // as long against the same prologue and partial store (H100, ViT-S b128 weight gradients, K =
-  // 25216, bn256 -> bn128: 1152 x 384 59 -> 47 us, 384 x 384 33 -> 28, 1536 x 384 76 -> 59, 384 x
-  // 1536 58 -> 55; results/h100/2a3f1ef/n1/vit_gemms.json, NOTES 55).
+  // 16-bit one-tile kernels that split K (a linear's weight gradient gz^T x) take 128-wide tiles:
+  // half the splits, each main loop twice as long per prologue
   const bool split = !tf32 && splitk_factor(a, 128, int(bk)) > 1;
-  // At most one 64-wide tile per SM over a short K (<= 1024): bn64, one block per SM with an
-  // 8-stage ring, where bn64x2's second block per SM never comes and its ring is 4 deep; but, 16-bit,
-  // where an operand's rows are not 128-byte aligned (TMA boxes straddle lines), ping-pong pp128,
-  // whose 128 x 128 tiles load less per output. Over a longer K, where 128-wide tiles split K:
-  // bn128. H200, kernel us (results/h200/f6d89d1/a1/edges.json), bn64 / bn64x2 / pp128 / bn128:
-  // 1024^3 6.0 / 6.8 / 8.2 / 10.9, 1000 x 1024 x 1024 6.4 / 7.2 / 8.2; 1000^3 11.8 / 11.8 / 10.3,
-  // B K-major 11.3 / 11.3 / 9.7; 1024 x 1024 x 1000 9.0 / 8.9 / 8.3; 1000 x 1000 x 4096 bn128 23.4
-  // against bn64x2's 26.4, B K-major 18.6 against 22.5.
-  // TF32 takes bn64 where bn64x2 would run with at most one block per SM: bn64x2's two blocks keep
-  // one register set of A fragments and a 4-deep ring; nor pp128. Where its 64-wide tiles fill
-  // between one and two blocks per SM, bn64x2 (GPU us, results/h200/35cc54d/c1/tf32.json, bn64 /
-  // bn64x2 / pp128: 1024^2 17.9 / 27.6 / 27.3, 1000^3 20.3 / 29.0 / 31.7; batched AV
-  // 64 x 512 x 64 x 512, 256 tiles, 34.7 / 33.4 / 39.1).
-  // 16-bit with both operands' rows ragged: the clusters of two, whose multicast halves the
-  // straddling B loads; pp128-c2 in place of pp128 at one wave, and where K is not split a
-  // persistent config in place of the one-tile bn256 / bn128 (H200, results/h200/70d0595/p1/edges_c2.json,
-  // kernel us: 1000^3 pp128 10.5 -> pp128-c2 9.5, B K-major 9.9 -> 9.4; 2048 x 2048 x 1000 with B
-  // K-major bn256 20.0 -> coop128x256-c2 15.5; with one ragged operand pp128 / bn256 stay ahead,
-  // 1024^2 x 1000 8.5 against 9.1; split over K = 4096, bn128 18.5 against pp128-c2's 24.8).
-  // (Copying both ragged operands to whole-line rows first did not pay at 1000^3: one launch for
-  // both took 3.1 us, more than the straddling loads cost; NOTES 72.) With either operand ragged
-  // the persistent pick stays with the clusters: 4095 x 4097 x 4093 (B's padded rows ragged, 8
-  // waves either way) took 322 us on pp128-c2, 370 on pp128 (results/h200/c385cd0/r1, NOTES 78).
+  // one_wave64: at most one 64-wide tile an SM over K <= 1024 runs bn64's 8-stage ring (bn64x2's
+  // second block never comes); 16-bit rows not 128-byte aligned (ragged: TMA boxes straddle lines)
+  // take pp128, both operands ragged pp128-c2, whose multicast halves the straddling B loads.
   const int64_t pitch_a = a_mn ? a.mm.sa[2] : a.mm.sa[1], pitch_b = b_mn ? a.mm.sb[1] : a.mm.sb[2];
   const bool ragged_a = (pitch_a * es) % 128 != 0, ragged_b = (pitch_b * es) % 128 != 0;
   const bool one_wave64 = x2 && output_tiles(a, 64) <= sms && a.K <= 1024;
-  // Nor bn64x2 where its 64-wide tiles outnumber the SMs over a long K (> 1024) unsplit: the SMs
-  // that get a second block take twice as long, while 128-wide tiles give each busy SM one; bn128
-  // (H200, linear + bias 1568 x 768 x 3072, kernel us: bn64x2 26.4, bn128 18.3, pp128 18.3;
-  // results/h200/b7605fa/s1/small_linear.json). 16-bit takes bn128 there over any K: fp16 GPU us,
-  // bn64x2 / bn128 / cuBLAS (results/h200/be957a2/g2/x2.json): 1024 x 2048 x 1024 14.0 / 11.5 / 11.2,
-  // 2048 x 1024 x 512 10.1 / 8.9 / 8.7, 1024 x 1920 x 768 12.0 / 10.3 / 9.8; bn128 was the fastest
-  // or within 0.1 us of it on all 8 shapes. Where an operand's rows are ragged, the ping-pong
-  // tiles instead, in clusters of two where B's are (their multicast halves its straddling loads),
-  // as one_wave64 does (g1/ragged.json: 2000 x 1000 x 1000 bn64x2 22.7, pp128-c2 14.8, cuBLAS 12.8;
-  // 2000 x 1000 x 3000 bn128 37.8, pp128-c2 30.3; A's rows only, 2000 x 1024 x 1000 bn64x2 18.9,
-  // pp128 13.0). TF32 too where K > kTf32RegsMaxK, where both copy B (results/h200/ec9befe/t1/x2_tf32.json,
-  // GPU us, bn64x2 / bn128 / cuBLAS: 1024 x 2048 x 1024 30.6 / 23.8 / 21.2, 1024 x 1920 x 768 24.8 /
-  // 20.2 / 19.6); at K <= 512 bn64x2 reads B in place (2048 x 1024 x 512 25.3 / 24.2, pp128 19.0).
+  // x2_as_128: where a second 64-wide block an SM would double that SM's time, bn128 (16-bit, or
+  // split, or TF32 over K > kTf32RegsMaxK, where both copy B); ragged rows as one_wave64 does.
   const bool x2_as_128 = x2 && !one_wave64 && a.N > 64 && (split || !tf32 || a.K > kTf32RegsMaxK);
   static const int kX2 = sm90_index("bn64x2"), kBn64 = sm90_index("bn64"), kBn256 = sm90_index("bn256"),
                    kBn128 = sm90_index("bn128"), kPp128 = sm90_index("pp128"), kPp128c2 = sm90_index("pp128-c2");
   const bool pp_rows = (ragged_a || ragged_b) && !tf32 && can_persist;
   const bool cluster_rows = pp_rows && ragged_a && ragged_b;
+  // both operands ragged, K unsplit: a clustered persistent config in place of bn256 / bn128
   const bool persistent = persist || (cluster_rows && !split);
-  // 16-bit, rows aligned, where even 64-wide tiles fill at most half the SMs over K <= 1024 (batch-1
-  // ViT linears, a batch-1 patch embedding's GEMM): bn64 unsplit, the most blocks without a reduce.
-  // H200 kernel us (results/h200/11f5cbf/s1/few.json), bn64-nosplit / the bn256 or split bn128
-  // it replaces / cuBLAS: 197 x 1152 x 384 4.2 / 10.2 / 3.0, 197 x 384 x 384 4.0 / 10.0 / 2.7,
-  // 196 x 768 x 768 5.2 / 7.3 / 3.5, 384 x 768 x 768 4.8 / 7.3 / 3.6, 512^3 4.0 / 6.6 / 3.1; it was the
-  // fastest candidate on all 11 shapes probed.
+  // few64: 16-bit, rows aligned, 64-wide tiles fill at most half the SMs over K <= 1024 (batch-1
+  // ViT linears): bn64 unsplit, the most blocks without a reduce
   const bool few64 = !a_mn && !tf32 && !pp_rows && !persist && 2 * output_tiles(a, 64) <= sms &&
                      a.K <= 1024;
   static const int kBn64Nosplit = sm90_index("bn64-nosplit");
@@ -531,6 +458,7 @@ int sm90_heuristic(const GemmArgs& a, const TmaLayout& l) {
                                                 b_mn && !tf32)]
         .config;
   };
+  // x2 otherwise: TF32 takes bn64 up to one 64-wide tile an SM (bn64x2 keeps one set of A registers)
   const int heuristic = one_wave64   ? (cluster_rows ? kPp128c2 : pp_rows ? kPp128 : kBn64)
                         : x2_as_128  ? (pp_rows ? (ragged_b ? kPp128c2 : kPp128) : kBn128)
                         : x2         ? (tf32 && output_tiles(a, 64) <= sms ? kBn64 : kX2)
@@ -562,11 +490,8 @@ const char* sm90_unavailable(const GemmArgs& a) {
 
 // Multiply-adds up to which 'auto' runs an fp16/bf16 matmul that TMA cannot read in place, or a
 // TF32 one (whose B the Hopper path copies to round it but where K <= 512), on the 'mma' rung: there
-// the copies cost more than the Hopper kernel gains (H100, results/h100/5c3d0dd/i7/tc_probe.json):
-// 127 x 255 x 511 bf16 28.4 -> 12.6 us, TF32 28.8 -> 11.8 us; TF32 512^3 20.3 -> 17.4 us, but
-// 256 x 1024 x 1024 (2^28) 22.5 against 23.8. Where TMA reads the 16-bit operands in place the
-// Hopper kernel won at every size measured (256^3 9.1 against 11.1 us). Skinny rows (M <= 16)
-// keep the Hopper split-K: 64-row tiles would be almost empty.
+// the copies cost more than the Hopper kernel gains (docs/kernels/mma.md#when-routing-takes-it).
+// Skinny rows (M <= 16) keep the Hopper split-K: 64-row tiles would be almost empty.
 constexpr double kTcSmallWork16 = double(int64_t(1) << 25), kTcSmallWorkTf32 = double(int64_t(1) << 27);
 
 void gemm_cuda_matmul(const GemmArgs& a) {

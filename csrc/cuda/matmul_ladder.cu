@@ -14,9 +14,8 @@ namespace {
 
 // How simt_splitk cuts K for `tiles` output tiles: `full` chunks of kc (a multiple of the k tile,
 // which keeps the 16-byte loads), then a remainder chunk of rem, in at most splitk_count's chunks.
-// (kc rounded down made one more: fp32 1000^3 on 128 x 128 tiles in 4 chunks of 240 and one of
-// 40, 320 blocks for 264 slots, 68.8 us with the remainder in the same launch against 55.5 for
-// 1024^3 in 4 of 256; results/h200/7377711/e1/simt.json.)
+// kc is rounded up: rounded down it made one chunk more, a part-filled extra wave
+// (docs/kernels/ladder.md#split-k-of-the-simt-rungs-simt_splitk).
 struct SimtChunks {
   int64_t kc = 0, full = 1, rem = 0;
   int64_t splits() const { return full + (rem > 0); }
@@ -37,9 +36,8 @@ SimtChunks simt_chunks(const GemmArgs& a, int64_t tiles, int64_t min_k = kMinSpl
 // epilogue. `tiles`: the output tiles of the kernel that runs; launch(g, k_last) runs it on chunk
 // args g, the last chunk's K being k_last where that is not 0, and returns false (launching
 // nothing) where it cannot: the remainder chunk then takes a launch of its own, which runs after
-// the others (fp32 1000^3 on 128 x 128 tiles in chunks of 240 x 4 and 40: 75.3 us so, 68.8 with
-// the remainder joined; results/h200/f6d89d1/a1 and 7377711/e1, simt.json). False: not split
-// (nothing launched).
+// the others (slower: docs/kernels/ladder.md#split-k-of-the-simt-rungs-simt_splitk). False: not
+// split (nothing launched).
 template <class Launch>
 bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch, int64_t min_k = kMinSplitK) {
   const SimtChunks ch = simt_chunks(a, tiles, min_k);
@@ -79,17 +77,8 @@ using VecF32Small = VecConfig<64, 64, 16, 2, 2, 8, 4, 4>;
 // 64 x 64 warp tiles (16 x 8 outputs a thread, 217 registers): 6 fragment loads for 128 FFMAs a k
 // step, against 128 x 128's 4 for 64. 256 x 128, 8 warps, one block per SM: the tile of cuBLAS's
 // fp32 kernel on Hopper (sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3), BK 8 for
-// the static shared memory's 48 KiB. Kernel us on an H200 against vec128 (d160ff6/a1/simt.json):
-// 4096^2 2865 / 2918 (cuBLAS 2676), 2048^2 367 / 379 (347), 4095 x 4097 x 4093 3123 / 3180;
-// slower wherever its blocks are few or short (1024^3 in 8 K chunks of 128: 73.8 / 59.2).
-// w128 (the same warp tile, 4 warps, two blocks per SM) lost everywhere (4096^2 3198); removed.
-// So did w256 with the next tile's barrier before its last k step, whose math then overlapped the
-// next tile's first fragment loads (255 registers; 4096^2 2958 us against 2843, ViT-B fc1 2735 /
-// 2488; results/h200/b75b032/a1/cand_simt.json). So did 128 x 64 on 4 warps of 8 x 8 a thread,
-// cuBLAS's tile for 1000^3 (1000^3 107 us against vec128x64's 67, 5a2431f/b1/simt.json): with one warp per
-// scheduler the register-staged loads stall it; cuBLAS's cp.async stages do not. And 128 x 128 with
-// k tiles of 8, where K = 1000 then needs no ragged tile: 1000^3 66.4 us against vec128's 70.9 and
-// vec128x64's 66.0, 1024^3 58.0 / 58.9 (1cb2046/d1/simt.json): not the tile that 1000^3 lacks.
+// the static shared memory's 48 KiB. Where it wins, and the tiles tried beside it and removed:
+// docs/kernels/ladder.md#w256-and-the-tiles-tried-beside-it.
 using VecF32W256 = VecConfig<256, 128, 8, 4, 2, 16, 8, 1>;
 
 // The SIMT configs 'auto' chooses from for an fp32 matmul (TF32 off), as data: the kernel and
@@ -157,14 +146,11 @@ SimtGrid simt_grid(const GemmArgs& a, const SimtChoice& c) {
 }
 
 // w256 where its tiles are nearly full (90% of their outputs inside C), each of its blocks runs at
-// least 384 of K and they fill their waves of one block per SM to 96% (d160ff6/a1/simt.json: it won on
-// 2048^2 and larger; it lost on 1024^3 and 768^3, chunks of 128, and on batched tiles half empty). A
-// last wave part empty leaves SMs idle for a whole w256 block, where vec128's lone last blocks run
-// faster on theirs: ViT-B fc2 (4.5 waves) 2662 us against vec128's 2510, SMs busy 74% against 80%,
-// LLM up (10.4 waves) 7817 / 7581 (cab277f/e1/cand_simt.json, 6d707b3/g1 ncu). Fill aside where
-// vec128's own blocks fill under 3/4 of their slots: 1280 x 1280 x 2048, 100 blocks of vec128, 178
-// us on w256 (1.9 waves of 5 K chunks) against 201. Not with GELU or SiLU (erff / expf on 128
-// outputs a thread): ViT-B linear + bias + GELU fc1 3927 us against vec128's 2708 (cab277f/e1).
+// least 384 of K and they fill their waves of one block per SM to 96%: a last wave part empty
+// leaves SMs idle for a whole w256 block, where vec128's lone last blocks run faster on theirs.
+// Fill aside where vec128's own blocks fill under 3/4 of their slots. Not with GELU or SiLU (erff /
+// expf on 128 outputs a thread). Measured:
+// docs/kernels/ladder.md#the-heuristic-simt_heuristic-and-its-reasons.
 bool w256_fits(const GemmArgs& a, int64_t sms) {
   if (a.act == Act::Gelu || a.act == Act::Silu) return false;
   const SimtChoice& w = kSimtConfigs[kSimtW256];
@@ -176,20 +162,11 @@ bool w256_fits(const GemmArgs& a, int64_t sms) {
 }
 
 // w256 where w256_fits, else the largest 'vectorized' tile whose blocks (tiles x K chunks) number
-// at least 3/4 of the SMs and whose K chunks are all whole (a remainder chunk takes the RAGGED
-// kernel: fp32 1000^3 on 128 x 128 tiles in chunks of 256, 256, 256 and 232 took 67.2 us against
-// 62.7 unsplit on 128 x 64; 1024^3 in 4 chunks of 256 55.8; results/h200/84a64f5/f1/simt.json);
-// else the smallest, whose blocks are the most. Kernel us on an H200 (f6d89d1/a1/simt.json and f1, KxN; the old heuristic's
-// choice -> this one's): 127 x 255 x 511 16.1 -> 11.7 (vec64, with its remainder chunk joined),
-// 512^3 18.6 -> 12.6 (vec128x64), 1000^3 74.8 -> 62.7 (vec128x64), 1000 x 64 x 1000 22.4 -> 9.7
-// (vec64; cuBLAS 9.8); 768^3, 1024^3, 1280 x 1280 x 2048 and up unchanged (vec128). The 16-byte
-// loads need not apply: 127 x 255 x 511 (K odd, element loads) took 14.8 on vec64 against 16.1
-// on 'register' with the remainder in a launch of its own. Where even the smallest tile's blocks
-// fill at most half the SMs, its K is cut in chunks from 32 (vec64-k32), not 128: 127 x 255 x 511
-// in 11 chunks of 48 (88 blocks) 10.3 us against 14.5 in 3 of 176 (24 blocks; cuBLAS 11.0; H200, GPU
-// us, results/h200/35cc54d/b1/simt.json), each block's time being its k tiles' latency. Batched
-// problems (never split) want 3/4 of two blocks per SM: a 1x1 NCHW conv's 32 x 196 x 256 x 1024 on
-// vec128 (128 blocks) 122.6 us, vec128x64 (256) 110.3 (same file; cuBLAS 98.2).
+// at least 3/4 of the SMs and whose K chunks are all whole (a remainder chunk takes the slower
+// RAGGED kernel); else the smallest, whose blocks are the most, its K cut in chunks from 32
+// (vec64-k32) where even its blocks fill at most half the SMs: each block's time is then its k
+// tiles' latency. Batched problems (never split) want 3/4 of two blocks per SM. Measured reasons:
+// docs/kernels/ladder.md#the-heuristic-simt_heuristic-and-its-reasons.
 int simt_heuristic(const GemmArgs& a) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   if (w256_fits(a, sms)) return kSimtW256;
@@ -293,8 +270,8 @@ void launch_skinny(const GemmArgs& a) {
 }  // namespace
 
 // fp32 and fp64; fp32 with TF32 allowed reaches it where the skinny tensor-core family refuses
-// (launch.cuh). For fp16/bf16 this kernel lost to Hopper split-K (NOTES 36: a lane's loads in
-// flight are bounded by its registers).
+// (launch.cuh). For fp16/bf16 this kernel lost to Hopper split-K (a lane's loads in flight are
+// bounded by its registers: docs/kernels/skinny.md#skinny-simt-kernel-matmul_skinny).
 bool matmul_skinny(const GemmArgs& a) {
   if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.batch > 65535) return false;
   if (a.dtype == at::kFloat) launch_skinny<float>(a);
@@ -306,9 +283,8 @@ bool matmul_skinny(const GemmArgs& a) {
 namespace {
 
 // Work (multiply-adds) from which an fp32 problem whose operands the 16-byte loads cannot read
-// (odd K or N, ragged strides) runs on padded copies instead: at 4095 x 4097 x 4093 the
-// element-load path took 3.86 ms against cuBLAS's 2.87 (results/h100/cef00ca), where copying
-// both operands costs ~0.1 ms.
+// (odd K or N, ragged strides) runs on padded copies instead: there the element-load path costs
+// more than the two copies (docs/kernels/ladder.md#matmul_simt-fp32-auto-with-tf32-off).
 constexpr double kPadMinWork = double(int64_t(1) << 28);
 
 // fp32 'auto' on the 'vectorized' rung whose operands are not 16-byte readable: both copied,

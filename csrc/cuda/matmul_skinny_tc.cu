@@ -24,11 +24,8 @@ namespace {
 // Configs as data: warps (columns per block = 16 x warps) and ring stages. bn128 / bn64: ~72 KB of
 // ring each, so that three blocks fit an SM; the narrower one gives twice the blocks where N is
 // small. bn128-deep: ~200 KB of ring, one block per SM, K split only as far as the blocks fit the
-// SMs at once (as cuBLAS's skinny kernel: 128 columns, 11 stages). (bn64-deep, 64 columns and 20
-// stages split 2 ways at N = 4096 as cuBLAS's kernel there, ran 16 x 4096 x 4096 in 17.1 us
-// against bn128's 13.6 and won nowhere by more than 4%: results/h200/f97c4d3/k1, NOTES 78.)
-// -tma: the same rings filled by a producer warp's TMA loads (NOTES 82); deeper TMA rings (6 and 12
-// stages) won nowhere (results/h200/dfc1479/p5).
+// SMs at once (as cuBLAS's skinny kernel: 128 columns, 11 stages). -tma: the same rings filled by a
+// producer warp's TMA loads. Configs tried and dropped: docs/kernels/skinny.md#configs.
 struct SkinnyTcConfig {
   const char* name;
   int warps, stages;
@@ -50,9 +47,9 @@ using ShapeOf = SkinnyTcShape<kSkinnyTcConfigs[I].warps, kSkinnyTcConfigs[I].sta
 constexpr int kMaxSplit = 8;  // the portable cluster size
 
 // Blocks along K in one cluster: doubled while the grid has fewer blocks than the SMs and every
-// rank keeps at least one k tile (short K splits too: 16 x 768 x 768 bn64 8.5 -> 6.6 us, split 2
-// -> 8; results/h200/dfc1479/p0, p1); deep configs (one block per SM): while the doubled grid
-// still fits the SMs and each rank keeps 16 k tiles.
+// rank keeps at least one k tile (short K splits too: docs/kernels/skinny.md#split-skinny_tc_split);
+// deep configs (one block per SM): while the doubled grid still fits the SMs and each rank keeps 16
+// k tiles.
 int skinny_tc_split(int64_t blocks, int64_t ktiles, int64_t sms, bool deep = false) {
   int s = 1;
   if (deep) {
@@ -121,13 +118,8 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   return false;  // its kernel is built for sm_90 only
 #endif
   if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.M == 0 || a.N == 0 || a.K == 0) return false;
-  // fp32 where TF32 is allowed: on an H200 (results/h200/35d3d7a/s1/skinny_tf32.json) 16 x 4096 x
-  // 4096 took 27 us against the SIMT skinny kernel's 48.5 (fp32 math), and with a K-major B (a
-  // linear's weight) 24-62 us against 32-176; but not a row-major B (a matmul's K x N) at one or
-  // two rows, where the SIMT kernel is ahead (as cuBLAS runs an fp32 GEMV there with TF32
-  // allowed): GPU us, SIMT / this kernel (results/h200/4e3f7a8/k2/skinny_tf32.json), 1 x 4096 x
-  // 4096 23.1 / 25.0, 1 x 11008 x 4096 49.0 / 51.2, 1 x 4096 x 11008 48.7 / 54.4, 2 x 4096 x 4096
-  // 23.6 / 25.0; 4 rows even (25.3), 8 rows 27.1 / 25.2.
+  // fp32 where TF32 is allowed, except a row-major B (a matmul's K x N) at one or two rows, where
+  // the SIMT kernel is ahead as cuBLAS's fp32 GEMV is (docs/kernels/skinny.md#tf32-eligibility).
   const bool tf32 = a.dtype == at::kFloat && a.allow_tf32;
   if (a.dtype != at::kHalf && a.dtype != at::kBFloat16 && !tf32) return false;
   const auto* prop = at::cuda::getCurrentDeviceProperties();
@@ -139,16 +131,9 @@ bool matmul_skinny_tc(const GemmArgs& a) {
   if (!l.a.vec || !l.a.kc || !l.b.vec) return false;
   const bool kmajor = l.b.kc;
   if (tf32 && !kmajor && a.M <= 2) return false;
-  // The heuristic: bn128 by cp.async where the 128-column blocks fill half the SMs or more
-  // (16 x 11008 x 4096: 29.2 us against bn128-tma's 31.3 and bn64-tma's 30.3; 16 x 32000 x 4096,
-  // unsplit now: 66.7 against bn128-deep's 73.6, cuBLAS 65.9); else bn64-tma (results/h200/
-  // dfc1479/p5 and efaf5fb/f2, bf16, GPU us, bn64-tma / bn128 (the pick before) / cuBLAS: 16 x 4096
-  // x 4096 12.5 / 13.3 / 11.5, 8 x 4096 x 4096 11.4 / 12.9 / 10.9, 16 x 1024 x 8192 9.8 / 11.9 / 9.3,
-  // 16 x 4096 x 11008 30.1 / 31.0 / 27.6). bn128-deep is left to the autotuner. But bn64 by
-  // cp.async where a 16-bit row-major B streams from DRAM (larger than the L2) at M <= 8 (efaf5fb/
-  // f2, bf16, bn64 / the pick above: 1 x 4096 x 11008 28.2 / 30.0, 8 x 4096 x 11008 28.6 / 30.0, 1 x
-  // 11008 x 4096 25.8 / 27.4; at 16 rows bn64 is behind, 30.1 against bn128's 28.6; TF32 8 x 4096
-  // x 4096, whose B is 64 MB, ran 24.8 on bn64 against bn64-tma's 23.8: 255469a/f5).
+  // The heuristic (docs/kernels/skinny.md#heuristic): bn64 by cp.async where a 16-bit row-major B
+  // streams from DRAM (larger than the L2) at M <= 8; bn128 by cp.async where the 128-column blocks
+  // fill half the SMs or more; else bn64-tma. bn128-deep is left to the autotuner.
   const int64_t sms = prop->multiProcessorCount;
   const int64_t wide = (a.N + 127) / 128 * a.batch;
   const int64_t b_bytes = a.K * a.N * es * (a.mm.sb[0] == 0 ? 1 : a.batch);

@@ -2,7 +2,7 @@
 // (maps, operand copies, configs and heuristics, the dispatch), matmul_sm90_{bf16,fp16,tf32}.cu
 // (the matmul kernels of one dtype each, instantiated from sm90_launch.cuh) and conv_sm90.cu (the
 // implicit-GEMM conv kernels). One translation unit per dtype, because one for all of them was
-// the build's critical path (8-10 minutes on a 16-core machine, NOTES 43).
+// the build's critical path (docs/performance.md#build-and-device-logistics).
 #pragma once
 #include <ATen/ATen.h>
 #include <cuda.h>

@@ -198,11 +198,9 @@ CUtensorMap operand_map(const GemmArgs& a, const void* p, int64_t rows, const in
 // up to 128 wide load through their producer's registers (BLoad) where K is at most
 // kTf32RegsMaxK, while the others (bn256: its consumers need the registers the producer would
 // keep; the persistent kernels; longer K) take a rounded copy made here. The producer's threads
-// issue every load, rounding and store of B themselves, ~0.7 us a k tile where the consumers'
-// wgmmas take ~0.15: it wins only where the copy's fixed cost is the larger share. H200 GPU us,
-// copy / registers (results/h200/ebb508d/x3/tf32.json against 35cc54d/c1): batched AV
-// 64 x 512 x 64 x 512 (K = 512) bn64x2 33.4 / 30.0, B K-major 33.8 / 28.7; QK^T (K = 64) 48.0 /
-// 48.1; 1024^2 bn64 17.9 / 25.1; 2048^2 bn128 72.4 / 139.2. (kTf32RegsMaxK: sm90_host.cuh.)
+// issue every load, rounding and store of B themselves, several times the consumers' time a k
+// tile: it wins only where the copy's fixed cost is the larger share
+// (docs/kernels/sm90.md#ktf32regsmaxk-tf32s-b-through-the-producer). (kTf32RegsMaxK: sm90_host.cuh.)
 template <typename T>
 void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rounded) {
   using sm90::BLoad;
@@ -272,8 +270,8 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
         return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
                                  std::string(a_mn ? "amn+" : "") + (b_mn ? "bmn" : "bk") + (padded ? "+pad" : "") +
                                      (a_rounded ? "+acopy" : "") +  // TF32: A copied, or rounded in registers
-                                     // GELU / SiLU epilogues: another best tile (NOTES 53: ViT-B fc1 with
-                                     // GELU prefers ping-pong, without it the cooperative 128 x 256)
+                                     // GELU / SiLU epilogues: another best tile
+                                     // (docs/performance.md#epilogue)
                                      (a.act == Act::Gelu || a.act == Act::Silu ? "+exp" : "")});
       },
       kSm90Names, heuristic, [&](int i) { launch_sm90_config<T>(a, l, i, a_rounded); });
@@ -282,7 +280,7 @@ void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded
 // TF32: A is read in place where TMA can read it, else copied and rounded (copy_round_tf32); B
 // in place where 16-byte loads can read it, K-major or MN-major (tf32_b_major: the one-tile
 // kernels round it in their producer, launch_sm90_config copies it for the others), else copied,
-// rounded and K-major. At 4096^2 the copies of both operands took 85 of 490 us (NOTES 15).
+// rounded and K-major. Copying both operands was a large share of the time (docs/performance.md#tf32).
 template <typename T>
 void run_sm90_any_layout(const GemmArgs& a, TmaLayout l) {
   if constexpr (sm90::kTf32<T>) l.b = tf32_b_major(a);

@@ -16,12 +16,12 @@
 namespace tileops {
 namespace cuda {
 
-// The split-K rule of the SIMT families (matmul_ladder.cu's simt_splitk, conv_lowered.cu's
-// implicit fp32 kernels) and the 'mma' rung (launch.cuh): how many K chunks a problem of `tiles`
-// output tiles and reduction length K runs in. Where the tiles fill at most half the SMs: about
-// two blocks per SM, each chunk at least min_k long (enough to hide a tile's prologue and
-// epilogue; SIMT's 128: fp32 127 x 255 x 511, 8 tiles of 64 x 64, splits in 4 where 256 left it
-// unsplit on 8 SMs, 32 us against cuBLAS's 7.5), at most 64 chunks; else 1.
+// The split-K rule of the SIMT families (matmul_ladder.cu's simt_splitk, conv_lowered.cu's implicit
+// fp32 kernels) and the 'mma' rung (launch.cuh): how many K chunks a problem of `tiles` output
+// tiles and reduction length K runs in. Where the tiles fill at most half the SMs: about two blocks
+// per SM, each chunk at least min_k long (enough to hide a tile's prologue and epilogue; SIMT's
+// 128, where 256 left small problems unsplit: docs/kernels/splitk.md#who-splits-and-how-much), at
+// most 64 chunks; else 1.
 constexpr int64_t kMinSplitK = 128;
 inline int64_t splitk_count(int64_t tiles, int64_t K, int64_t min_k = kMinSplitK) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
@@ -48,12 +48,13 @@ inline SplitPlan plan_split(int64_t tiles, int64_t K, int64_t bk, int64_t batch,
 }
 
 // Each thread sums V consecutive outputs of one row (V = one 16-byte vector of partials where N
-// allows it) with index type I (with_index: 32-bit where the workspace fits): the scalar, 64-bit-indexed form
-// spent more on its divisions than on memory (7.6 us for 2 x 1568 x 512 on an H200, NOTES 34).
-// LANES threads sum one output vector: lane l the splits l, l + LANES, ... in order, then the lanes'
-// sums combine by shuffles in a fixed order (results stay deterministic). LANES = 8 for long
-// reductions: with one thread per output (LANES = 1) each thread waited on one split's load at a
-// time, and a conv weight gradient split 64 ways has few outputs, so few threads.
+// allows it) with index type I (with_index: 32-bit where the workspace fits): the scalar,
+// 64-bit-indexed form spent more on its divisions than on memory
+// (docs/kernels/splitk.md#the-second-pass-splitk_reduce-csrccudasplitkcuh). LANES threads sum one
+// output vector: lane l the splits l, l + LANES, ... in order, then the lanes' sums combine by
+// shuffles in a fixed order (results stay deterministic). LANES = 8 for long reductions: with one
+// thread per output (LANES = 1) each thread waited on one split's load at a time, and a conv weight
+// gradient split 64 ways has few outputs, so few threads.
 template <typename T, typename Acc, Act A, int V, int LANES, typename I>
 __global__ void splitk_reduce_kernel(const Acc* __restrict__ partial, int splits, I M, I N, I batch,
                                      MatmulProblem<T> p, Epilogue<T> epi) {

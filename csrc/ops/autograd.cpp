@@ -1,8 +1,9 @@
 // Autograd for the ops, in C++ so that a call spends no time in Python (torch.library's Python
-// autograd layer cost ≈20 µs a call, with or without grad). Each forward runs the op below
-// autograd; each backward is made of tileops ops plus torch's elementwise activation gradients
-// and reductions, all called through the dispatcher, so autocast, torch.compile's tracing, the
-// profiler and double backward see them as they see any op.
+// autograd layer cost host time on every call, with or without grad:
+// docs/performance.md#host-overhead). Each forward runs the op below autograd; each backward is
+// made of tileops ops plus torch's elementwise activation gradients and reductions, all called
+// through the dispatcher, so autocast, torch.compile's tracing, the profiler and double backward
+// see them as they see any op.
 //
 // An absent optional tensor (bias, residual) has no autograd edge, so needs_input_grad's index
 // of the residual depends on whether there is a bias: Needs below sorts that out.

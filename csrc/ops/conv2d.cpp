@@ -147,9 +147,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(const at::Tensor&
   gb = output_mask[2] ? grad_out.sum({0, 2, 3}) : at::empty({0}, x.options());
   // The data and weight gradients at once (on a GPU, two streams) where the kernel has taps or a
   // stride: their implicit GEMMs leave a last wave part-filled (or most SMs idle), which the other
-  // fills (H200, bf16 ResNet-50 fwd+bwd, NOTES 34: 3x3 512@7 b64 0.78 -> 0.92x, 256@14 b32 0.88 ->
-  // 0.99x). A 1x1 stride-1 conv's gradients are plain GEMMs that fill the GPU on their own, and
-  // overlapping them measured slower (64->256 b1 0.74 -> 0.55x, b32 0.83 -> 0.76x).
+  // fills. A 1x1 stride-1 conv's gradients are plain GEMMs that fill the GPU on their own, and
+  // overlapping them measured slower (docs/kernels/conv-lowered.md#the-backwards-two-streams-opsconv2dcpp).
   const bool overlap = !(c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1);
   std::vector<GemmArgs> problems;
   if (output_mask[0] && gx.numel() > 0) {
