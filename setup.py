@@ -153,20 +153,38 @@ def write_build_info(arch_names, cuda_version):
             f.write(text)
 
 
+# Source selection (globs: a new file needs no registration). Every build compiles the C++ under
+# csrc/, csrc/ops/, csrc/cpu/ and csrc/autotune/ but for the CUDA-only files of csrc/autotune/
+# (named cuda_*); a CUDA build adds those and everything under csrc/cuda/ (one folder per concern).
+CPU_SOURCE_DIRS = ("csrc", "csrc/ops", "csrc/cpu", "csrc/autotune")
+
+
+def cpu_sources():
+    sources = []
+    for d in CPU_SOURCE_DIRS:
+        found = sorted(glob.glob(os.path.join(d, "*.cpp")))
+        sources += [s for s in found if not os.path.basename(s).startswith("cuda_")]
+    return sources
+
+
+def cuda_sources():
+    sources = sorted(glob.glob(os.path.join("csrc", "autotune", "cuda_*.cpp")))
+    sources += sorted(glob.glob(os.path.join("csrc", "cuda", "**", "*.cpp"), recursive=True))
+    sources += sorted(glob.glob(os.path.join("csrc", "cuda", "**", "*.cu"), recursive=True))
+    return sources
+
+
 def make_extension():
     with_cuda, cuda_home, nvcc_ver = want_cuda()
     debug = os.environ.get("DEBUG", "0") == "1"
-    sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")))
-    sources += sorted(glob.glob(os.path.join("csrc", "ops", "*.cpp")))
-    sources += sorted(glob.glob(os.path.join("csrc", "cpu", "*.cpp")))
+    sources = cpu_sources()
     defines = []
     cxx = ["-O0", "-g"] if debug else ["-O3"]
     cxx += ["-std=c++17"] + os.environ.get("CXX_FLAGS", "").split()
     nvcc = []
     arch_names = ""
     if with_cuda:
-        sources += sorted(glob.glob(os.path.join("csrc", "cuda", "*.cpp")))
-        sources += sorted(glob.glob(os.path.join("csrc", "cuda", "*.cu")))
+        sources += cuda_sources()
         archs = os.environ.get("TORCH_CUDA_ARCH_LIST") or DEFAULT_ARCHS
         gencode, arch_names = gencode_flags(archs, nvcc_ver)
         nvcc = gencode + ["-std=c++17", "-lineinfo", "--expt-relaxed-constexpr"]

@@ -1,11 +1,11 @@
 // Every tileops schema, in one place, and the Python module (build facts, device query).
 #include <torch/extension.h>
 
-#include "autotune.h"
+#include "autotune/policy.h"
 
 #ifdef TILEOPS_WITH_CUDA
-#include "cuda/autotune.h"
-#include "cuda/device_query.h"
+#include "autotune/cuda_timing.h"
+#include "cuda/runtime/device_query.h"
 #endif
 
 #include "generated/build_info.h"
@@ -62,7 +62,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   }, py::arg("index") = 0, "Properties of CUDA device `index` as the CUDA runtime reports them.");
 #endif
 
-  // Autotuning (python/tileops/autotune.py is the user API; csrc/autotune.h the policy).
+  // Autotuning (python/tileops/autotune.py is the user API; csrc/autotune/policy.h the policy).
   namespace at_ = tileops::autotune;
   m.def("_autotune_set_enabled", torch::wrap_pybind_function([](bool on) { at_::set_enabled(on); }));
   m.def("_autotune_enabled", torch::wrap_pybind_function([] { return at_::enabled(); }));

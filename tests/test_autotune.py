@@ -20,7 +20,7 @@ from utils import check, cuda_kernel_counts, family, fresh_generator, persistent
 
 NAMES = ["a", "b", "c"]
 DEV = "test-device"
-# family conv_fwd_sm90 (conv_sm90.cu): one-tile kernels, then the persistent ones (TMA im2col loads only)
+# family conv_fwd_sm90 (conv/conv_sm90.cu): one-tile kernels, then the persistent ones (TMA im2col loads only)
 CONV_FWD_CANDIDATES = family("conv_fwd_sm90")
 CONV_FWD_PERSISTENT = persistent(CONV_FWD_CANDIDATES)
 # strided data gradients whose phases run in one Hopper launch (test_conv2d.CUDA_CASES)
@@ -544,7 +544,7 @@ def backward_kernels(c, case, kind, w_layout, mask):
 
 
 # Weight gradients on the Hopper implicit GEMM: (conv, whether its R*S*C x K weight is small enough
-# to be written straight into a KCRS grad_weight, conv_lowered.cu's kWgradDirectMax = 2^17
+# to be written straight into a KCRS grad_weight, conv/conv_lowered.cu's kWgradDirectMax = 2^17
 # elements). A channels_last grad_weight is written straight, down dW^T's columns, at any size.
 WGRAD_DIRECT = {
     "1x1_split": ((4, 64, 14, 14, 96, 1, 1), True),          # a long reduction: split-K, the reduce writes dw

@@ -122,7 +122,7 @@ CUDA_CASES = {
     # x 2-3 column tiles: blocks loop over tiles), an output-channel tail, TMA-stored rows
     "3x3_c64_k264@56": Conv(4, 64, 56, 56, 264, 3, 3, 1, 1),
     "3x3_c64_pad130": Conv(1, 64, 3, 4, 8, 3, 3, (5, 7), 130),  # past the [-128, 127] of a TMA im2col map
-    # strided data gradients as stride-1 phase convolutions (kinds.h dgrad_phase; test_autotune pins
+    # strided data gradients as stride-1 phase convolutions (conv/dgrad_phases.h dgrad_phase; test_autotune pins
     # them), 64 output channels so the phases run on the implicit kernels: phases of unequal sizes (odd H, W), a 1x1 phase with more
     # outputs than dy rows (padding 0), dy rows skipped (padding 2 > (3 - 1) / 2), dilation 2 with
     # stride 2 (one phase per dimension gets no tap: zeros), ResNet-50's downsampling 3x3/2
@@ -131,7 +131,7 @@ CUDA_CASES = {
     "3x3_s2_k64_p2": Conv(2, 64, 12, 13, 64, 3, 3, 2, 2),
     "3x3_s2_k64_dil2": Conv(2, 64, 17, 16, 64, 3, 3, 2, 2, 2),
     "resnet_3x3s2_128@56": Conv(2, 128, 56, 56, 128, 3, 3, 2, 1),
-    # ... all phases in one Hopper launch (conv_sm90.cu conv_dgrad_phases_sm90: a channels_last dx
+    # ... all phases in one Hopper launch (conv/conv_sm90.cu conv_dgrad_phases_sm90: a channels_last dx
     # whose sides the strides divide): a phase padded below (padding 0), stride 2x1 with a 3x5
     # kernel, 7x7/2 (phases of 16, 12, 12 and 9 taps), dx channels below a tile and past one (20,
     # 72) under 256 dy channels, dilation 2 with stride 2 (one phase live, three zeros)
@@ -153,14 +153,14 @@ CUDA_CASES = {
     "c3_k7": Conv(2, 3, 13, 17, 7, 3, 3, 1, 1),
     # C % 8 != 0 with many channels: the row-staging im2col halves its 64-pixel tile to fit shared memory
     "c100_7x7": Conv(1, 100, 9, 40, 16, 7, 7, 1, 3),
-    # fp32 NCHW's implicit GEMM (gemm_conv_vec.cuh): C % 16 != 0 (a zero-padded last channel chunk),
+    # fp32 NCHW's implicit GEMM (conv/gemm_conv_vec.cuh): C % 16 != 0 (a zero-padded last channel chunk),
     # K % 4 != 0 (weight rows padded to 72), 81 k tiles over 10 split-K chunks (one 128-pixel tile)
     "nchw_c130_k70": Conv(1, 130, 9, 11, 70, 3, 3, 1, 1),
     # ... its weight gradient unsplit (72 output tiles of 9216 taps x 120 channels), 49 pixels per image
     "nchw_c1024_k120@7": Conv(2, 1024, 7, 7, 120, 3, 3, 1, 1),
     "stem7x7": Conv(2, 3, 61, 61, 64, 7, 7, 2, 3),
     "stem7x7_224": Conv(1, 3, 224, 224, 64, 7, 7, 2, 3),
-    # C % 8 != 0 and R*S*C <= 256 (fp16/bf16, channels_last x: conv_smallc.cu's fused kernel):
+    # C % 8 != 0 and R*S*C <= 256 (fp16/bf16, channels_last x: conv/conv_smallc.cu's fused kernel):
     # rows of more than one 128-pixel chunk, several 64-channel blocks with a partial last one,
     # dilation with stride 3, a 1x7 kernel, R*S*C = 256 exactly, and staged rows over 48 KiB
     "c3_q300": Conv(1, 3, 12, 300, 24, 3, 3, 1, 1),

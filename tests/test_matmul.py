@@ -206,7 +206,7 @@ def test_matmul_rungs_many_batches_cuda(algo):
     ("tf32", (256, 1024, 1024), "gemm_sm90")])
 def test_matmul_small_auto_family_cuda(kind, shape, family):
     """On Hopper, 'auto' runs the small matmuls that the wgmma path would first copy on the 'mma'
-    rung (matmul.cu, kTcSmallWork*), 16-bit and TF32 ones of at most 16 rows on the skinny
+    rung (routing/matmul.cu, kTcSmallWork*), 16-bit and TF32 ones of at most 16 rows on the skinny
     tensor-core kernel (TF32 at one or two rows of a row-major B: the SIMT skinny kernel, fp32),
     and the rest on wgmma; the values are checked too."""
     if torch.cuda.get_device_capability() != (9, 0):
@@ -389,7 +389,7 @@ def test_matmul_a_mn_major_cuda(kind, size, b_layout, batch):
 # N = 100); tf32 reads A in place where it is K-major and 16-byte aligned (rounded in registers),
 # and B in place through the producer's registers on the one-tile configs up to 128 wide, else
 # from a rounded K-major copy (test_tf32_b_in_place_cuda).
-# SM90_CONFIGS is the whole family as matmul.cu lists it (test_autotune checks the autotuner's
+# SM90_CONFIGS is the whole family as sm90/host.cu lists it (test_autotune checks the autotuner's
 # choice against it).
 SM90_CONFIGS = family("matmul_sm90")
 PERSISTENT = persistent(SM90_CONFIGS)

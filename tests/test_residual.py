@@ -1,7 +1,7 @@
 """The fused residual add: conv2d(..., residual=r) = act(conv2d(x, w) + bias + r), and the same for
 linear, against float64 references (fresh inputs, poisoned outputs) on every kernel path.
 
-Where the residual goes on each path (csrc/cuda/conv_lowered.cu, gemm_sm90.cuh): CPU loop, SIMT,
+Where the residual goes on each path (csrc/cuda/conv/conv_lowered.cu, sm90/epilogue.cuh): CPU loop, SIMT,
 WMMA, the 'vectorized' ladder rung, depthwise (scalar and 16-byte), Hopper wgmma (fp32 staging,
 16-byte residual loads in the store loop; split-K's reduce kernel) read it at the output element's
 offset; an NCHW conv output computed through a channels_last buffer takes a channels_last copy of

@@ -95,7 +95,7 @@ def test_splitk_simt_matmul_strided(kind, view):
     check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "SIMT split-K matmul %s seed=%d" % (view, seed))
 
 
-# The fp32 SIMT configs (autotune family "matmul_simt", matmul_ladder.cu's kSimtConfigs, in its
+# The fp32 SIMT configs (autotune family "matmul_simt", ladder/matmul_ladder.cu's kSimtConfigs, in its
 # order), each pinned: 'vectorized' 128 x 128, 128 x 64 and 64 x 64, 256 x 128 with 16 x 8 a thread
 # (w256) and 'register' 64 x 64, each split where its tiles leave SMs idle or never;
 # on tails, odd K (element loads), a batch, strided operands and a linear with bias, activation and
@@ -252,7 +252,7 @@ def test_skinny_views(kind, view):
     check(out, a64 @ b64, a64.abs() @ b64.abs(), kind, "skinny matmul %s seed=%d" % (view, seed))
 
 
-# The skinny tensor-core kernel (gemm_skinny_tc.cuh), each config pinned: (M, N, K, op, pad) with
+# The skinny tensor-core kernel (skinny/gemm_skinny_tc.cuh), each config pinned: (M, N, K, op, pad) with
 # op "linear" (K-major B, bias + gelu + residual) or "matmul" (N-major B). Every operand is a view
 # of rows rounded up to 8 elements plus `pad` (16-byte aligned rows, as the kernel needs; K or N not
 # a multiple of 8 then ends in a partial 16-byte chunk). Cluster splits of 1 to 8 (long K, few
@@ -299,7 +299,7 @@ def test_skinny_tc(kind, config, case):
     with tileops.autotune.pinned("matmul_skinny_tc", config), tf32(kind == "tf32"):
         out, names = cuda_kernels(lambda: run_poisoned(fn, M * N, dt, "cuda"))
         again = fn()
-    # TF32 with a row-major B at one or two rows: the SIMT skinny kernel, in fp32 (matmul_skinny_tc.cu)
+    # TF32 with a row-major B at one or two rows: the SIMT skinny kernel, in fp32 (skinny/matmul_skinny_tc.cu)
     want = "gemm_skinny_kernel" if kind == "tf32" and op == "matmul" and M <= 2 else "gemm_skinny_tc"
     assert any(want in n for n in names), "%s: expected %s among %s" % (case, want, names)
     ref, mag = skinny_ref(op, x, b, bias, res)

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "problems.h"
+#include "common/problems.h"
 
 namespace tileops {
 

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "epilogue.h"
-#include "problems.h"
+#include "common/epilogue.h"
+#include "common/problems.h"
 
 namespace tileops {
 
@@ -42,7 +42,7 @@ struct GemmArgs : Fused {
 };
 
 // Output tiles of bm x bn over problem a (all batch entries): the one count every launch's
-// heuristic uses (sm90_host.cuh's output_tiles is it with the Hopper row tile as default bm).
+// heuristic uses (cuda/sm90/host.cuh's output_tiles is it with the Hopper row tile as default bm).
 inline int64_t tiles_of(const GemmArgs& a, int64_t bm, int64_t bn) {
   return (a.M + bm - 1) / bm * ((a.N + bn - 1) / bn) * a.batch;
 }

@@ -31,7 +31,7 @@ struct MatmulOperands {
   void* c;
   int64_t sa[3], sb[3], sc[3];  // strides: batch, row, column (batch stride 0 = broadcast)
   // rq > 0: C's rows in groups of rq, row m at (m / rq) * srq + (m % rq) * sc[1] (a data
-  // gradient's phase of dx, kinds.h). Only the Hopper one-tile kernels are given it (the
+  // gradient's phase of dx, cuda/conv/dgrad_phases.h). Only the Hopper one-tile kernels are given it (the
   // persistent ones refuse it: their TMA store needs rows of one stride).
   int64_t rq = 0, srq = 0;
 };
@@ -62,7 +62,7 @@ struct MatmulProblem {
   const T* B;
   T* C;
   int64_t sa[3], sb[3], sc[3], rq, srq;
-  MatmulProblem() = default;  // (an array of them: gemm_sm90.cuh's DgradPhases)
+  MatmulProblem() = default;  // (an array of them: cuda/sm90/kernels.cuh's DgradPhases)
   explicit MatmulProblem(const MatmulOperands& o)
       : A(static_cast<const T*>(o.a)), B(static_cast<const T*>(o.b)), C(static_cast<T*>(o.c)), rq(o.rq), srq(o.srq) {
     for (int i = 0; i < 3; ++i) {

@@ -6,8 +6,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "../common/epilogue.h"
-#include "../common/gemm_args.h"
+#include "common/epilogue.h"
+#include "common/gemm_args.h"
 
 namespace tileops {
 namespace {

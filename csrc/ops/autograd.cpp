@@ -9,7 +9,7 @@
 // of the residual depends on whether there is a bias: Needs below sorts that out.
 #include <torch/autograd.h>
 
-#include "common.h"
+#include "ops/common.h"
 
 namespace tileops {
 namespace ops {

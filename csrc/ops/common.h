@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "../common/gemm_args.h"
+#include "common/gemm_args.h"
 
 namespace tileops {
 namespace ops {

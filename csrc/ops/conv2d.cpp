@@ -1,5 +1,5 @@
 // conv2d forward and backward as implicit GEMMs over any memory format and any strides.
-#include "common.h"
+#include "ops/common.h"
 
 namespace tileops {
 namespace ops {

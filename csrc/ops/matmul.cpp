@@ -1,7 +1,7 @@
 // matmul and linear: checks, output allocation, strided operand description.
 #include <ATen/ExpandUtils.h>
 
-#include "common.h"
+#include "ops/common.h"
 
 namespace tileops {
 namespace ops {

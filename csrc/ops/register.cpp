@@ -3,7 +3,7 @@
 // rules that cast floating inputs to the autocast dtype as torch's matmul/conv do.
 #include <ATen/autocast_mode.h>
 
-#include "common.h"
+#include "ops/common.h"
 
 namespace tileops {
 namespace ops {

@@ -1,4 +1,4 @@
-"""Writes csrc/cuda/wgmma_ops.h: wgmma.mma_async wrappers (m64nN, fp32 accumulators) whose
+"""Writes csrc/cuda/ptx/wgmma.cuh: wgmma.mma_async wrappers (m64nN, fp32 accumulators) whose
 inline-asm operand lists are too long to keep by hand. Run: python scripts/dev/gen_wgmma.py
 
 One overload per (width, input type), told apart by a null pointer of the C++ input type.
@@ -8,8 +8,8 @@ fp32 words from shared memory and keeps their top 19 bits). TF32 also comes with
 m64n64 in 16 bits (wgmma_m64n64_rs with a type tag)."""
 import os
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "..", "csrc", "cuda", "wgmma_ops.h")
-SHAPES = [64, 128, 192, 256]  # the tile widths gemm_sm90.cuh instantiates
+OUT = os.path.join(os.path.dirname(__file__), "..", "..", "csrc", "cuda", "ptx", "wgmma.cuh")
+SHAPES = [64, 128, 192, 256]  # the tile widths the sm90/ kernels instantiate
 # (PTX type, C++ tag type, k, whether the transpose immediates exist: PTX allows MN-major
 # operands from shared memory for the 16-bit types only)
 TYPES = [("bf16", "__nv_bfloat16", 16, True), ("f16", "__half", 16, True), ("tf32", "float", 8, False)]
@@ -68,7 +68,7 @@ def main():
         for ptx_type, ctype, k, has_trans in TYPES:
             parts.append(one(n, ptx_type, ctype, k, has_trans))
         parts.append(one_rs(n))
-    for ptx_type, ctype, _, _ in TYPES[:2]:  # conv_smallc.cu's quads: m64n64, 16-bit
+    for ptx_type, ctype, _, _ in TYPES[:2]:  # conv/conv_smallc.cu's quads: m64n64, 16-bit
         parts.append(one_rs(64, ptx_type, ctype))
     parts.append("#endif\n}  // namespace sm90\n}  // namespace cuda\n}  // namespace tileops\n")
     with open(OUT, "w") as f:

@@ -1,6 +1,6 @@
 """Small, odd and skinny matmuls: tileops 'auto', 'mma' and 'wgmma' against torch (GPU ms,
 benchmarks/common.timed), each result's error against float64, and with --kernels the CUDA kernel
-table (us per call) of 'auto' and of torch. How matmul.cu's kTcSmallWork* were chosen.
+table (us per call) of 'auto' and of torch. How routing/matmul.cu's kTcSmallWork* were chosen.
 
     python scripts/dev/probe_small_matmul.py OUT.json [--set small|mma|skinny] [--kernels]
 
@@ -9,7 +9,7 @@ table (us per call) of 'auto' and of torch. How matmul.cu's kTcSmallWork* were c
 git at 1f54b6f). --set mma: 20 shapes from 127 x 255 x 511 to 4096^3, bf16 / TF32 (tc_probe.json in
 h100/3fc4f70/i2 and 5c3d0dd/i7, the same). --set skinny:
 M <= 16 in bf16 / fp16, as matmul (N-major B) and linear (K-major weight), 'auto' with each of
-the skinny tensor-core kernel's configs pinned as well (matmul_skinny_tc.cu). --set skinny_tf32:
+the skinny tensor-core kernel's configs pinned as well (skinny/matmul_skinny_tc.cu). --set skinny_tf32:
 the same in fp32 with TF32 allowed, and 'auto' with TF32 off (the SIMT skinny kernel's fp32 math).
 --k-major-b: the sets other than skinny also with B the transpose of an N x K tensor (a linear's
 weight), each row's b_layout saying which (the 'mma' rung stages each layout its own way).

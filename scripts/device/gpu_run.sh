@@ -33,7 +33,7 @@ else
   grep "tileops build" "$OUTDIR/build.log"
 fi
 if [ -z "${SKIP_BUILD:-}" ] && command -v cuobjdump > /dev/null; then  # registers / spills per kernel, HGMMA
-  for o in build/temp*/csrc/cuda/*.o; do
+  for o in build/temp*/csrc/cuda/*/*.o; do
     echo "== $o: $(cuobjdump --dump-sass "$o" | grep -c HGMMA) HGMMA"
     cuobjdump --dump-resource-usage "$o" | grep -E "REG:" | sed -E 's/.*(REG:[0-9]+ STACK:[0-9]+ SHARED:[0-9]+ LOCAL:[0-9]+).*/\1/' | sort | uniq -c
   done >> "$OUTDIR/build.log" 2>&1

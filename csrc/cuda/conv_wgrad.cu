@@ -1,7 +1,0 @@
-#include "launch.cuh"
-namespace tileops::cuda {
-void gemm_cuda_conv_wgrad(const GemmArgs& a) {
-  if (conv_wgrad_depthwise(a) || conv_wgrad_lowered(a)) return;
-  launch_problem<ConvWgradProblem>(a, a.conv);
-}
-}  // namespace tileops::cuda

@@ -1,4 +1,0 @@
-// The Hopper matmul kernels for fp16, in a translation unit of their own (sm90_host.cuh says why).
-#include "sm90_launch.cuh"
-
-template void tileops::cuda::hopper::run_sm90_any_layout<c10::Half>(const GemmArgs& a, TmaLayout l);
