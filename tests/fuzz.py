@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 import tileops
+from utils import poison, tf32  # tests/ is on the path: pytest rootdir, or this script's folder
 
 KINDS = ("float64", "float32", "tf32", "float16", "bfloat16")
 DTYPE = {"float64": torch.float64, "float32": torch.float32, "tf32": torch.float32, "float16": torch.float16,
@@ -113,8 +114,7 @@ class Maker:
     def view(self, shape, kinds=("contig", "T", "step", "offset")) -> Tuple[torch.Tensor, str]:
         """A tensor of `shape` as one of the views: contiguous, the transpose of its last two dims,
         every other element of a twice-wide last dim, or one element past an allocation's start."""
-        kind = self.rng.choice(kinds) if len(shape) >= 2 or "T" not in kinds else self.rng.choice(
-            [k for k in kinds if k != "T"])
+        kind = self.rng.choice([k for k in kinds if k != "T" or len(shape) >= 2])
         shape = list(shape)
         if kind == "T" and len(shape) >= 2:
             return self.randn(shape[:-2] + [shape[-1], shape[-2]]).mT, kind
@@ -261,25 +261,6 @@ OPS = {"matmul": matmul_case, "linear": linear_case, "conv2d": conv_case}
 OP_WEIGHTS = {"matmul": 0.3, "linear": 0.3, "conv2d": 0.4}
 
 
-def tf32_flags(on: bool):
-    class Flags:
-        def __enter__(self):
-            self.old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
-
-        def __exit__(self, *exc):
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.old
-
-    return Flags()
-
-
-def poison(device: str, like: torch.Tensor):
-    """A freed NaN block where the next allocation of the output's size lands (the caching
-    allocator hands it back), so an element a kernel never writes reads NaN."""
-    if device != "cpu":
-        torch.full((max(1, like.numel() * like.element_size() // 4),), float("nan"), device=device)
-
-
 def run(fn, leaves: Dict[str, torch.Tensor], names: List[str], upstream: Optional[torch.Tensor]):
     """fn(leaves) and, where upstream is given, the gradients of <fn(leaves), upstream> w.r.t. names."""
     if upstream is None:
@@ -337,9 +318,9 @@ def evaluate(case: dict) -> dict:
     # the root-sum-square of each output's terms: the op, no activation (|act'| <= 1.13), on squares
     rss = run(case["pre"], {k: v * v for k, v in ref_leaves.items()}, names,
               None if upstream is None else upstream * upstream)
-    with tf32_flags(kind == "tf32"):
+    with tf32(kind == "tf32"):
         try:
-            poison(device, ref[0])
+            poison(device, ref[0].numel() * torch.empty((), dtype=DTYPE[kind]).element_size())  # the output's bytes
             mine = run(case["tileops"], leaves, names, upstream)
         except Exception as e:  # noqa: BLE001 - a valid problem tileops refuses is a failure too
             rec.update(ok=False, error="tileops raised %s: %s" % (type(e).__name__, str(e).splitlines()[0][:300]))
