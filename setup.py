@@ -154,9 +154,9 @@ def write_build_info(arch_names, cuda_version):
 
 
 # Source selection (globs: a new file needs no registration). Every build compiles the C++ under
-# csrc/, csrc/ops/, csrc/cpu/ and csrc/autotune/ but for the CUDA-only files of csrc/autotune/
+# csrc/, csrc/ops/, csrc/cpu/, csrc/autotune/ and csrc/routing/ but for the CUDA-only files of csrc/autotune/
 # (named cuda_*); a CUDA build adds those and everything under csrc/cuda/ (one folder per concern).
-CPU_SOURCE_DIRS = ("csrc", "csrc/ops", "csrc/cpu", "csrc/autotune")
+CPU_SOURCE_DIRS = ("csrc", "csrc/ops", "csrc/cpu", "csrc/autotune", "csrc/routing")
 
 
 def cpu_sources():

@@ -2,6 +2,8 @@
 #include <torch/extension.h>
 
 #include "autotune/policy.h"
+#include "ops/explain.h"
+#include "routing/route.h"
 
 #ifdef TILEOPS_WITH_CUDA
 #include "autotune/cuda_timing.h"
@@ -28,6 +30,28 @@ TORCH_LIBRARY(tileops, m) {
 }
 
 namespace py = pybind11;
+
+namespace {
+// routing::Decision as Python data (tileops.explain's dicts).
+py::list decisions(const std::vector<tileops::routing::Decision>& ds) {
+  py::list out;
+  for (const auto& d : ds) {
+    py::dict e;
+    e["op"] = d.op;
+    e["problem"] = d.problem;
+    py::list passed;
+    for (const auto& [name, why] : d.passed) passed.append(py::make_tuple(name, why));
+    e["passed_over"] = passed;
+    e["kernel"] = d.kernel;
+    e["doc"] = d.doc;
+    e["config"] = d.config;
+    e["why"] = d.why;
+    e["lowered"] = decisions(d.lowered);
+    out.append(e);
+  }
+  return out;
+}
+}  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "tileops compiled kernels; the ops live in torch.ops.tileops";
@@ -61,6 +85,49 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return d;
   }, py::arg("index") = 0, "Properties of CUDA device `index` as the CUDA runtime reports them.");
 #endif
+
+  // Routing (python/tileops/routing.py is the user API: explain, trace; csrc/routing/route.h).
+  m.def("_routing_tables", [] {
+    py::list out;
+    for (const tileops::routing::Table* t : tileops::routing::tables()) {
+      py::list rows;
+      for (const auto& r : t->rows) {
+        py::dict d;
+        d["name"] = r.name;
+        d["when"] = r.when;
+        d["doc"] = r.doc;
+        rows.append(d);
+      }
+      py::dict d;
+      d["op"] = t->op;
+      d["summary"] = t->summary;
+      d["rows"] = rows;
+      out.append(d);
+    }
+    return out;
+  }, "Every registered routing table, in registration order: op, summary, rows (name, when, doc).");
+  m.def("_route_trace", [](bool on) { tileops::routing::set_tracing(on); }, py::arg("on"),
+        "Turns TILEOPS_TRACE's per-call routing log on or off for this process.");
+  m.def("_route_tracing", [] { return tileops::routing::tracing(); });
+  namespace ops_ = tileops::ops;
+  m.def("_explain_matmul", torch::wrap_pybind_function([](const at::Tensor& a, const at::Tensor& b,
+                                                          const std::string& algo, bool backward) {
+          return decisions(ops_::explain_matmul(a, b, algo, backward));
+        }));
+  m.def("_explain_linear",
+        torch::wrap_pybind_function([](const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                                       const std::string& activation, const c10::optional<at::Tensor>& residual,
+                                       bool backward) {
+          return decisions(ops_::explain_linear(x, w, bias, activation, residual, backward));
+        }));
+  m.def("_explain_conv2d",
+        torch::wrap_pybind_function([](const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                                       std::vector<int64_t> stride, std::vector<int64_t> padding,
+                                       std::vector<int64_t> dilation, int64_t groups, const std::string& activation,
+                                       const c10::optional<at::Tensor>& residual, bool backward) {
+          return decisions(ops_::explain_conv2d(x, w, bias, stride, padding, dilation, groups, activation, residual,
+                                                backward));
+        }));
 
   // Autotuning (python/tileops/autotune.py is the user API; csrc/autotune/policy.h the policy).
   namespace at_ = tileops::autotune;

@@ -160,7 +160,7 @@ CUDA_CASES = {
     "nchw_c1024_k120@7": Conv(2, 1024, 7, 7, 120, 3, 3, 1, 1),
     "stem7x7": Conv(2, 3, 61, 61, 64, 7, 7, 2, 3),
     "stem7x7_224": Conv(1, 3, 224, 224, 64, 7, 7, 2, 3),
-    # C % 8 != 0 and R*S*C <= 256 (fp16/bf16, channels_last x: conv/conv_smallc.cu's fused kernel):
+    # C % 8 != 0 and R*S*C <= 256 (fp16/bf16, channels_last x: conv/conv_smallc_fwd.cu's fused kernel):
     # rows of more than one 128-pixel chunk, several 64-channel blocks with a partial last one,
     # dilation with stride 3, a 1x7 kernel, R*S*C = 256 exactly, and staged rows over 48 KiB
     "c3_q300": Conv(1, 3, 12, 300, 24, 3, 3, 1, 1),

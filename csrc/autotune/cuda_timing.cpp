@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "generated/build_info.h"
+#include "routing/route.h"
 
 namespace tileops {
 namespace autotune {
@@ -79,27 +80,48 @@ std::string device_key(int device) {
   return it->second;
 }
 
-int choose(const std::string& op_key, const std::vector<std::string>& names, int heuristic,
-           const std::function<void(int)>& launch) {
-  if (!active()) return heuristic;
+namespace {
+Choice choice(const std::string& op_key, const std::vector<std::string>& names, int heuristic,
+              const std::function<void(int)>& launch) {
+  if (!active()) return {heuristic, Source::Heuristic};
   const bool can_measure = enabled() && !capturing(at::cuda::getCurrentCUDAStream());
   return choose_with(device_key(at::cuda::current_device()), op_key, names, heuristic,
-                     [&](int i) { return time_ms(launch, i); }, can_measure)
-      .index;
+                     [&](int i) { return time_ms(launch, i); }, can_measure);
+}
+
+// Under TILEOPS_TRACE, the config chosen, below the routing decision that led here.
+void trace_choice(const std::string& op_key, const std::vector<std::string>& names, const Choice& c) {
+  if (routing::tracing())
+    routing::trace_line("config " + op_key.substr(0, op_key.find('|')) + " = " + names[size_t(c.index)] + " (" +
+                        source_name(c.source) + ")");
+}
+}  // namespace
+
+int choose(const std::string& op_key, const std::vector<std::string>& names, int heuristic,
+           const std::function<void(int)>& launch) {
+  return choice(op_key, names, heuristic, launch).index;
 }
 
 int run(const std::string& op_key, const std::vector<std::string>& names, int heuristic,
         const std::function<void(int)>& launch) {
-  const int i = choose(op_key, names, heuristic, launch);
-  launch(i);
-  return i;
+  const Choice c = choice(op_key, names, heuristic, launch);
+  trace_choice(op_key, names, c);
+  launch(c.index);
+  return c.index;
 }
 
 int run(const std::function<std::string()>& make_op_key, const std::vector<std::string>& names, int heuristic,
         const std::function<void(int)>& launch) {
-  const int i = active() ? choose(make_op_key(), names, heuristic, launch) : heuristic;
-  launch(i);
-  return i;
+  if (!active() && !routing::tracing()) {  // the fast path: no key
+    launch(heuristic);
+    return heuristic;
+  }
+  return run(make_op_key(), names, heuristic, launch);
+}
+
+Choice peek(const std::string& op_key, const std::vector<std::string>& names, int heuristic) {
+  return choose_with(device_key(at::cuda::current_device()), op_key, names, heuristic,
+                     [](int) { return std::numeric_limits<double>::quiet_NaN(); }, false);
 }
 
 Choice choose_mm_for_test(const std::string& op_key, const std::vector<int64_t>& sizes, int heuristic) {

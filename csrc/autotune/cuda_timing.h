@@ -39,6 +39,10 @@ int run(const std::string& op_key, const std::vector<std::string>& names, int he
 int run(const std::function<std::string()>& make_op_key, const std::vector<std::string>& names, int heuristic,
         const std::function<void(int)>& launch);
 
+// The candidate a call would run, from the pins and the cache, else the heuristic; never measures
+// (tileops.explain: routing/route.h).
+Choice peek(const std::string& op_key, const std::vector<std::string>& names, int heuristic);
+
 // For the CUDA tests: candidate i is a float32 at::mm_out of two sizes[i] x sizes[i] matrices on the
 // current device and stream, so the timing, capture and key paths are exercised without kernels.
 Choice choose_mm_for_test(const std::string& op_key, const std::vector<int64_t>& sizes, int heuristic);

@@ -8,6 +8,7 @@
 
 #include "common/epilogue.h"
 #include "common/gemm_args.h"
+#include "routing/route.h"
 
 namespace tileops {
 namespace {
@@ -55,13 +56,23 @@ void gemm_rows(const P& p, const GemmArgs& a) {
   });
 }
 
-}  // namespace
-
-void gemm_cpu(const GemmArgs& a) {
-  if (a.batch == 0 || a.M == 0 || a.N == 0) return;
+const char* cpu_why_not(const GemmArgs&) { return nullptr; }
+void cpu_run(const GemmArgs& a) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.dtype, "tileops_gemm_cpu", [&] {
     visit_problem<scalar_t>(a, [&](const auto& p) { gemm_rows<scalar_t>(p, a); });
   });
+}
+
+}  // namespace
+
+// The CPU's routing table: one candidate, every problem kind and dtype.
+const routing::Table kCpuRoutes("cpu", "every op on the CPU",
+                                {{"cpu", "always: the packed reference loop, parallel over output rows",
+                                  "architecture.md#1-the-layers", cpu_why_not, cpu_run}});
+
+void gemm_cpu(const GemmArgs& a) {
+  if (a.batch == 0 || a.M == 0 || a.N == 0) return;
+  routing::route(kCpuRoutes, a);
 }
 
 }  // namespace tileops

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/gemm_args.h"
+#include "routing/route.h"
 
 namespace tileops {
 namespace ops {
@@ -124,7 +125,7 @@ inline void run_gemm(const GemmArgs& a, const at::Device& device) {
 // Problems that write disjoint outputs, on the device that holds their tensors: with at_once, at
 // once on a GPU (side streams); else, and on the CPU, one after another.
 inline void run_gemms(const std::vector<GemmArgs>& problems, const at::Device& device, bool at_once = true) {
-  if (problems.size() < 2 || !at_once || !device.is_cuda()) {
+  if (problems.size() < 2 || !at_once || !device.is_cuda() || routing::explaining()) {
     for (const auto& a : problems) run_gemm(a, device);
     return;
   }

@@ -144,7 +144,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(const at::Tensor&
   at::Tensor gx, gw, gb;
   gx = output_mask[0] ? empty_in_format_of(x.sizes(), x) : at::empty({0}, x.options());
   gw = output_mask[1] ? empty_in_format_of(weight.sizes(), weight) : at::empty({0}, x.options());
-  gb = output_mask[2] ? grad_out.sum({0, 2, 3}) : at::empty({0}, x.options());
+  // (tileops.explain launches nothing: the bias gradient is torch's sum, not a routed problem)
+  gb = output_mask[2] && !routing::explaining() ? grad_out.sum({0, 2, 3}) : at::empty({0}, x.options());
   // The data and weight gradients at once (on a GPU, two streams) where the kernel has taps or a
   // stride: their implicit GEMMs leave a last wave part-filled (or most SMs idle), which the other
   // fills. A 1x1 stride-1 conv's gradients are plain GEMMs that fill the GPU on their own, and

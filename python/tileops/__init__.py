@@ -8,6 +8,7 @@
     fast = tileops.fuse_for_inference(model.eval())  # BatchNorm folded, activation + residual fused
     torch.ops.tileops.matmul(a, b)          # the registered ops themselves
     tileops.autotune.enable()               # time kernel configs once per problem class, cache them
+    tileops.explain("conv2d", x, w, padding=1)  # which kernel serves a call, and why (nothing runs)
 """
 import os
 
@@ -22,10 +23,11 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
         "`python %s` to see what does not fit." % (e, torch.__version__, os.path.join(os.path.dirname(__file__), "doctor.py"))
     ) from e
 
-from . import autotune, models, nn  # noqa: E402
+from . import autotune, models, nn, routing  # noqa: E402
 from .fuse import fuse_for_inference  # noqa: E402
 from .nn import convert  # noqa: E402
 from .ops import ACTIVATIONS, ALGOS, conv2d, linear, matmul  # noqa: E402
+from .routing import explain  # noqa: E402
 
 __version__ = _C.build_info()["version"]
 
@@ -35,4 +37,4 @@ def build_info():
     return dict(_C.build_info())
 
 
-__all__ = ["ACTIVATIONS", "ALGOS", "autotune", "build_info", "conv2d", "convert", "fuse_for_inference", "linear", "matmul", "models", "nn"]
+__all__ = ["ACTIVATIONS", "ALGOS", "autotune", "build_info", "conv2d", "convert", "explain", "fuse_for_inference", "linear", "matmul", "models", "nn", "routing"]

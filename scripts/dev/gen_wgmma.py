@@ -68,7 +68,7 @@ def main():
         for ptx_type, ctype, k, has_trans in TYPES:
             parts.append(one(n, ptx_type, ctype, k, has_trans))
         parts.append(one_rs(n))
-    for ptx_type, ctype, _, _ in TYPES[:2]:  # conv/conv_smallc.cu's quads: m64n64, 16-bit
+    for ptx_type, ctype, _, _ in TYPES[:2]:  # conv/conv_smallc_fwd.cu's quads: m64n64, 16-bit
         parts.append(one_rs(64, ptx_type, ctype))
     parts.append("#endif\n}  // namespace sm90\n}  // namespace cuda\n}  // namespace tileops\n")
     with open(OUT, "w") as f:

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/routing/candidates.h"
 #include "cuda/routing/entry.h"
 #include "cuda/sm90/launch.cuh"
 
@@ -23,12 +24,18 @@ namespace {
 // x channels_last dense and 16-byte aligned, C a multiple of 64 (a k tile, or an A atom, never
 // straddles a tap). N*P*Q is the GEMM's M (forward) or K (weight gradient), so
 // sm90_unavailable's size bound also keeps the kernels' 32-bit pixel indices in range.
-bool conv_sm90_ok(const GemmArgs& g) {
+const char* sm90_conv_refusal(const GemmArgs& g) {
   const auto& c = g.conv;
-  const bool half = g.dtype == at::kHalf || g.dtype == at::kBFloat16;  // TF32 rounding is not wired into the gather
-  return half && sm90_unavailable(g) == nullptr && c.C % 64 == 0 && g.batch == 1 &&
-         nhwc_dense(c.xs, c.C, c.H, c.W) && reinterpret_cast<uintptr_t>(c.x) % 16 == 0;
+  if (g.dtype != at::kHalf && g.dtype != at::kBFloat16)  // TF32 rounding is not wired into the gather
+    return "float32 (the Hopper conv kernels take 16 bits)";
+  if (const char* why = sm90_unavailable(g)) return why;
+  if (c.C % 64 != 0) return "C % 64 != 0";
+  if (g.batch != 1) return "batched";
+  if (!nhwc_dense(c.xs, c.C, c.H, c.W) || reinterpret_cast<uintptr_t>(c.x) % 16 != 0)
+    return "x not channels_last dense and 16-byte aligned";
+  return nullptr;
 }
+bool conv_sm90_ok(const GemmArgs& g) { return sm90_conv_refusal(g) == nullptr; }
 
 // The im2col map of a conv's x (NHWC, 16-bit) for the Im2col producers: the box of filter-origin
 // positions runs from -pad to the last output's origin, (P - 1) * stride - pad (for the usual P,
@@ -217,8 +224,22 @@ int fwd_heuristic(const GemmArgs& g, bool im2col) {
 }
 }  // namespace
 
+const char* conv_fwd_sm90_why_not(const GemmArgs& g) {
+  if (const char* why = sm90_conv_refusal(g)) return why;
+  if (sm90_layout(g).b != Major::K) return "weight rows not TMA-readable";  // B = weight rows [K, R*S*C], K-major
+  return nullptr;
+}
+
+void conv_fwd_sm90_explain(const GemmArgs& g, routing::Decision& d) {
+  CUtensorMap ma;
+  const bool im2col = im2col_map(g, sm90::BM, &ma);
+  static const std::vector<std::string> kNames = fwd_names();
+  explain_config(d, conv_key(g, "conv_fwd_sm90"), kNames, fwd_heuristic(g, im2col),
+                 "fwd_heuristic (conv/conv_sm90.cu)");
+}
+
 bool conv_fwd_sm90(const GemmArgs& g) {
-  if (!conv_sm90_ok(g) || sm90_layout(g).b != Major::K) return false;  // B = weight rows [K, R*S*C], K-major
+  if (conv_fwd_sm90_why_not(g) != nullptr) return false;
   const int64_t sb[3] = {0, g.mm.sb[2], 1};
   // The tile width over output channels, the depth of the ring and how A arrives, autotuned like
   // matmul's (family "conv_fwd_sm90"). bn64 / bn128: one block per SM, deep rings; bn64x2: a
@@ -285,13 +306,25 @@ bool conv_dgrad_flipped_sm90(const GemmArgs& g, const void* w) {
   return true;
 }
 
-bool conv_wgrad_sm90(const GemmArgs& g) {
+const char* conv_wgrad_sm90_why_not(const GemmArgs& g) {
+  if (const char* why = sm90_conv_refusal(g)) return why;
   // B = dY rows [N*P*Q, K] (row-major K x N of the GEMM: MN-major)
-  if (!conv_sm90_ok(g) || sm90_layout(g).b != Major::MN) return false;
+  if (sm90_layout(g).b != Major::MN) return "dY rows not TMA-readable";
+  return nullptr;
+}
+
+void conv_wgrad_sm90_explain(const GemmArgs& g, routing::Decision& d) {
+  explain_config(d, conv_key(g, "conv_wgrad_sm90"), kWgradSm90Names, g.N <= 64 ? 2 : 3,
+                 g.N <= 64 ? "at most 64 output channels" : "more than 64 output channels");
+}
+
+bool conv_wgrad_sm90(const GemmArgs& g) {
+  if (conv_wgrad_sm90_why_not(g) != nullptr) return false;
   const int64_t sb[3] = {0, g.mm.sb[2], g.mm.sb[1]};  // (batch, row = n, k)
   // The tile width over output channels and how A arrives (family "conv_wgrad_sm90"), as the
   // forward's; split-K where splitk_factor says (the reduction N*P*Q is long, the output R*S*C x K
   // small). Im2col loads are 64 pixels (an atom's k-rows) each.
+  // the heuristic: conv_wgrad_sm90_explain's
   run_conv_candidates(g, "conv_wgrad_sm90", kWgradSm90Names, g.N <= 64 ? 2 : 3, [&](int i, auto tag) {
     using T = decltype(tag);
     constexpr auto G = sm90::Gather::ConvWgrad, I = sm90::Gather::ConvWgradIm2col;

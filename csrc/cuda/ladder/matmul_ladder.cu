@@ -6,6 +6,7 @@
 #include "autotune/cuda_timing.h"
 #include "autotune/config_names.h"
 #include "cuda/skinny/gemm_skinny.cuh"
+#include "cuda/routing/candidates.h"
 #include "cuda/routing/launch_rungs.cuh"
 #include "cuda/splitk/splitk.cuh"
 
@@ -181,6 +182,15 @@ int simt_heuristic(const GemmArgs& a) {
   return most == kSimtVec64 && 2 * most_blocks <= sms ? kSimtVec64K32 : most;
 }
 
+std::string simt_key(const GemmArgs& a) {
+  return autotune::op_key({"matmul_simt", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
+                           vec_layout(a, 4).fast ? "vec" : "elem"});
+}
+const std::vector<std::string>& simt_names() {
+  static const std::vector<std::string> kNames = config_names(kSimtConfigs);
+  return kNames;
+}
+
 // fp32 and fp64 'auto' on the SIMT rungs (Kind::Matmul, no tensor cores): fp32 through the
 // "matmul_simt" autotune site, fp64 on 'register', split where its tiles leave SMs idle.
 void run_simt(const GemmArgs& a) {
@@ -193,13 +203,8 @@ void run_simt(const GemmArgs& a) {
     if (!simt_splitk(a, tiles_of(a, Simt::BM, Simt::BN), launch)) launch(a, 0);
     return;
   }
-  static const std::vector<std::string> kNames = config_names(kSimtConfigs);
-  autotune::run(
-      [&] {
-        return autotune::op_key({"matmul_simt", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
-                                 vec_layout(a, 4).fast ? "vec" : "elem"});
-      },
-      kNames, simt_heuristic(a), [&](int i) { launch_simt(a, kSimtConfigs[i]); });
+  autotune::run([&] { return simt_key(a); }, simt_names(), simt_heuristic(a),
+                [&](int i) { launch_simt(a, kSimtConfigs[i]); });
 }
 
 // Calls fn(std::integral_constant<int, MT>{}) for the skinny kernel's row count MT >= M.
@@ -272,12 +277,16 @@ void launch_skinny(const GemmArgs& a) {
 // fp32 and fp64; fp32 with TF32 allowed reaches it where the skinny tensor-core family refuses
 // (routing/launch_rungs.cuh). For fp16/bf16 this kernel lost to Hopper split-K (a lane's loads in flight are
 // bounded by its registers: docs/kernels/skinny.md#skinny-simt-kernel-matmul_skinny).
-bool matmul_skinny(const GemmArgs& a) {
-  if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.batch > 65535) return false;
+const char* skinny_why_not(const GemmArgs& a) {
+  if (a.algo != Algo::Auto) return "algo pinned";
+  if (a.M > kSkinnyMaxM) return "M > 16";
+  if (a.batch > 65535) return "batch > 65535";
+  if (a.dtype != at::kFloat && a.dtype != at::kDouble) return "float16 or bfloat16 (the Hopper split-K is ahead)";
+  return nullptr;
+}
+void skinny_run(const GemmArgs& a) {
   if (a.dtype == at::kFloat) launch_skinny<float>(a);
-  else if (a.dtype == at::kDouble) launch_skinny<double>(a);
-  else return false;
-  return true;
+  else launch_skinny<double>(a);
 }
 
 namespace {
@@ -287,14 +296,21 @@ namespace {
 // more than the two copies (docs/kernels/ladder.md#matmul_simt-fp32-auto-with-tf32-off).
 constexpr double kPadMinWork = double(int64_t(1) << 28);
 
+}  // namespace
+
 // fp32 'auto' on the 'vectorized' rung whose operands are not 16-byte readable: both copied,
 // K-major, K padded with zeros to whole vectors (A as [M, Kp], B as [N, Kp]; copy_padded), then
-// run as usual. False: not taken.
-bool matmul_padded(const GemmArgs& a) {
-  if (a.algo != Algo::Auto || a.batch != 1 || a.dtype != at::kFloat || tensor_core_dtype(a) ||
-      double(a.M) * double(a.N) * double(a.K) < kPadMinWork || auto_algo(a) != Algo::Vectorized ||
-      vec_layout(a, 4).fast)
-    return false;
+// run as usual.
+const char* simt_padded_why_not(const GemmArgs& a) {
+  if (a.algo != Algo::Auto) return "algo pinned";
+  if (a.dtype != at::kFloat || tensor_core_dtype(a)) return "not float32 with TF32 off";
+  if (a.batch != 1) return "batched";
+  if (vec_layout(a, 4).fast) return "operands 16-byte readable as they are";
+  if (double(a.M) * double(a.N) * double(a.K) < kPadMinWork) return "too little work for two copies";
+  if (auto_algo(a) != Algo::Vectorized) return "the heuristic's rung is 'register'";
+  return nullptr;
+}
+void simt_padded_run(const GemmArgs& a) {
   const int64_t vec = 4, kp = (a.K + vec - 1) / vec * vec;
   const auto& o = a.mm;
   auto padded = [&](const void* p, int64_t rows, int64_t s_row, int64_t s_k) {  // [rows, K] -> [rows, kp]
@@ -310,14 +326,32 @@ bool matmul_padded(const GemmArgs& a) {
   std::copy(sb, sb + 3, g.mm.sb);
   TORCH_INTERNAL_ASSERT(vec_layout(g, 4).fast, "tileops: padded fp32 operands not 16-byte readable");
   run_simt(g);
-  return true;
 }
 
-}  // namespace
+// fp32 and fp64 'auto' without tensor cores.
+const char* simt_why_not(const GemmArgs& a) {
+  if (a.algo != Algo::Auto) return "algo pinned";
+  if (a.dtype != at::kFloat && a.dtype != at::kDouble) return "float16 or bfloat16";
+  if (tensor_core_dtype(a)) return "float32 with TF32 allowed";
+  return nullptr;
+}
+void simt_run(const GemmArgs& a) { run_simt(a); }
+void simt_explain(const GemmArgs& a, routing::Decision& d) {
+  if (a.dtype != at::kFloat) {
+    d.config = "register", d.why = "float64: the one SIMT kernel with double accumulators";
+    return;
+  }
+  explain_config(d, simt_key(a), simt_names(), simt_heuristic(a), "largest tile whose blocks fill the SMs");
+}
 
-void launch_matmul(const GemmArgs& a) {
-  if (a.algo != Algo::Auto || tensor_core_dtype(a) || (a.dtype != at::kFloat && a.dtype != at::kDouble))
-    return launch_problem<MatmulProblem>(a, a.mm);  // a pinned rung runs as it is: the ladder times kernels
-  if (!matmul_padded(a)) run_simt(a);
+// A pinned rung (algo=...): runs as it is named, so that the ladder times kernels.
+void rung_run(const GemmArgs& a) { launch_problem<MatmulProblem>(a, a.mm); }
+}  // namespace tileops::cuda
+
+namespace tileops::cuda {
+void ladder_explain(const GemmArgs& a, routing::Decision& d) {
+  const Algo algo = a.algo == Algo::Auto ? auto_algo(a) : a.algo;
+  d.config = algo == Algo::Mma ? "mma" : algo == Algo::Register ? "register" : "vectorized";
+  d.why = "auto_algo: 'mma' for fp16/bf16 and TF32, else 'register'";
 }
 }  // namespace tileops::cuda

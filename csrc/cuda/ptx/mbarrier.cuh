@@ -1,5 +1,5 @@
 // Shared-memory mbarriers and 1-D bulk copies (sm_90: TMA without a tensor map), shared by the
-// Hopper GEMM family (sm90/) and the depthwise row ring (conv_depthwise.cu). Device code
+// Hopper GEMM family (sm90/) and the depthwise row ring (conv/depthwise_strip.cu). Device code
 // for sm_90 and newer only; callers guard their kernels with __CUDA_ARCH__ >= 900.
 #pragma once
 #include <cstdint>

@@ -1,7 +1,7 @@
 // Warp-level tensor-core primitives (sm_80+): shared-memory addresses, ldmatrix, cp.async, mma.sync
 // with fp32 accumulators and TF32 rounding, shared by the 'mma' rung (gemm_tc.cuh), the skinny
-// tensor-core kernel (gemm_skinny_tc.cuh), the small-C conv kernel (conv_smallc.cu), the Hopper
-// kernels (sm90/) and TF32's operand copy (sm90/host.cu).
+// tensor-core kernel (gemm_skinny_tc.cuh), the small-C conv kernels (conv/conv_smallc_*.cu), the
+// Hopper kernels (sm90/) and TF32's operand copy (sm90/host.cu).
 #pragma once
 #include <cstdint>
 #include <type_traits>

@@ -1,7 +1,32 @@
+// The conv2d data-gradient (grad_input) routing table (CUDA), in order: the first candidate that
+// can run the problem runs it (routing/route.h). docs/dispatch.md is made from this table.
+#include "cuda/routing/candidates.h"
 #include "cuda/routing/launch_rungs.cuh"
+
 namespace tileops::cuda {
-void gemm_cuda_conv_dgrad(const GemmArgs& a) {
-  if (conv_dgrad_depthwise(a) || conv_dgrad_lowered(a)) return;
-  launch_problem<ConvDgradProblem>(a, a.conv);
-}
+namespace {
+void depthwise_run(const GemmArgs& a) { routing::route(kDepthwiseDgradRoutes, a); }
+void ladder_run(const GemmArgs& a) { launch_problem<ConvDgradProblem>(a, a.conv); }
+constexpr const char* kDoc = "kernels/conv-lowered.md#data-gradient-conv_dgrad_lowered";
+}  // namespace
+
+const routing::Table kConvDgradRoutes(
+    "conv2d.grad_input", "conv2d's data gradient (the transposed conv of dY)",
+    {
+        {"depthwise", "groups == C (the depthwise table)", "kernels/depthwise.md", depthwise_why_not, depthwise_run,
+         routing::explain_by_running<depthwise_run>},
+        {"gemm_1x1", "16-bit 1x1 stride-1 unpadded, dx and dy channels_last: one GEMM, w read in place", kDoc,
+         dgrad_gemm_1x1_why_not, dgrad_gemm_1x1_run, dgrad_gemm_1x1_explain},
+        {"phases", "stride 1: the one phase, a forward conv of dY with the kernel flipped (the forward table)", kDoc,
+         dgrad_phases_why_not, dgrad_phases_run},
+        {"phases_or_col2im", "strides up to 2x2 (sh * sw <= 4): phases or col2im, autotuned (family conv_dgrad)",
+         kDoc, dgrad_strided_why_not, dgrad_strided_run, dgrad_strided_explain},
+        {"col2im", "larger strides (patch embeddings): dcols = dY . W, then col2im", kDoc, dgrad_col2im_why_not,
+         dgrad_col2im_run, dgrad_col2im_explain},
+        {"ladder", "everything else (fp64, grouped): the implicit GEMM of the ladder's rungs", "kernels/ladder.md#the-rungs",
+         ladder_why_not, ladder_run, ladder_explain},
+    });
+
+void gemm_cuda_conv_dgrad(const GemmArgs& a) { routing::route(kConvDgradRoutes, a); }
+
 }  // namespace tileops::cuda

@@ -16,21 +16,7 @@ void gemm_cuda_conv_fwd(const GemmArgs& a);
 void gemm_cuda_conv_dgrad(const GemmArgs& a);
 void gemm_cuda_conv_wgrad(const GemmArgs& a);
 // Fast paths tried first by the conv kinds; each returns false when it does not apply.
-bool conv_fwd_depthwise(const GemmArgs& a);  // conv_depthwise.cu
-bool conv_dgrad_depthwise(const GemmArgs& a);
-bool conv_wgrad_depthwise(const GemmArgs& a);
-bool conv_fwd_lowered(const GemmArgs& a);    // conv_lowered.cu: groups == 1 onto the matmul families
-bool conv_dgrad_lowered(const GemmArgs& a);
-bool conv_wgrad_lowered(const GemmArgs& a);
-// conv_smallc.cu, for conv_fwd_lowered (forwards, and data gradients run as forwards): the fused
-// forward for C % 8 != 0, R*S*C <= 256, fp16/bf16, x rows (w, c) contiguous; and a direct SIMT
-// forward for fp32 (TF32 off), R*S*C <= 256, any strides; for conv_wgrad_lowered, the fp16/bf16
-// weight gradient of C <= 4 at an even stride (x channels_last, dY channel-contiguous). False when
-// they do not apply.
-bool conv_fwd_smallc(const GemmArgs& a);
-bool conv_fwd_smallc_f32(const GemmArgs& a);
-bool conv_wgrad_smallc(const GemmArgs& a);
-// conv_smallc.cu, for conv_fwd_sm90: 64 input channels at unit stride (ResNet's 3x3 64@56), the
+// conv_smallc_fwd.cu, for conv_fwd_sm90: 64 input channels at unit stride (ResNet's 3x3 64@56), the
 // weight resident and the input rows staged once an item (conv_rows64_kernel). False when it does not apply.
 bool conv_fwd_rows64(const GemmArgs& a);
 // routing/matmul.cu: why the Hopper kernels cannot run problem a on this build, GPU and dtype (nullptr:

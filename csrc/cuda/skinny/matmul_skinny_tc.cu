@@ -14,6 +14,7 @@
 #include "autotune/config_names.h"
 #include "cuda/skinny/gemm_skinny.cuh"  // kSkinnyMaxM
 #include "cuda/skinny/gemm_skinny_tc.cuh"
+#include "cuda/routing/candidates.h"
 #include "cuda/routing/launch_rungs.cuh"
 #include "cuda/sm90/host.cuh"  // matrix_map
 
@@ -113,57 +114,78 @@ void launch_cfg(const GemmArgs& a) {
 
 }  // namespace
 
-bool matmul_skinny_tc(const GemmArgs& a) {
+const char* skinny_tc_why_not(const GemmArgs& a) {
 #ifndef TILEOPS_HAVE_SM90A
-  return false;  // its kernel is built for sm_90 only
+  return "built without the sm_90a target";  // its kernel is built for sm_90 only
 #endif
-  if (a.algo != Algo::Auto || a.M > kSkinnyMaxM || a.M == 0 || a.N == 0 || a.K == 0) return false;
+  if (a.algo != Algo::Auto) return "algo pinned";
+  if (a.M > kSkinnyMaxM) return "M > 16";
+  if (a.M == 0 || a.N == 0 || a.K == 0) return "an empty side";
   // fp32 where TF32 is allowed, except a row-major B (a matmul's K x N) at one or two rows, where
   // the SIMT kernel is ahead as cuBLAS's fp32 GEMV is (docs/kernels/skinny.md#tf32-eligibility).
   const bool tf32 = a.dtype == at::kFloat && a.allow_tf32;
-  if (a.dtype != at::kHalf && a.dtype != at::kBFloat16 && !tf32) return false;
-  const auto* prop = at::cuda::getCurrentDeviceProperties();
-  if (prop->major != 9 || a.batch > 65535 || a.N >= (int64_t(1) << 30) || a.K >= (int64_t(1) << 30)) return false;
+  if (a.dtype != at::kHalf && a.dtype != at::kBFloat16 && !tf32) return "float64, or float32 with TF32 off";
+  if (at::cuda::getCurrentDeviceProperties()->major != 9) return "not a compute capability 9.x GPU";
+  if (a.batch > 65535 || a.N >= (int64_t(1) << 30) || a.K >= (int64_t(1) << 30)) return "too large for one launch";
   // The kernel copies 16-byte chunks along A's rows and along B's unit-stride side, each aligned:
   // the vectorized rung's reading of the operands (vec_layout).
-  const int64_t es = int64_t(c10::elementSize(a.dtype));
-  const VecLayout l = vec_layout(a, int(es));
-  if (!l.a.vec || !l.a.kc || !l.b.vec) return false;
-  const bool kmajor = l.b.kc;
-  if (tf32 && !kmajor && a.M <= 2) return false;
-  // The heuristic (docs/kernels/skinny.md#heuristic): bn64 by cp.async where a 16-bit row-major B
-  // streams from DRAM (larger than the L2) at M <= 8; bn128 by cp.async where the 128-column blocks
-  // fill half the SMs or more; else bn64-tma. bn128-deep is left to the autotuner.
-  const int64_t sms = prop->multiProcessorCount;
+  const VecLayout l = vec_layout(a, int(c10::elementSize(a.dtype)));
+  if (!l.a.vec || !l.a.kc || !l.b.vec) return "A's rows or B's unit-stride side not in aligned 16-byte chunks";
+  if (tf32 && !l.b.kc && a.M <= 2) return "TF32 at M <= 2 with a row-major B (the SIMT GEMV is ahead)";
+  return nullptr;
+}
+
+namespace {
+// The heuristic (docs/kernels/skinny.md#heuristic): bn64 by cp.async where a 16-bit row-major B
+// streams from DRAM (larger than the L2) at M <= 8; bn128 by cp.async where the 128-column blocks
+// fill half the SMs or more; else bn64-tma. bn128-deep is left to the autotuner.
+std::pair<int, const char*> skinny_tc_heuristic(const GemmArgs& a) {
+  const auto* prop = at::cuda::getCurrentDeviceProperties();
+  const int64_t es = int64_t(c10::elementSize(a.dtype)), sms = prop->multiProcessorCount;
+  const bool kmajor = vec_layout(a, int(es)).b.kc;
   const int64_t wide = (a.N + 127) / 128 * a.batch;
   const int64_t b_bytes = a.K * a.N * es * (a.mm.sb[0] == 0 ? 1 : a.batch);
-  const bool streamed = es == 2 && !kmajor && a.M <= 8 && b_bytes > prop->l2CacheSize;
-  const int heuristic = streamed ? kSkinnyTcStreamed : 2 * wide >= sms ? kSkinnyTcWide : kSkinnyTcTma;
+  if (es == 2 && !kmajor && a.M <= 8 && b_bytes > prop->l2CacheSize)
+    return {kSkinnyTcStreamed, "a 16-bit row-major B larger than the L2, M <= 8"};
+  if (2 * wide >= sms) return {kSkinnyTcWide, "128-column blocks fill half the SMs"};
+  return {kSkinnyTcTma, "few columns: 64-column blocks, K split over a cluster"};
+}
+std::string skinny_tc_key(const GemmArgs& a) {
+  const bool kmajor = vec_layout(a, int(c10::elementSize(a.dtype))).b.kc;
+  return autotune::op_key({"matmul_skinny_tc", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
+                           kmajor ? "bk" : "bmn"});
+}
+const std::vector<std::string>& skinny_tc_names() {
   static const std::vector<std::string> kNames = config_names(kSkinnyTcConfigs);
-  autotune::run(
-      [&] {
-        return autotune::op_key({"matmul_skinny_tc", c10::toString(a.dtype),
-                                 autotune::shape_class(a.M, a.N, a.K, a.batch), kmajor ? "bk" : "bmn"});
-      },
-      kNames, heuristic, [&](int i) {
-        with_dtype(a.dtype, [&](auto tag) {
-          using T = decltype(tag);
-          if constexpr (!std::is_same<T, double>::value) {
-            auto go = [&](auto mp, auto km) {
-              constexpr int MP = decltype(mp)::value;
-              constexpr bool KM = decltype(km)::value;
-              static_for<int(std::size(kSkinnyTcConfigs))>([&](auto c) {
-                if (i == decltype(c)::value) launch_cfg<T, MP, KM, decltype(c)::value>(a);
-              });
-            };
-            using Yes = std::true_type;
-            using No = std::false_type;
-            if (a.M <= 8) kmajor ? go(std::integral_constant<int, 8>{}, Yes{}) : go(std::integral_constant<int, 8>{}, No{});
-            else kmajor ? go(std::integral_constant<int, 16>{}, Yes{}) : go(std::integral_constant<int, 16>{}, No{});
-          }
-        });
-      });
-  return true;
+  return kNames;
+}
+}  // namespace
+
+void skinny_tc_explain(const GemmArgs& a, routing::Decision& d) {
+  const auto [heuristic, reason] = skinny_tc_heuristic(a);
+  explain_config(d, skinny_tc_key(a), skinny_tc_names(), heuristic, reason);
+}
+
+void skinny_tc_run(const GemmArgs& a) {
+  const bool kmajor = vec_layout(a, int(c10::elementSize(a.dtype))).b.kc;
+  autotune::run([&] { return skinny_tc_key(a); }, skinny_tc_names(), skinny_tc_heuristic(a).first, [&](int i) {
+    with_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_same<T, double>::value) {
+        auto go = [&](auto mp, auto km) {
+          constexpr int MP = decltype(mp)::value;
+          constexpr bool KM = decltype(km)::value;
+          static_for<int(std::size(kSkinnyTcConfigs))>([&](auto c) {
+            if (i == decltype(c)::value) launch_cfg<T, MP, KM, decltype(c)::value>(a);
+          });
+        };
+        using Yes = std::true_type;
+        using No = std::false_type;
+        if (a.M <= 8) kmajor ? go(std::integral_constant<int, 8>{}, Yes{}) : go(std::integral_constant<int, 8>{}, No{});
+        else kmajor ? go(std::integral_constant<int, 16>{}, Yes{}) : go(std::integral_constant<int, 16>{}, No{});
+      }
+    });
+  });
 }
 
 }  // namespace cuda

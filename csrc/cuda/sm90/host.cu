@@ -266,6 +266,15 @@ int persistent_pick(const GemmArgs& a, int64_t sms, int n, bool b_mn) {
 // idle, the persistent kernels from one 128 x 128 tile an SM (persistent_pick), else 256 wide for
 // wide outputs, 128 below. The rules below, in the order the expression tests them, and the
 // measurements behind each: docs/kernels/sm90.md#the-heuristic-sm90_heuristic-rule-by-rule.
+std::string sm90_key(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded) {
+  return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
+                           std::string(l.a == Major::MN ? "amn+" : "") + (l.b == Major::MN ? "bmn" : "bk") +
+                               (padded ? "+pad" : "") +
+                               (a_rounded ? "+acopy" : "") +  // TF32: A copied, or rounded in registers
+                               // GELU / SiLU epilogues: another best tile (docs/performance.md#epilogue)
+                               (a.act == Act::Gelu || a.act == Act::Silu ? "+exp" : "")});
+}
+
 int sm90_heuristic(const GemmArgs& a, const TmaLayout& l) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const bool tf32 = a.dtype == at::kFloat;

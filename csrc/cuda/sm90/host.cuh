@@ -98,6 +98,9 @@ int persistent_pick(const GemmArgs& a, int64_t sms, int n = kPersistentChoices, 
 // The Hopper matmul's config for a's problem, its operands laid out as l, where the autotuner has
 // none: an index in kSm90Configs (host.cu says why each).
 int sm90_heuristic(const GemmArgs& a, const TmaLayout& l);
+// The autotune op key of a Hopper matmul: padded (operands copied for TMA), a_rounded (TF32: A
+// copied and rounded, else rounded in registers).
+std::string sm90_key(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded);
 // Whether a persistent config's block tile is 128 rows (ping-pong 128 x 128, cooperative 128 x 256
 // and 128 x 192): the ones the conv forward takes.
 bool tm128(const Sm90Config& cfg);

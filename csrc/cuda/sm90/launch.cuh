@@ -263,18 +263,9 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
 // The config: sm90_heuristic's (host.cu), or the autotuner's.
 template <typename T>
 void run_sm90(const GemmArgs& a, const TmaLayout& l, bool padded, bool a_rounded) {
-  const bool a_mn = l.a == Major::MN, b_mn = l.b == Major::MN;
   const int heuristic = sm90_heuristic(a, l);
-  autotune::run(
-      [&] {
-        return autotune::op_key({"matmul_sm90", c10::toString(a.dtype), autotune::shape_class(a.M, a.N, a.K, a.batch),
-                                 std::string(a_mn ? "amn+" : "") + (b_mn ? "bmn" : "bk") + (padded ? "+pad" : "") +
-                                     (a_rounded ? "+acopy" : "") +  // TF32: A copied, or rounded in registers
-                                     // GELU / SiLU epilogues: another best tile
-                                     // (docs/performance.md#epilogue)
-                                     (a.act == Act::Gelu || a.act == Act::Silu ? "+exp" : "")});
-      },
-      kSm90Names, heuristic, [&](int i) { launch_sm90_config<T>(a, l, i, a_rounded); });
+  autotune::run([&] { return sm90_key(a, l, padded, a_rounded); },
+                kSm90Names, heuristic, [&](int i) { launch_sm90_config<T>(a, l, i, a_rounded); });
 }
 
 // TF32: A is read in place where TMA can read it, else copied and rounded (copy_round_tf32); B

@@ -1,0 +1,204 @@
+"""Routing as data (csrc/routing/route.h): the tables, docs/dispatch.md made from them,
+tileops.explain (the decision without launching anything), the trace, and the routing of
+representative problems pinned through explain, checked against what a real call runs."""
+import importlib.util
+import os
+import re
+from collections import Counter
+
+import pytest
+import torch
+
+import tileops
+from utils import cuda_kernels, tf32
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CUDA_BUILD = tileops.build_info()["with_cuda"]
+
+
+def _gen_dispatch():
+    spec = importlib.util.spec_from_file_location("gen_dispatch", os.path.join(ROOT, "scripts", "dev", "gen_dispatch.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _anchor(heading):
+    """GitHub's anchor of a markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_tables_registered():
+    names = [t["op"] for t in tileops.routing.tables()]
+    assert "cpu" in names
+    if CUDA_BUILD:
+        for op in ("matmul", "conv2d.forward", "conv2d.grad_input", "conv2d.grad_weight", "conv2d.depthwise.forward",
+                   "conv2d.depthwise.grad_input", "conv2d.depthwise.grad_weight"):
+            assert op in names, "no routing table %s (tables: %s)" % (op, names)
+    for t in tileops.routing.tables():
+        rows = [r["name"] for r in t["rows"]]
+        assert rows and len(set(rows)) == len(rows), "%s: empty or duplicate candidate names %s" % (t["op"], rows)
+
+
+def test_table_docs_exist():
+    """Each candidate's page, and its anchor, exist under docs/."""
+    for t in tileops.routing.tables():
+        for r in t["rows"]:
+            page, _, anchor = r["doc"].partition("#")
+            path = os.path.join(ROOT, "docs", page)
+            assert os.path.exists(path), "%s / %s: no page docs/%s" % (t["op"], r["name"], page)
+            if anchor:
+                anchors = {_anchor(line.lstrip("#")) for line in open(path) if line.startswith("#")}
+                assert anchor in anchors, "%s / %s: docs/%s has no heading #%s" % (t["op"], r["name"], page, anchor)
+
+
+@pytest.mark.skipif(not CUDA_BUILD, reason="docs/dispatch.md lists the CUDA tables: a build without CUDA has the CPU's only")
+def test_dispatch_doc_is_fresh():
+    text = _gen_dispatch().render(tileops.routing.tables())
+    with open(os.path.join(ROOT, "docs", "dispatch.md")) as f:
+        assert f.read() == text, "docs/dispatch.md is stale: run python scripts/dev/gen_dispatch.py"
+
+
+def test_explain_cpu():
+    a, b = torch.randn(5, 7), torch.randn(7, 3)
+    (d,) = tileops.explain("matmul", a, b)
+    assert d["op"] == "cpu" and d["kernel"] == "cpu" and d["passed_over"] == [] and "M=5 N=3 K=7" in d["problem"]
+    x, w = torch.randn(2, 3, 9, 9, requires_grad=True), torch.randn(4, 3, 3, 3, requires_grad=True)
+    ds = tileops.explain("conv2d", x, w, padding=1)
+    assert [d["kernel"] for d in ds] == ["cpu"] * 3  # forward, grad_input, grad_weight
+    assert tileops.explain("conv2d", x, w, padding="same", backward=False)[0]["problem"].count("pad 1x1") == 1
+
+
+def test_explain_errors():
+    with pytest.raises(ValueError, match="op_name must be one of"):
+        tileops.explain("conv3d", torch.randn(2, 2))
+    with pytest.raises(RuntimeError, match="inner dimensions differ"):
+        tileops.explain("matmul", torch.randn(2, 3), torch.randn(4, 5))
+
+
+def test_trace_cpu(capfd):
+    a, b = torch.randn(4, 6), torch.randn(6, 5)
+    with tileops.routing.trace():
+        tileops.matmul(a, b)
+    err = capfd.readouterr().err
+    assert re.search(r"tileops route cpu \[.*M=4 N=5 K=6.*\]: -> cpu", err), err
+    tileops.matmul(a, b)
+    assert "tileops route" not in capfd.readouterr().err
+
+
+def _flat(decisions):
+    for d in decisions:
+        yield d
+        yield from _flat(d["lowered"])
+
+
+def _traced(fn, capfd):
+    """(op, kernel) of every routed problem a real call ran, from the trace."""
+    capfd.readouterr()
+    with tileops.routing.trace():
+        fn()
+        torch.cuda.synchronize()
+    return re.findall(r"tileops route\s+(\S+) \[.*?\]: .*?-> (\S+)", capfd.readouterr().err)
+
+
+def _hopper():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0) and "9.0a" in tileops.build_info()["arch_list"]
+
+
+def _t(shape, dtype, cl=False, gen=None):
+    t = torch.randn(shape, device="cuda", generator=gen).to(dtype)
+    return t.contiguous(memory_format=torch.channels_last) if cl else t
+
+
+BF16, F16, F32, F64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
+
+# (id, op, args builder, kwargs, TF32, expected (op path, kernel) chain on Hopper, or None to only
+# compare explain with the trace): representative problems of each table's rows
+CASES = [
+    ("matmul_bf16_4096", "matmul", lambda: (_t((4096, 4096), BF16), _t((4096, 4096), BF16)), {}, False,
+     [("matmul", "sm90")]),
+    ("linear_m8_bf16", "linear", lambda: (_t((8, 4096), BF16), _t((4096, 4096), BF16)), {}, False,
+     [("matmul", "skinny_tc")]),
+    ("matmul_m8_f32", "matmul", lambda: (_t((8, 512), F32), _t((512, 300), F32)), {}, False, [("matmul", "skinny")]),
+    ("matmul_f64", "matmul", lambda: (_t((100, 70), F64), _t((70, 90), F64)), {}, False, [("matmul", "simt")]),
+    ("matmul_f32_strict", "matmul", lambda: (_t((300, 256), F32), _t((256, 200), F32)), {}, False, [("matmul", "simt")]),
+    ("matmul_pinned_mma", "matmul", lambda: (_t((64, 64), BF16), _t((64, 64), BF16)), {"algo": "mma"}, False,
+     [("matmul", "rung")]),
+    ("matmul_small_tf32_strided", "matmul", lambda: (_t((100, 70), F32), _t((90, 70), F32).t()), {}, True,
+     [("matmul", "mma")]),
+    ("conv_bf16_cl_3x3_c64", "conv2d", lambda: (_t((8, 64, 56, 56), BF16, True), _t((64, 64, 3, 3), BF16, True)),
+     {"padding": 1}, False, [("conv2d.forward", "sm90_implicit")]),
+    ("conv_bf16_cl_1x1", "conv2d", lambda: (_t((8, 256, 28, 28), BF16, True), _t((128, 256, 1, 1), BF16, True)), {},
+     False, [("conv2d.forward", "gemm_1x1"), ("matmul", "sm90")]),
+    ("conv_bf16_stem", "conv2d", lambda: (_t((4, 3, 64, 64), BF16, True), _t((32, 3, 7, 7), BF16)),
+     {"stride": 2, "padding": 3}, False, [("conv2d.forward", "smallc")]),
+    ("conv_f32_nchw", "conv2d", lambda: (_t((2, 64, 20, 20), F32), _t((32, 64, 3, 3), F32)), {"padding": 1}, False,
+     [("conv2d.forward", "simt_f32")]),
+    ("conv_f32_nchw_1x1", "conv2d", lambda: (_t((2, 64, 20, 20), F32), _t((128, 64, 1, 1), F32)), {}, False,
+     [("conv2d.forward", "nchw_1x1"), ("matmul", "simt")]),
+    ("conv_f32_stem", "conv2d", lambda: (_t((2, 3, 40, 40), F32), _t((16, 3, 7, 7), F32)), {"stride": 2, "padding": 3},
+     False, [("conv2d.forward", "smallc_f32")]),
+    ("conv_f64", "conv2d", lambda: (_t((2, 5, 9, 9), F64), _t((4, 5, 3, 3), F64)), {}, False,
+     [("conv2d.forward", "ladder")]),
+    ("conv_grouped", "conv2d", lambda: (_t((2, 8, 9, 9), BF16), _t((8, 2, 3, 3), BF16)), {"groups": 4}, False,
+     [("conv2d.forward", "ladder")]),
+    ("conv_depthwise", "conv2d", lambda: (_t((2, 32, 28, 28), BF16, True), _t((32, 1, 3, 3), BF16, True)),
+     {"padding": 1, "groups": 32}, False, None),
+    ("conv_tf32_cl_3x3", "conv2d", lambda: (_t((2, 32, 20, 20), F32, True), _t((32, 32, 3, 3), F32, True)),
+     {"padding": 1}, True, [("conv2d.forward", "im2col_gemm"), ("matmul", "mma")]),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])
+def test_explain_matches_a_real_call(case, capfd):
+    """explain's chain of (op path, kernel) is what a real call runs (its trace), forward and
+    backward; on Hopper, the forward's first decisions are the ones listed."""
+    _, op, build, kwargs, allow_tf32, expected = case
+    args = build()
+    fn = getattr(tileops, op)
+    with tf32(allow_tf32):
+        explained = [(d["op"], d["kernel"]) for d in _flat(tileops.explain(op, *args, backward=False, **kwargs))]
+        ran = _traced(lambda: fn(*args, **kwargs), capfd)
+        assert explained == ran, "explain %s, but the call ran %s" % (explained, ran)
+        if expected is not None and _hopper():
+            assert explained[: len(expected)] == expected, explained
+        if op != "matmul" or "algo" not in kwargs:  # the backward's problems too
+            leaves = [a.detach().requires_grad_(True) for a in args]
+            out = fn(*leaves, **kwargs)
+            gy = torch.randn_like(out)
+            explained = [(d["op"], d["kernel"]) for d in _flat(tileops.explain(op, *leaves, **kwargs))]
+            ran_fwd = _traced(lambda: fn(*leaves, **kwargs), capfd)
+            ran_bwd = _traced(lambda: out.backward(gy), capfd)
+            # a conv's two gradients run at once on two streams, the weight gradient issued first
+            assert explained[: len(ran_fwd)] == ran_fwd, (explained, ran_fwd)
+            assert Counter(explained[len(ran_fwd):]) == Counter(ran_bwd), "explain %s, but the backward ran %s" % (
+                explained[len(ran_fwd):], ran_bwd)
+
+
+@pytest.mark.cuda
+def test_explain_launches_nothing():
+    x, w = _t((4, 64, 32, 32), BF16, True), _t((64, 64, 3, 3), BF16, True)
+    x.requires_grad_(True)
+    ds, kernels = cuda_kernels(lambda: tileops.explain("conv2d", x, w, padding=1))
+    assert kernels == [], kernels
+    assert [d["op"] for d in ds] == ["conv2d.forward", "conv2d.grad_input", "conv2d.grad_weight"]
+
+
+@pytest.mark.cuda
+def test_explain_issue60_grad_weight():
+    """The grad_weight of the issue-60 conv (K = 16 output channels, a 44,520-long reduction, gy
+    NCHW) lowers to a skinny GEMM; its config comes from the heuristic unless pinned."""
+    x, w = _t((4, 16, 224, 224), BF16, True), _t((16, 16, 16, 16), BF16)
+    x.requires_grad_(True)
+    w.requires_grad_(True)
+    ds = tileops.explain("conv2d", x, w, stride=2, padding=(1, 0))
+    gw = [d for d in ds if d["op"] == "conv2d.grad_weight"][0]
+    assert gw["kernel"] in {"im2col_gemm", "sm90_implicit"}, gw
+    if _hopper() and gw["kernel"] == "im2col_gemm":
+        (mm,) = gw["lowered"]
+        assert mm["op"] == "matmul" and "M=16" in mm["problem"], mm
+        family = {"skinny_tc": "matmul_skinny_tc", "sm90": "matmul_sm90"}[mm["kernel"]]
+        assert mm["config"] in tileops.autotune.candidates(family), mm
+        assert mm["why"].startswith(("heuristic", "pinned", "cached")), mm
