@@ -93,7 +93,7 @@ std::vector<std::string> fwd_names() {  // conv_fwd_sm90
   std::vector<std::string> v = {"bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"};
   const auto& persist = persistent_choices();  // its first kClusteredChoices: clusters of two
   for (int j = 0; j < kClusteredChoices; ++j) v.push_back(kSm90Names[persist[j].config] + "-im2col");
-  v.push_back("rows64");  // conv_fwd_rows64 (conv_smallc.cu), last: the indices above stay
+  v.push_back("rows64");  // conv_fwd_rows64 (conv_smallc_fwd.cu), last: the indices above stay
   return v;
 }
 const std::vector<std::string> kWgradSm90Names = {"bn64", "bn128", "bn64-im2col", "bn128-im2col"};  // conv_wgrad_sm90

@@ -207,7 +207,7 @@ struct F32Plan {
   dim3 grid;
 };
 
-// The fp32 kernel above: fp32 with TF32 off, groups 1, R*S*C <= 256, any strides. conv_fwd_lowered
+// The fp32 kernel above: fp32 with TF32 off, groups 1, R*S*C <= 256, any strides. The forward table
 // tries it after the implicit SIMT GEMM, which takes NCHW inputs of more channels. nullptr where it
 // applies (p then holds its launch), else why not.
 const char* smallc_f32_plan(const GemmArgs& a, F32Plan& p) {

@@ -148,8 +148,8 @@ struct WgradPlan {
 };
 
 // The quads' weight gradient (conv_wgrad_smallc4_kernel): fp16/bf16, groups 1, the forward's quad
-// conditions on x (channels_last as conv_wgrad_lowered's gather_ready left it), dY channel-contiguous
-// in 16-byte chunks (K % 8 == 0), R KR <= 256. conv_wgrad_lowered tries it before its im2col.
+// conditions on x (channels_last as the grad_weight rows' gather_ready left it), dY channel-contiguous
+// in 16-byte chunks (K % 8 == 0), R KR <= 256. The grad_weight table tries it before im2col_gemm.
 // nullptr where it applies (p then holds its launch), else why not.
 const char* smallc_wgrad_plan(const GemmArgs& a, WgradPlan& p) {
   const ConvOperands& c = a.conv;

@@ -460,7 +460,7 @@ bool strict_fp32_nchw(const GemmArgs& a, const int64_t* xs) {
 
 // The forward implicit GEMM of gemm_conv_vec.cuh, which reads x and writes y where they are. Its
 // channel chunks of BK pad C: taken where they pad at most 1/8 (not the 3-channel stem, which
-// conv_smallc.cu's fp32 kernel takes).
+// conv_smallc_f32.cu's kernel takes).
 bool simt_gathers(const GemmArgs& a, const int64_t* xs) {
   const auto& c = a.conv;
   const int64_t bk = VecF32::BK, padded = (c.C + bk - 1) / bk * bk;
