@@ -39,7 +39,13 @@ def anchor_link(doc):
     return "[%s](%s)" % (doc.split("/")[-1], doc)
 
 
+# the tables in the order a reader wants them (registration order is the link order)
+ORDER = ["matmul", "conv2d.forward", "conv2d.grad_input", "conv2d.grad_weight", "conv2d.depthwise.forward",
+         "conv2d.depthwise.grad_input", "conv2d.depthwise.grad_weight", "cpu"]
+
+
 def render(tables):
+    tables = sorted(tables, key=lambda t: (ORDER.index(t["op"]) if t["op"] in ORDER else len(ORDER), t["op"]))
     out = [HEADER]
     out.append("## Tables\n")
     out.append("| op path | what reaches it | candidates, in order |")
