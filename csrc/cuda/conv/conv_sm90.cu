@@ -8,10 +8,12 @@
 #include <atomic>
 #include <climits>
 #include <functional>
+#include <iterator>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "autotune/config_names.h"
 #include "cuda/routing/candidates.h"
 #include "cuda/routing/entry.h"
 #include "cuda/sm90/launch.cuh"
@@ -89,15 +91,50 @@ void run_conv_candidates(const GemmArgs& g, const char* family, const std::vecto
 }
 
 // The families' candidates (autotune::Family), each described where it runs.
+// conv_fwd_sm90's one-tile configs, one line each: the tile width over output channels, the ring's
+// stages, and whether A arrives by TMA im2col loads (where an im2col map can be made; else the
+// cp.async gather). Then the persistent ones (matmul's clusters of two, by im2col loads), then rows64.
+struct ConvSm90Config {
+  const char* name;
+  int bn, stages;
+  bool im2col;
+};
+constexpr ConvSm90Config kConvFwdSm90Configs[] = {
+    // name            bn  stages im2col
+    {"bn64",           64, 8,     false},  // one block per SM, a deep ring; no im2col variant
+    {"bn128",         128, 6,     false},
+    {"bn64x2",         64, 4,     false},  // two blocks per SM (sm90::blocks_per_sm)
+    {"bn64x2-im2col",  64, 4,     true},
+    {"bn128-im2col",  128, 6,     true},
+};
+constexpr int kFirstPersist = int(std::size(kConvFwdSm90Configs));
 std::vector<std::string> fwd_names() {  // conv_fwd_sm90
-  std::vector<std::string> v = {"bn64", "bn128", "bn64x2", "bn64x2-im2col", "bn128-im2col"};
+  std::vector<std::string> v = config_names(kConvFwdSm90Configs);
   const auto& persist = persistent_choices();  // its first kClusteredChoices: clusters of two
   for (int j = 0; j < kClusteredChoices; ++j) v.push_back(kSm90Names[persist[j].config] + "-im2col");
   v.push_back("rows64");  // conv_fwd_rows64 (conv_smallc_fwd.cu), last: the indices above stay
   return v;
 }
-const std::vector<std::string> kWgradSm90Names = {"bn64", "bn128", "bn64-im2col", "bn128-im2col"};  // conv_wgrad_sm90
-const std::vector<std::string> kDgradSm90Names = {"bn64x2", "bn128"};                              // conv_dgrad_sm90
+const std::vector<std::string>& fwd_candidates() {
+  static const std::vector<std::string> v = fwd_names();
+  return v;
+}
+// A conv_fwd_sm90 candidate's index by name, once (the heuristic keeps them in statics).
+int fwd_index(const char* name) {
+  const auto& v = fwd_candidates();
+  const auto it = std::find(v.begin(), v.end(), name);
+  TORCH_INTERNAL_ASSERT(it != v.end(), "tileops: no conv_fwd_sm90 candidate named ", name);
+  return int(it - v.begin());
+}
+// conv_wgrad_sm90's: the same tiles as the forward's bn64 / bn128, A gathered or by im2col loads
+constexpr ConvSm90Config kConvWgradSm90Configs[] = {
+    {"bn64", 64, 8, false}, {"bn128", 128, 6, false}, {"bn64-im2col", 64, 8, true}, {"bn128-im2col", 128, 6, true}};
+// conv_dgrad_sm90's (all phases in one launch; im2col loads always)
+constexpr ConvSm90Config kConvDgradSm90Configs[] = {{"bn64x2", 64, 4, true}, {"bn128", 128, 6, true}};
+const std::vector<std::string> kWgradSm90Names = config_names(kConvWgradSm90Configs);
+// conv_wgrad_sm90's heuristic: by im2col loads, 64 wide for at most 64 output channels, else 128
+int wgrad_heuristic(const GemmArgs& g) { return g.N <= 64 ? 2 : 3; }  // bn64-im2col, bn128-im2col
+const std::vector<std::string> kDgradSm90Names = config_names(kConvDgradSm90Configs);
 const autotune::Family kFwdSm90Family("conv_fwd_sm90", fwd_names);
 const autotune::Family kWgradSm90Family("conv_wgrad_sm90", [] { return kWgradSm90Names; });
 const autotune::Family kDgradSm90Family("conv_dgrad_sm90", [] { return kDgradSm90Names; });
@@ -170,20 +207,31 @@ bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vect
   run_candidates(first.dtype, "conv_dgrad_sm90", m_all, first.N, k_all, "p" + std::to_string(n), kDgradSm90Names, 0,
                  [&](int i, auto tag) {
                    using T = decltype(tag);
-                   const int bn = i == 0 ? 64 : 128;
-                   const CUtensorMap mb = matrix_map(w, first.dtype, cols, first.N, 1, ld, 0, sm90::bk<T>, uint32_t(bn));
-                   if (i == 0) launch_phases<T, 64, 4>(phases, order, ma, mb, b_k0);
+                   const ConvSm90Config& c = kConvDgradSm90Configs[i];
+                   const CUtensorMap mb = matrix_map(w, first.dtype, cols, first.N, 1, ld, 0, sm90::bk<T>, uint32_t(c.bn));
+                   if (c.bn == 64) launch_phases<T, 64, 4>(phases, order, ma, mb, b_k0);
                    else launch_phases<T, 128, 6>(phases, order, ma, mb, b_k0);
                  });
   return true;
 }
 
 namespace {
-// conv_fwd_sm90's candidates by index (fwd_names): the one-tile kernels, the persistent ones from
-// kFirstPersist on, rows64 last.
-constexpr int kBn64x2 = 2, kBn64x2Im2col = 3, kBn128Im2col = 4, kFirstPersist = 5;
+// conv_fwd_sm90's candidates the heuristics name (fwd_names' order: the one-tile kernels, the
+// persistent ones from kFirstPersist on, rows64 last).
 int rows64_index() {
-  static const int i = int(fwd_names().size()) - 1;
+  static const int i = int(fwd_candidates().size()) - 1;
+  return i;
+}
+int bn64x2_index() {
+  static const int i = fwd_index("bn64x2");
+  return i;
+}
+int bn64x2_im2col_index() {
+  static const int i = fwd_index("bn64x2-im2col");
+  return i;
+}
+int bn128_im2col_index() {
+  static const int i = fwd_index("bn128-im2col");
   return i;
 }
 
@@ -209,11 +257,11 @@ int fwd_heuristic(const GemmArgs& g, bool im2col) {
   // bn64x2-im2col where its kernel does not apply; docs/kernels/conv-sm90.md#rows64).
   // (the layer's shape is conv_fwd_rows64's to check; here only which layers it is meant for)
   const bool rows64 = g.conv.C == 64 && g.N <= 64 && g.conv.R * g.conv.S > 1;
-  int heuristic = im2col ? kBn128Im2col : kBn64x2;
+  int heuristic = im2col ? bn128_im2col_index() : bn64x2_index();
   if (rows64) {
     heuristic = rows64_index();
   } else if (g.N <= 64 || 2 * output_tiles(g, 64) <= sms) {
-    heuristic = kBn64x2Im2col;  // gathers where no im2col map can be made
+    heuristic = bn64x2_im2col_index();  // gathers where no im2col map can be made
   } else if (can_persist && output_tiles(g, 128) >= 2 * sms) {
     heuristic = kFirstPersist + persistent_pick(g, sms, kClusteredChoices);
   } else if (can_persist) {
@@ -233,8 +281,7 @@ const char* conv_fwd_sm90_why_not(const GemmArgs& g) {
 void conv_fwd_sm90_explain(const GemmArgs& g, routing::Decision& d) {
   CUtensorMap ma;
   const bool im2col = im2col_map(g, sm90::BM, &ma);
-  static const std::vector<std::string> kNames = fwd_names();
-  explain_config(d, conv_key(g, "conv_fwd_sm90"), kNames, fwd_heuristic(g, im2col),
+  explain_config(d, conv_key(g, "conv_fwd_sm90"), fwd_candidates(), fwd_heuristic(g, im2col),
                  "fwd_heuristic (conv/conv_sm90.cu)");
 }
 
@@ -249,7 +296,7 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   // loads, which need the im2col map and no residual: matmul's persistent_choices(). (A 64-wide
   // ping-pong, pp128x64-c2, was no faster than bn64x2-im2col; dropped, as the heuristic's doc says.)
   const auto& persist = persistent_choices();
-  static const std::vector<std::string> kNames = fwd_names();
+  const auto& kNames = fwd_candidates();
   CUtensorMap ma;
   const bool im2col = im2col_map(g, sm90::BM, &ma);
   const int heuristic = fwd_heuristic(g, im2col);
@@ -258,7 +305,7 @@ bool conv_fwd_sm90(const GemmArgs& g) {
     constexpr auto G = sm90::Gather::ConvFwd, I = sm90::Gather::ConvFwdIm2col;
     if (i == rows64_index()) {
       if (conv_fwd_rows64(g)) return;
-      i = kBn64x2Im2col;
+      i = bn64x2_im2col_index();
     }
     if (i >= kFirstPersist) {
       const char* refusal = persistent_refusal(g, false);
@@ -270,12 +317,13 @@ bool conv_fwd_sm90(const GemmArgs& g) {
       launch_persistent_tm128<T, false, 2, I>(c, g, ma, mb, 1, 1);
       return;
     }
-    const bool wide = i == 1 || i == kBn128Im2col;
-    const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, wide ? 128 : 64);
-    const bool by_tma = im2col && i >= kBn64x2Im2col;
-    if (i == 0) launch_sm90<T, 64, 8, false, G>(g, mb, mb, 1, 1);  // no im2col variant
-    else if (wide) launch_conv<T, 128, 6, false, G, I>(g, by_tma, ma, mb);
-    else launch_conv<T, 64, 4, false, G, I>(g, by_tma, ma, mb);
+    const ConvSm90Config& c = kConvFwdSm90Configs[i];
+    const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::K, uint32_t(c.bn));
+    const bool by_tma = im2col && c.im2col;
+    if (c.bn == 64 && c.stages == 8) launch_sm90<T, 64, 8, false, G>(g, mb, mb, 1, 1);
+    else if (c.bn == 128 && c.stages == 6) launch_conv<T, 128, 6, false, G, I>(g, by_tma, ma, mb);
+    else if (c.bn == 64 && c.stages == 4) launch_conv<T, 64, 4, false, G, I>(g, by_tma, ma, mb);
+    else TORCH_INTERNAL_ASSERT(false, "tileops: conv_fwd_sm90 config ", c.name, " has no instantiation");
   });
   return true;
 }
@@ -293,14 +341,14 @@ bool conv_dgrad_flipped_sm90(const GemmArgs& g, const void* w) {
   // encoded, so the caller's path pays no encoding for nothing
   const int h = fwd_heuristic(g, true);
   CUtensorMap ma;
-  if ((h != kBn64x2Im2col && h != kBn128Im2col) || !im2col_map(g, sm90::BM, &ma)) return false;
+  if ((h != bn64x2_im2col_index() && h != bn128_im2col_index()) || !im2col_map(g, sm90::BM, &ma)) return false;
   const int64_t taps = c.R * c.S;
   with_16bit(g.dtype, [&](auto tag) {
     using T = decltype(tag);
     constexpr auto I = sm90::Gather::ConvFwdIm2col;
     // w channels_last as [taps][K][C]: rows of K (w's output channels, this GEMM's k) C * taps apart
     const CUtensorMap mb = matrix_map(w, g.dtype, g.N, c.C, taps, taps * g.N, g.N, 64, sm90::bk<T>);
-    if (h == kBn128Im2col) launch_sm90<T, 128, 6, true, I>(g, ma, mb, 1, 1);
+    if (h == bn128_im2col_index()) launch_sm90<T, 128, 6, true, I>(g, ma, mb, 1, 1);
     else launch_sm90<T, 64, 4, true, I>(g, ma, mb, 1, 1);
   });
   return true;
@@ -314,7 +362,7 @@ const char* conv_wgrad_sm90_why_not(const GemmArgs& g) {
 }
 
 void conv_wgrad_sm90_explain(const GemmArgs& g, routing::Decision& d) {
-  explain_config(d, conv_key(g, "conv_wgrad_sm90"), kWgradSm90Names, g.N <= 64 ? 2 : 3,
+  explain_config(d, conv_key(g, "conv_wgrad_sm90"), kWgradSm90Names, wgrad_heuristic(g),
                  g.N <= 64 ? "at most 64 output channels" : "more than 64 output channels");
 }
 
@@ -324,14 +372,14 @@ bool conv_wgrad_sm90(const GemmArgs& g) {
   // The tile width over output channels and how A arrives (family "conv_wgrad_sm90"), as the
   // forward's; split-K where splitk_factor says (the reduction N*P*Q is long, the output R*S*C x K
   // small). Im2col loads are 64 pixels (an atom's k-rows) each.
-  // the heuristic: conv_wgrad_sm90_explain's
-  run_conv_candidates(g, "conv_wgrad_sm90", kWgradSm90Names, g.N <= 64 ? 2 : 3, [&](int i, auto tag) {
+  run_conv_candidates(g, "conv_wgrad_sm90", kWgradSm90Names, wgrad_heuristic(g), [&](int i, auto tag) {
     using T = decltype(tag);
     constexpr auto G = sm90::Gather::ConvWgrad, I = sm90::Gather::ConvWgradIm2col;
+    const ConvSm90Config& c = kConvWgradSm90Configs[i];
     const CUtensorMap mb = operand_map<T>(g, g.mm.b, g.N, sb, 1, Major::MN, 64);
     CUtensorMap ma;
-    const bool im2col = i >= 2 && im2col_map(g, 64, &ma);
-    if (i % 2 == 0) launch_conv<T, 64, 8, true, G, I>(g, im2col, ma, mb);
+    const bool im2col = c.im2col && im2col_map(g, 64, &ma);
+    if (c.bn == 64) launch_conv<T, 64, 8, true, G, I>(g, im2col, ma, mb);
     else launch_conv<T, 128, 6, true, G, I>(g, im2col, ma, mb);
   });
   return true;

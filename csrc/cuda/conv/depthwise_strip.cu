@@ -8,8 +8,10 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 
+#include "autotune/config_names.h"
 #include "autotune/cuda_timing.h"
 #include "common/epilogue.h"
 #include "cuda/conv/depthwise.cuh"
@@ -253,27 +255,36 @@ __global__ void __launch_bounds__(kRowsUnits + 32) dw_fwd_rows_kernel(ConvOperan
 #endif
 }
 
-// dw_fwd_strip_kernel's host side: the most weight bytes a block stages, its candidates (strips
-// of `rows` output rows a thread, one item a thread or walked by resident blocks; rows 0: the tile
-// kernel instead), and the thread items of strips of tp rows.
+// dw_fwd_strip_kernel's host side: the most weight bytes a block stages, the family's candidates
+// (one line each: strips of `rows` output rows a thread, one item a thread or walked by resident
+// blocks; the tile kernel; the row ring, whose rows / resident are the strips run where its kernel
+// does not apply), and the thread items of strips of tp rows.
 constexpr int kStripWeightMax = 16 * 1024;
+enum class StripKernel { Strips, Tile, Rows };
 struct StripConfig {
+  const char* name;
+  StripKernel kernel;
   int rows;
   bool resident;
 };
-constexpr StripConfig kStripConfigs[] = {{4, false}, {1, false}, {0, false}, {4, true}};
-constexpr int kResident = 3;       // the resident strips: 'rows' where its kernel does not apply
-constexpr int kRowsCandidate = 4;  // dw_fwd_rows_kernel, after the strip configs
-const std::vector<std::string> kStripNames = {"strip4", "strip1", "tile", "strip4-resident", "rows"};
+constexpr StripConfig kStripConfigs[] = {
+    // name             kernel               rows resident
+    {"strip4",          StripKernel::Strips, 4,   false},
+    {"strip1",          StripKernel::Strips, 1,   false},
+    {"tile",            StripKernel::Tile,   0,   false},  // where no tile kernel applies: the heuristic's strips
+    {"strip4-resident", StripKernel::Strips, 4,   true},
+    {"rows",            StripKernel::Rows,   4,   true},   // dw_fwd_rows_kernel (sm_90), else strip4-resident
+};
+constexpr int kRowsCandidate = 4;
+static_assert(kStripConfigs[kRowsCandidate].kernel == StripKernel::Rows, "the heuristic's row ring");
+const std::vector<std::string> kStripNames = config_names(kStripConfigs);
 const autotune::Family kDepthwiseFamily("conv_depthwise", [] { return kStripNames; });
 int64_t strip_items(const ConvOperands& c, int64_t tp) {
   return c.N * ((c.P + tp - 1) / tp) * ((c.Q + kTQ - 1) / kTQ) * (c.C / kStripV);
 }
 // The height of the strips the 'tile' candidate runs where no tile kernel applies: the
 // heuristic's, one item a thread.
-int tile_fallback_rows(int heuristic) {
-  return kStripConfigs[heuristic == kRowsCandidate ? kResident : heuristic].rows;
-}
+int tile_fallback_rows(int heuristic) { return kStripConfigs[heuristic].rows; }
 
 // dw_fwd_strip_kernel<T, 3, TP, A>; resident: a grid of the blocks that fit on the GPU at once,
 // each walking several items (each thread's weights read once), its thread count a multiple of
@@ -396,10 +407,11 @@ const char* strip_heuristic_reason(int heuristic) {
 
 std::string strip_stand_in(const GemmArgs& f, bool flip, const std::string& name) {
   const size_t i = size_t(std::find(kStripNames.begin(), kStripNames.end(), name) - kStripNames.begin());
-  if (i == kRowsCandidate) {
+  if (i >= std::size(kStripConfigs)) return "";
+  if (kStripConfigs[i].kernel == StripKernel::Rows) {
     if (const char* why = rows_why_not(f))
       return std::string(" (its kernel does not apply: ") + why + "; strip4-resident runs)";
-  } else if (i < kRowsCandidate && kStripConfigs[i].rows == 0 && !tiles_apply(f, flip)) {
+  } else if (kStripConfigs[i].kernel == StripKernel::Tile && !tiles_apply(f, flip)) {
     const int rows = tile_fallback_rows(strip_heuristic(f));
     return " (no tile kernel applies: strips of " + std::to_string(rows) + " rows run)";
   }
@@ -411,10 +423,10 @@ void run_strip(const GemmArgs& f, bool flip) {
   autotune::run([&] { return strip_key(f, flip); }, kStripNames, heuristic, [&](int i) {
     // the row ring or the tile kernel where it applies (else resident strips, or strips as
     // tall as the heuristic's, one item a thread)
-    if (i == kRowsCandidate && rows_why_not(f) == nullptr) return launch_rows(f, flip);
-    StripConfig cfg = kStripConfigs[i == kRowsCandidate ? kResident : i];
-    if (cfg.rows == 0 && launch_tiles(f, flip)) return;
-    if (cfg.rows == 0) cfg = {tile_fallback_rows(heuristic), false};
+    StripConfig cfg = kStripConfigs[i];
+    if (cfg.kernel == StripKernel::Rows && rows_why_not(f) == nullptr) return launch_rows(f, flip);
+    if (cfg.kernel == StripKernel::Tile && launch_tiles(f, flip)) return;
+    if (cfg.kernel == StripKernel::Tile) cfg.rows = tile_fallback_rows(heuristic), cfg.resident = false;
     with_dtype(f.dtype, [&](auto t) {
       using T = decltype(t);
       if constexpr (!std::is_same<T, double>::value) {

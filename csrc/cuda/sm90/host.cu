@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "autotune/config_names.h"
 #include "autotune/cuda_timing.h"
 #include "cuda/skinny/gemm_skinny.cuh"  // kSkinnyMaxM
 #include "cuda/runtime/griddep.cuh"
@@ -172,20 +173,27 @@ const char* persistent_refusal(const GemmArgs& a, bool a_mn) {
   return nullptr;
 }
 
-// The configs as data (host.cuh says what each field means).
-const std::vector<std::string> kSm90Names = {
-    "bn64",           "bn128",       "bn256",          "bn64-nosplit", "bn128-nosplit", "bn256-nosplit",
-    "bn64x2",         "pp128",       "coop256x128",    "pp128-c2",     "coop256x128-c2", "coop128x256",
-    "coop128x256-c2", "coop128x192", "coop128x192-c2"};
-const autotune::Family kSm90Family("matmul_sm90", [] { return kSm90Names; });
+// The configs as data (host.cuh says what each field means): one line each.
 const Sm90Config kSm90Configs[] = {
-    {64, true, false, Persist::No, 1},     {128, true, false, Persist::No, 1},    {256, true, false, Persist::No, 1},
-    {64, false, false, Persist::No, 1},    {128, false, false, Persist::No, 1},   {256, false, false, Persist::No, 1},
-    {64, true, true, Persist::No, 1},      {128, false, false, Persist::PingPong, 1},
-    {128, false, false, Persist::Coop, 1}, {128, false, false, Persist::PingPong, 2},
-    {128, false, false, Persist::Coop, 2}, {256, false, false, Persist::Coop, 1},
-    {256, false, false, Persist::Coop, 2}, {192, false, false, Persist::Coop, 1},
-    {192, false, false, Persist::Coop, 2}};
+    // name              bn  split  two_blocks persist            cluster
+    {"bn64",             64,  true,  false,    Persist::No,       1},
+    {"bn128",           128,  true,  false,    Persist::No,       1},
+    {"bn256",           256,  true,  false,    Persist::No,       1},
+    {"bn64-nosplit",     64,  false, false,    Persist::No,       1},
+    {"bn128-nosplit",   128,  false, false,    Persist::No,       1},
+    {"bn256-nosplit",   256,  false, false,    Persist::No,       1},
+    {"bn64x2",           64,  true,  true,     Persist::No,       1},
+    {"pp128",           128,  false, false,    Persist::PingPong, 1},
+    {"coop256x128",     128,  false, false,    Persist::Coop,     1},
+    {"pp128-c2",        128,  false, false,    Persist::PingPong, 2},
+    {"coop256x128-c2",  128,  false, false,    Persist::Coop,     2},
+    {"coop128x256",     256,  false, false,    Persist::Coop,     1},
+    {"coop128x256-c2",  256,  false, false,    Persist::Coop,     2},
+    {"coop128x192",     192,  false, false,    Persist::Coop,     1},
+    {"coop128x192-c2",  192,  false, false,    Persist::Coop,     2},
+};
+const std::vector<std::string> kSm90Names = config_names(kSm90Configs);
+const autotune::Family kSm90Family("matmul_sm90", [] { return kSm90Names; });
 
 int sm90_index(const char* name) {
   const auto it = std::find(kSm90Names.begin(), kSm90Names.end(), name);

@@ -61,13 +61,14 @@ const char* persistent_refusal(const GemmArgs& a, bool a_mn);
 // where splitk_factor says.
 enum class Persist { No, PingPong, Coop };
 struct Sm90Config {
+  const char* name;  // what autotune, pins and explain call it
   int bn;
   bool split, two_blocks;
   Persist persist;
   int cluster;  // persistent: blocks per cluster (2: B multicast to a pair of blocks)
 };
-extern const std::vector<std::string> kSm90Names;
 extern const Sm90Config kSm90Configs[];
+extern const std::vector<std::string> kSm90Names;  // kSm90Configs' names, in order
 // A config's index in kSm90Names; call sites keep it in a static (no lookups per call).
 int sm90_index(const char* name);
 
