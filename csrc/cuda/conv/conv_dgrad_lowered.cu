@@ -117,19 +117,64 @@ bool dgrad_1x1(const GemmArgs& a) {
 
 // A stride-1 data gradient in 16 bits on Hopper with w read in place (conv_dgrad_flipped_sm90): its
 // one phase (ph, pw), dx and w channels_last-dense, dx written as the GEMM's rows. False: not taken.
-bool flipped_in_place(const GemmArgs& a, const DgradPhase& ph, const DgradPhase& pw, const at::Tensor& dy) {
+// ... its problem (the forward conv of dy, w read in place, dx written as rows), or why not.
+const char* flipped_args(const GemmArgs& a, const DgradPhase& ph, const DgradPhase& pw, const void* dy,
+                         const int64_t* dys, GemmArgs& g) {
   const auto& c = a.conv;
   // (dtype and channel counts: conv_dgrad_flipped_sm90's conv_sm90_ok)
   if (c.groups != 1 || !tileops::nhwc_dense(c.ws, c.C, c.R, c.S) ||
       !tileops::nhwc_dense(c.xs, c.C, c.H, c.W) || ph.out != c.H || pw.out != c.W || ph.taps != c.R || pw.taps != c.S)
-    return false;
-  const GemmArgs f = dgrad_as_forward(a, ph, pw, 0, 0, dy.const_data_ptr(), dy.strides().data(), c.w, c.ws);
+    return "w or dx not channels_last dense";
+  const GemmArgs f = dgrad_as_forward(a, ph, pw, 0, 0, dy, dys, c.w, c.ws);
   const auto& fc = f.conv;
   MatmulOperands mm{nullptr, c.w, c.x, {0, 0, 0}, {0, 0, 0}, {0, c.C, 1}};
-  GemmArgs g = lowered(f, Fused{}, 1, fc.N * fc.P * fc.Q, fc.K, fc.R * fc.S * fc.C, mm);
+  g = lowered(f, Fused{}, 1, fc.N * fc.P * fc.Q, fc.K, fc.R * fc.S * fc.C, mm);
   g.conv = fc;
-  return conv_dgrad_flipped_sm90(g, c.w);
+  return conv_dgrad_flipped_sm90_why_not(g, c.w);
 }
+bool flipped_in_place(const GemmArgs& a, const DgradPhase& ph, const DgradPhase& pw, const at::Tensor& dy) {
+  GemmArgs g;
+  return flipped_args(a, ph, pw, dy.const_data_ptr(), dy.strides().data(), g) == nullptr &&
+         conv_dgrad_flipped_sm90(g, a.conv.w);
+}
+
+// The phases of a's dx along each side, and which of them taps reach (live) or none does (dead).
+struct Phases {
+  std::vector<DgradPhase> h, w;
+  PhaseList live, dead;
+};
+Phases phases_of(const ConvOperands& c) {
+  Phases p;
+  for (int64_t ah = 0; ah < c.sh; ++ah) p.h.push_back(dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh));
+  for (int64_t aw = 0; aw < c.sw; ++aw) p.w.push_back(dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw));
+  // no tap reaches a phase (zeros): none, or all of its dy rows skipped
+  auto empty = [](const DgradPhase& f, int64_t rows) { return f.taps == 0 || f.skip >= rows; };
+  for (int64_t ah = 0; ah < c.sh; ++ah)
+    for (int64_t aw = 0; aw < c.sw; ++aw)
+      if (p.h[ah].out > 0 && p.w[aw].out > 0)
+        (empty(p.h[ah], c.P) || empty(p.w[aw], c.Q) ? p.dead : p.live).emplace_back(ah, aw);
+  return p;
+}
+
+// A phase's kernel, (C, K, taps_h, taps_w): its taps r0, r0 + step, ..., last, flipped (tap j is
+// w's last - j * step). As read in place: w from its last tap, with negative tap strides.
+struct Taps {
+  const void* base;
+  int64_t ws[4];
+};
+Taps flipped_taps(const ConvOperands& c, const DgradPhase& fh, const DgradPhase& fw, int64_t es) {
+  const int64_t last = (fh.r0 + (fh.taps - 1) * fh.step) * c.ws[2] + (fw.r0 + (fw.taps - 1) * fw.step) * c.ws[3];
+  return Taps{static_cast<const char*>(c.w) + last * es, {c.ws[1], c.ws[0], -fh.step * c.ws[2], -fw.step * c.ws[3]}};
+}
+// ... and as one tap_transpose's copy, rows [C][taps_h][taps_w][K] seen as (C, K, taps_h, taps_w):
+// these strides, so that the forward's weight_rows takes them as they are
+void phase_rows_strides(const ConvOperands& c, const DgradPhase& fh, const DgradPhase& fw, int64_t* ws) {
+  ws[0] = fh.taps * fw.taps * c.K, ws[1] = 1, ws[2] = fw.taps * c.K, ws[3] = c.K;
+}
+
+// Whether the phases read dy as it is (the fp32 NCHW forward gathers from it), else a
+// channels_last copy of it where gather_ready makes one.
+bool phases_read_dy_in_place(const GemmArgs& a) { return simt_gathers(dgrad_as_forward(a, a.conv.w, a.conv.ws), a.conv.ys); }
 
 // The data gradient as one forward conv per phase of dx (dgrad_phases.h, dgrad_phase), on the forward's
 // fast paths (1x1 GEMM, Hopper implicit GEMM); the Hopper one-tile kernels write an even-sized
@@ -139,17 +184,10 @@ void dgrad_phases(const GemmArgs& a) {
   const at::Tensor dx = wrap(c.x, {c.N, c.C, c.H, c.W}, c.xs, a);
   // once for all phases, unless the phases gather from dy as it is (its fp32 NCHW forward)
   const at::Tensor dy_in = wrap(c.y, {c.N, c.K, c.P, c.Q}, c.ys, a);
-  const at::Tensor dy = simt_gathers(dgrad_as_forward(a, c.w, c.ws), c.ys) ? dy_in : gather_ready(dy_in);
-  std::vector<DgradPhase> along_h, along_w;  // the phases of each dimension
-  for (int64_t ah = 0; ah < c.sh; ++ah) along_h.push_back(dgrad_phase(ah, c.H, c.R, c.sh, c.ph, c.dh));
-  for (int64_t aw = 0; aw < c.sw; ++aw) along_w.push_back(dgrad_phase(aw, c.W, c.S, c.sw, c.pw, c.dw));
-  // no tap reaches a phase (zeros): none, or all of its dy rows skipped
-  auto empty = [](const DgradPhase& f, int64_t rows) { return f.taps == 0 || f.skip >= rows; };
-  PhaseList live, dead;  // the phases (ah, aw) with dx pixels that taps reach, and that none reaches
-  for (int64_t ah = 0; ah < c.sh; ++ah)
-    for (int64_t aw = 0; aw < c.sw; ++aw)
-      if (along_h[ah].out > 0 && along_w[aw].out > 0)
-        (empty(along_h[ah], c.P) || empty(along_w[aw], c.Q) ? dead : live).emplace_back(ah, aw);
+  const at::Tensor dy = phases_read_dy_in_place(a) ? dy_in : gather_ready(dy_in);
+  const Phases ps = phases_of(c);
+  const auto &along_h = ps.h, &along_w = ps.w;
+  const auto &live = ps.live, &dead = ps.dead;
   if (phases_in_one(a, dy, along_h, along_w, live, dead)) return;
   // else dead phases filled: where dx is dense, all of it first (a strided fill of a phase took as
   // long), and the live phases at once (concurrently): each 1-2 waves of short reductions
@@ -158,22 +196,10 @@ void dgrad_phases(const GemmArgs& a) {
   } else {
     for (const auto& [ah, aw] : dead) dx.slice(2, ah, c.H, c.sh).slice(3, aw, c.W, c.sw).zero_();
   }
-  // A phase's kernel, (C, K, taps_h, taps_w): its taps r0, r0 + step, ..., last, flipped (tap j is
-  // w's last - j * step). As read in place: w from its last tap, with negative tap strides.
   const int64_t es = int64_t(c10::elementSize(a.dtype));
-  struct Taps {
-    const void* base;
-    int64_t ws[4];
-  };
-  auto flipped = [&](const DgradPhase& fh, const DgradPhase& fw) {
-    const int64_t last = (fh.r0 + (fh.taps - 1) * fh.step) * c.ws[2] + (fw.r0 + (fw.taps - 1) * fw.step) * c.ws[3];
-    return Taps{static_cast<const char*>(c.w) + last * es, {c.ws[1], c.ws[0], -fh.step * c.ws[2], -fw.step * c.ws[3]}};
-  };
-  // ... and as one tap_transpose's copy, rows [C][taps_h][taps_w][K], so that conv_fwd_lowered's
-  // weight_rows takes them as they are (a view; no flip and copy per call).
   auto phase_kernel = [&](const DgradPhase& fh, const DgradPhase& fw) {
     at::Tensor rows = at::empty({c.C, fh.taps, fw.taps, c.K}, cuda_options(a.dtype));
-    const Taps f = flipped(fh, fw);
+    const Taps f = flipped_taps(c, fh, fw, es);
     const TapTranspose t{c.K, c.C, fh.taps, fw.taps, f.ws[1], f.ws[0], f.ws[2], f.ws[3],
                          1, fh.taps * fw.taps * c.K, fw.taps * c.K, c.K};
     tap_transpose(f.base, rows.data_ptr(), t, es);
@@ -184,9 +210,9 @@ void dgrad_phases(const GemmArgs& a) {
     phases.push_back([&, ah = ah, aw = aw] {
       const DgradPhase &ph = along_h[ah], &pw = along_w[aw];
       if (c.sh == 1 && c.sw == 1 && flipped_in_place(a, ph, pw, dy)) return;
-      // where conv_fwd_lowered would take the fp32 implicit kernel, it gets the taps in place: its own
+      // where the forward table would take the fp32 implicit kernel, it gets the taps in place: its own
       // [tap][c][ldb] copy reads any strides, so the rows copy would be a second pass for nothing
-      const Taps f = flipped(ph, pw);
+      const Taps f = flipped_taps(c, ph, pw, es);
       const GemmArgs in_place =
           dgrad_as_forward(a, ph, pw, ah, aw, dy.const_data_ptr(), dy.strides().data(), f.base, f.ws);
       if (conv_nchw_1x1_why_not(in_place) != nullptr && conv_simt_f32_why_not(in_place) == nullptr)
@@ -197,6 +223,52 @@ void dgrad_phases(const GemmArgs& a) {
     });
   }
   concurrently(phases);
+}
+
+// dgrad_phases' decisions, launching nothing: all phases in one Hopper launch, or per live phase
+// the flipped in-place kernel, the fp32 implicit kernel on w's taps in place, or the forward table
+// (routed here in explain mode) on the rows copy.
+void dgrad_phases_explain(const GemmArgs& a, routing::Decision& d) {
+  const auto& c = a.conv;
+  const Phases ps = phases_of(c);
+  if (phases_in_one_ok(a)) {
+    d.config = "all " + std::to_string(ps.live.size() + ps.dead.size()) + " phases in one launch (conv_dgrad_phases_sm90)";
+    return;
+  }
+  // dy as the phases read it: in place, or gather_ready's channels_last copy (aligned)
+  const void* dy = c.y;
+  int64_t dys[4] = {c.ys[0], c.ys[1], c.ys[2], c.ys[3]};
+  ConvOperands as_x = c;  // gather_copies asks about an operand in x's place
+  as_x.x = c.y, as_x.C = c.K, as_x.H = c.P, as_x.W = c.Q;
+  std::copy(c.ys, c.ys + 4, as_x.xs);
+  if (!phases_read_dy_in_place(a) && gather_copies(as_x, int64_t(c10::elementSize(a.dtype)))) {
+    dy = reinterpret_cast<const void*>(uintptr_t(256));
+    const int64_t s[4] = {c.P * c.Q * c.K, 1, c.Q * c.K, c.K};
+    std::copy(s, s + 4, dys);
+  }
+  const int64_t es = int64_t(c10::elementSize(a.dtype));
+  int flipped = 0, simt = 0;
+  for (const auto& [ah, aw] : ps.live) {
+    const DgradPhase &ph = ps.h[ah], &pw = ps.w[aw];
+    GemmArgs g;
+    if (c.sh == 1 && c.sw == 1 && flipped_args(a, ph, pw, dy, dys, g) == nullptr) {
+      ++flipped;
+      continue;
+    }
+    const Taps f = flipped_taps(c, ph, pw, es);
+    const GemmArgs in_place = dgrad_as_forward(a, ph, pw, ah, aw, dy, dys, f.base, f.ws);
+    if (conv_nchw_1x1_why_not(in_place) != nullptr && conv_simt_f32_why_not(in_place) == nullptr) {
+      ++simt;
+      continue;
+    }
+    int64_t ws[4];
+    phase_rows_strides(c, ph, pw, ws);
+    routing::route(kConvFwdRoutes, dgrad_as_forward(a, ph, pw, ah, aw, dy, dys, reinterpret_cast<const void*>(uintptr_t(256)), ws));
+  }
+  d.config = std::to_string(ps.live.size()) + " live phase(s)";
+  if (flipped) d.config += ", w read in place flipped (conv_dgrad_flipped_sm90)";
+  if (simt) d.config += ", the fp32 implicit kernel on w's taps in place";
+  if (!ps.dead.empty()) d.config += ", " + std::to_string(ps.dead.size()) + " zero";
 }
 
 // The data gradient as dcols = dY . W (a GEMM) and a col2im gather into dx.
@@ -253,6 +325,7 @@ const char* dgrad_phases_why_not(const GemmArgs& a) {
   return unit_stride(a.conv) ? nullptr : "strided";
 }
 void dgrad_phases_run(const GemmArgs& a) { dgrad_phases(a); }
+void dgrad_phases_row_explain(const GemmArgs& a, routing::Decision& d) { dgrad_phases_explain(a, d); }
 
 const char* dgrad_strided_why_not(const GemmArgs& a) {
   if (const char* why = lowered_why_not(a)) return why;
@@ -269,6 +342,13 @@ void dgrad_strided_explain(const GemmArgs& a, routing::Decision& d) {
   explain_config(d, dgrad_key(a), kDgradNames, phases ? 0 : 1,
                  phases ? "16-bit, 64-channel multiples on Hopper: all phases in one launch, or a large dx"
                         : "the phases' short reductions lose to col2im here");
+  routing::Decision how;  // the chosen way's own decisions, under this one
+  if (d.config == "phases") {
+    dgrad_phases_explain(a, how);
+    d.config += ": " + how.config;
+  } else {
+    dgrad_col2im_explain(a, how);
+  }
 }
 
 const char* dgrad_col2im_why_not(const GemmArgs& a) { return lowered_why_not(a); }

@@ -328,20 +328,29 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   return true;
 }
 
-bool conv_dgrad_flipped_sm90(const GemmArgs& g, const void* w) {
-  const auto& c = g.conv;  // the forward conv of dY: C = w's output channels, K (= g.N) its input ones
-  if (!conv_sm90_ok(g) || g.residual != nullptr || g.bias != nullptr || reinterpret_cast<uintptr_t>(w) % 16 != 0 ||
-      g.N % 8 != 0)
-    return false;
+const char* conv_dgrad_flipped_sm90_why_not(const GemmArgs& g, const void* w) {
+  if (const char* why = sm90_conv_refusal(g)) return why;
+  if (g.residual != nullptr || g.bias != nullptr) return "an epilogue";
+  if (reinterpret_cast<uintptr_t>(w) % 16 != 0 || g.N % 8 != 0) return "w not in aligned 16-byte rows";
   // The heuristic's path: where autotuning or a pin steers conv_fwd_sm90 for this problem, the
   // caller's transposed weight and conv_fwd_sm90 run instead
-  if (autotune::active() && autotune::steered(conv_key(g, "conv_fwd_sm90"))) return false;
+  if (autotune::active() && autotune::steered(conv_key(g, "conv_fwd_sm90"))) return "conv_fwd_sm90 steered";
   // Only where conv_fwd_sm90 would take a one-tile im2col kernel on the transposed weight (a wider
   // choice, persistent or rows64, outruns the transposition it needs); decided before any map is
   // encoded, so the caller's path pays no encoding for nothing
   const int h = fwd_heuristic(g, true);
+  if (h != bn64x2_im2col_index() && h != bn128_im2col_index()) return "a wider conv_fwd_sm90 config beats it";
   CUtensorMap ma;
-  if ((h != bn64x2_im2col_index() && h != bn128_im2col_index()) || !im2col_map(g, sm90::BM, &ma)) return false;
+  if (!im2col_map(g, sm90::BM, &ma)) return "no im2col map";
+  return nullptr;
+}
+
+bool conv_dgrad_flipped_sm90(const GemmArgs& g, const void* w) {
+  if (conv_dgrad_flipped_sm90_why_not(g, w) != nullptr) return false;
+  const auto& c = g.conv;  // the forward conv of dY: C = w's output channels, K (= g.N) its input ones
+  const int h = fwd_heuristic(g, true);
+  CUtensorMap ma;
+  im2col_map(g, sm90::BM, &ma);
   const int64_t taps = c.R * c.S;
   with_16bit(g.dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -80,6 +80,7 @@ void dgrad_gemm_1x1_run(const GemmArgs& a);
 void dgrad_gemm_1x1_explain(const GemmArgs& a, routing::Decision& d);
 const char* dgrad_phases_why_not(const GemmArgs& a);
 void dgrad_phases_run(const GemmArgs& a);
+void dgrad_phases_row_explain(const GemmArgs& a, routing::Decision& d);
 const char* dgrad_strided_why_not(const GemmArgs& a);
 void dgrad_strided_run(const GemmArgs& a);
 void dgrad_strided_explain(const GemmArgs& a, routing::Decision& d);

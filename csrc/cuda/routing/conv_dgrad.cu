@@ -18,7 +18,7 @@ const routing::Table kConvDgradRoutes(
         {"gemm_1x1", "16-bit 1x1 stride-1 unpadded, dx and dy channels_last: one GEMM, w read in place", kDoc,
          dgrad_gemm_1x1_why_not, dgrad_gemm_1x1_run, dgrad_gemm_1x1_explain},
         {"phases", "stride 1: the one phase, a forward conv of dY with the kernel flipped (the forward table)", kDoc,
-         dgrad_phases_why_not, dgrad_phases_run},
+         dgrad_phases_why_not, dgrad_phases_run, dgrad_phases_row_explain},
         {"phases_or_col2im", "strides up to 2x2 (sh * sw <= 4): phases or col2im, autotuned (family conv_dgrad)",
          kDoc, dgrad_strided_why_not, dgrad_strided_run, dgrad_strided_explain},
         {"col2im", "larger strides (patch embeddings): dcols = dY . W, then col2im", kDoc, dgrad_col2im_why_not,

@@ -38,6 +38,7 @@ bool conv_dgrad_phases_sm90(const std::vector<GemmArgs>& phases, const std::vect
 // its taps flipped in the kernel: no transposition of w first. Only where conv_fwd_sm90 would run
 // a one-tile im2col kernel; false (nothing run) elsewhere.
 bool conv_dgrad_flipped_sm90(const GemmArgs& a, const void* w);
+const char* conv_dgrad_flipped_sm90_why_not(const GemmArgs& a, const void* w);  // its check alone (pure)
 // conv_sm90.cu: implicit-GEMM weight gradient on Hopper, dW^T [R*S*C, K] = cols(x)^T . dY; a.mm
 // holds B (dY rows [N*P*Q, K], MN-major) and C, a.conv the channels_last input. False as above.
 bool conv_wgrad_sm90(const GemmArgs& a);
