@@ -66,6 +66,11 @@ const std::vector<const Table*>& tables();  // in registration order
 
 // Runs the first candidate of `t` that can run `a` (see above).
 void route(const Table& t, const GemmArgs& a);
+// A candidate that hands its problem to another table (a conv table's depthwise row).
+template <const Table& Next>
+void route_to(const GemmArgs& a) {
+  route(Next, a);
+}
 
 // The problem in one line, as the trace and explain show it.
 std::string describe(const GemmArgs& a);

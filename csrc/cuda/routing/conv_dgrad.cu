@@ -5,16 +5,14 @@
 
 namespace tileops::cuda {
 namespace {
-void depthwise_run(const GemmArgs& a) { routing::route(kDepthwiseDgradRoutes, a); }
-void ladder_run(const GemmArgs& a) { launch_problem<ConvDgradProblem>(a, a.conv); }
 constexpr const char* kDoc = "kernels/conv-lowered.md#data-gradient-conv_dgrad_lowered";
 }  // namespace
 
 const routing::Table kConvDgradRoutes(
     "conv2d.grad_input", "conv2d's data gradient (the transposed conv of dY)",
     {
-        {"depthwise", "groups == C (the depthwise table)", "kernels/depthwise.md", depthwise_why_not, depthwise_run,
-         routing::explain_by_running<depthwise_run>},
+        {"depthwise", "groups == C (the depthwise table)", "kernels/depthwise.md", depthwise_why_not,
+         routing::route_to<kDepthwiseDgradRoutes>, routing::explain_by_running<routing::route_to<kDepthwiseDgradRoutes>>},
         {"gemm_1x1", "16-bit 1x1 stride-1 unpadded, dx and dy channels_last: one GEMM, w read in place", kDoc,
          dgrad_gemm_1x1_why_not, dgrad_gemm_1x1_run, dgrad_gemm_1x1_explain},
         {"phases", "stride 1: the one phase, a forward conv of dY with the kernel flipped (the forward table)", kDoc,
@@ -24,7 +22,7 @@ const routing::Table kConvDgradRoutes(
         {"col2im", "larger strides (patch embeddings): dcols = dY . W, then col2im", kDoc, dgrad_col2im_why_not,
          dgrad_col2im_run, dgrad_col2im_explain},
         {"ladder", "everything else (fp64, grouped): the implicit GEMM of the ladder's rungs", "kernels/ladder.md#the-rungs",
-         ladder_why_not, ladder_run, ladder_explain},
+         ladder_why_not, ladder_conv_run<ConvDgradProblem>, ladder_explain},
     });
 
 void gemm_cuda_conv_dgrad(const GemmArgs& a) { routing::route(kConvDgradRoutes, a); }

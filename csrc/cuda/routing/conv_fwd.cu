@@ -4,16 +4,12 @@
 #include "cuda/routing/launch_rungs.cuh"
 
 namespace tileops::cuda {
-namespace {
-void depthwise_run(const GemmArgs& a) { routing::route(kDepthwiseFwdRoutes, a); }
-void ladder_run(const GemmArgs& a) { launch_problem<ConvFwdProblem>(a, a.conv); }
-}  // namespace
 
 const routing::Table kConvFwdRoutes(
     "conv2d.forward", "conv2d, and each phase of a data gradient run as a forward conv",
     {
-        {"depthwise", "groups == C (the depthwise table)", "kernels/depthwise.md", depthwise_why_not, depthwise_run,
-         routing::explain_by_running<depthwise_run>},
+        {"depthwise", "groups == C (the depthwise table)", "kernels/depthwise.md", depthwise_why_not,
+         routing::route_to<kDepthwiseFwdRoutes>, routing::explain_by_running<routing::route_to<kDepthwiseFwdRoutes>>},
         {"nchw_1x1", "1x1 stride-1 unpadded, NCHW x and y, no bias: a batched GEMM per image",
          "kernels/conv-lowered.md#forward-conv_fwd_lowered-in-order-and-why", conv_nchw_1x1_why_not, conv_nchw_1x1_run,
          routing::explain_by_running<conv_nchw_1x1_run>},
@@ -38,7 +34,7 @@ const routing::Table kConvFwdRoutes(
          "kernels/conv-lowered.md#forward-conv_fwd_lowered-in-order-and-why", lowered_why_not, conv_im2col_run,
          conv_im2col_explain},
         {"ladder", "everything else (fp64, grouped): the implicit GEMM of the ladder's rungs", "kernels/ladder.md#the-rungs",
-         ladder_why_not, ladder_run, ladder_explain},
+         ladder_why_not, ladder_conv_run<ConvFwdProblem>, ladder_explain},
     });
 
 void gemm_cuda_conv_fwd(const GemmArgs& a) { routing::route(kConvFwdRoutes, a); }

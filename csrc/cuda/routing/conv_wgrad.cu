@@ -5,16 +5,14 @@
 
 namespace tileops::cuda {
 namespace {
-void depthwise_run(const GemmArgs& a) { routing::route(kDepthwiseWgradRoutes, a); }
-void ladder_run(const GemmArgs& a) { launch_problem<ConvWgradProblem>(a, a.conv); }
 constexpr const char* kDoc = "kernels/conv-lowered.md#weight-gradient-conv_wgrad_lowered";
 }  // namespace
 
 const routing::Table kConvWgradRoutes(
     "conv2d.grad_weight", "conv2d's weight gradient (dW = dY^T . cols(x))",
     {
-        {"depthwise", "groups == C (the depthwise table)", "kernels/depthwise.md", depthwise_why_not, depthwise_run,
-         routing::explain_by_running<depthwise_run>},
+        {"depthwise", "groups == C (the depthwise table)", "kernels/depthwise.md", depthwise_why_not,
+         routing::route_to<kDepthwiseWgradRoutes>, routing::explain_by_running<routing::route_to<kDepthwiseWgradRoutes>>},
         {"simt_f32", "fp32 (TF32 off) NCHW, at most 128 output channels or 1x1: the SIMT implicit GEMM", kDoc,
          wgrad_simt_f32_why_not, wgrad_simt_f32_run},
         {"sm90_implicit", "16-bit on Hopper, C % 64 == 0, dY channels_last: x and dY read in place",
@@ -25,7 +23,7 @@ const routing::Table kConvWgradRoutes(
         {"im2col_gemm", "groups == 1, fp16/bf16/fp32, a column buffer within 2^28 elements: the matmul table", kDoc,
          wgrad_im2col_why_not, wgrad_im2col_run, wgrad_im2col_explain},
         {"ladder", "everything else (fp64, grouped, huge or empty reductions): the ladder's implicit GEMM",
-         "kernels/ladder.md#the-rungs", ladder_why_not, ladder_run, ladder_explain},
+         "kernels/ladder.md#the-rungs", ladder_why_not, ladder_conv_run<ConvWgradProblem>, ladder_explain},
     });
 
 void gemm_cuda_conv_wgrad(const GemmArgs& a) { routing::route(kConvWgradRoutes, a); }

@@ -199,6 +199,12 @@ void launch_problem(const GemmArgs& a, const Operands& ops) {
   });
 }
 
+// The last row of every conv table: the ladder's implicit GEMM on conv problem kind Problem.
+template <template <typename> class Problem>
+void ladder_conv_run(const GemmArgs& a) {
+  launch_problem<Problem>(a, a.conv);
+}
+
 // Matmul on every rung but 'wgmma' (matmul_ladder.cu, its own translation unit so that the
 // ladder's kernels compile beside the Hopper ones).
 void launch_matmul(const GemmArgs& a);
