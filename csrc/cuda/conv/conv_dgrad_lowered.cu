@@ -117,7 +117,8 @@ bool dgrad_1x1(const GemmArgs& a) {
 
 // A stride-1 data gradient in 16 bits on Hopper with w read in place (conv_dgrad_flipped_sm90): its
 // one phase (ph, pw), dx and w channels_last-dense, dx written as the GEMM's rows. False: not taken.
-// ... its problem (the forward conv of dy, w read in place, dx written as rows), or why not.
+// ... its problem (the forward conv of dy, w read in place, dx written as rows), or why its
+// layouts do not allow it.
 const char* flipped_args(const GemmArgs& a, const DgradPhase& ph, const DgradPhase& pw, const void* dy,
                          const int64_t* dys, GemmArgs& g) {
   const auto& c = a.conv;
@@ -130,7 +131,7 @@ const char* flipped_args(const GemmArgs& a, const DgradPhase& ph, const DgradPha
   MatmulOperands mm{nullptr, c.w, c.x, {0, 0, 0}, {0, 0, 0}, {0, c.C, 1}};
   g = lowered(f, Fused{}, 1, fc.N * fc.P * fc.Q, fc.K, fc.R * fc.S * fc.C, mm);
   g.conv = fc;
-  return conv_dgrad_flipped_sm90_why_not(g, c.w);
+  return nullptr;  // the kernel's own checks: conv_dgrad_flipped_sm90(_why_not)
 }
 bool flipped_in_place(const GemmArgs& a, const DgradPhase& ph, const DgradPhase& pw, const at::Tensor& dy) {
   GemmArgs g;
@@ -238,10 +239,7 @@ void dgrad_phases_explain(const GemmArgs& a, routing::Decision& d) {
   // dy as the phases read it: in place, or gather_ready's channels_last copy (aligned)
   const void* dy = c.y;
   int64_t dys[4] = {c.ys[0], c.ys[1], c.ys[2], c.ys[3]};
-  ConvOperands as_x = c;  // gather_copies asks about an operand in x's place
-  as_x.x = c.y, as_x.C = c.K, as_x.H = c.P, as_x.W = c.Q;
-  std::copy(c.ys, c.ys + 4, as_x.xs);
-  if (!phases_read_dy_in_place(a) && gather_copies(as_x, int64_t(c10::elementSize(a.dtype)))) {
+  if (!phases_read_dy_in_place(a) && gather_copies(c.ys, c.y, c.K, int64_t(c10::elementSize(a.dtype)))) {
     dy = reinterpret_cast<const void*>(uintptr_t(256));
     const int64_t s[4] = {c.P * c.Q * c.K, 1, c.Q * c.K, c.K};
     std::copy(s, s + 4, dys);
@@ -251,7 +249,8 @@ void dgrad_phases_explain(const GemmArgs& a, routing::Decision& d) {
   for (const auto& [ah, aw] : ps.live) {
     const DgradPhase &ph = ps.h[ah], &pw = ps.w[aw];
     GemmArgs g;
-    if (c.sh == 1 && c.sw == 1 && flipped_args(a, ph, pw, dy, dys, g) == nullptr) {
+    if (c.sh == 1 && c.sw == 1 && flipped_args(a, ph, pw, dy, dys, g) == nullptr &&
+        conv_dgrad_flipped_sm90_why_not(g, c.w) == nullptr) {
       ++flipped;
       continue;
     }

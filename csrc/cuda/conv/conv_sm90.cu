@@ -328,7 +328,10 @@ bool conv_fwd_sm90(const GemmArgs& g) {
   return true;
 }
 
-const char* conv_dgrad_flipped_sm90_why_not(const GemmArgs& g, const void* w) {
+namespace {
+// conv_dgrad_flipped_sm90's check; where it passes, h and ma are the config and the im2col map
+// its launch takes (so the launch does not decide them again).
+const char* flipped_check(const GemmArgs& g, const void* w, int& h, CUtensorMap& ma) {
   if (const char* why = sm90_conv_refusal(g)) return why;
   if (g.residual != nullptr || g.bias != nullptr) return "an epilogue";
   if (reinterpret_cast<uintptr_t>(w) % 16 != 0 || g.N % 8 != 0) return "w not in aligned 16-byte rows";
@@ -338,19 +341,24 @@ const char* conv_dgrad_flipped_sm90_why_not(const GemmArgs& g, const void* w) {
   // Only where conv_fwd_sm90 would take a one-tile im2col kernel on the transposed weight (a wider
   // choice, persistent or rows64, outruns the transposition it needs); decided before any map is
   // encoded, so the caller's path pays no encoding for nothing
-  const int h = fwd_heuristic(g, true);
+  h = fwd_heuristic(g, true);
   if (h != bn64x2_im2col_index() && h != bn128_im2col_index()) return "a wider conv_fwd_sm90 config beats it";
-  CUtensorMap ma;
   if (!im2col_map(g, sm90::BM, &ma)) return "no im2col map";
   return nullptr;
 }
+}  // namespace
+
+const char* conv_dgrad_flipped_sm90_why_not(const GemmArgs& g, const void* w) {
+  int h;
+  CUtensorMap ma;
+  return flipped_check(g, w, h, ma);
+}
 
 bool conv_dgrad_flipped_sm90(const GemmArgs& g, const void* w) {
-  if (conv_dgrad_flipped_sm90_why_not(g, w) != nullptr) return false;
-  const auto& c = g.conv;  // the forward conv of dY: C = w's output channels, K (= g.N) its input ones
-  const int h = fwd_heuristic(g, true);
+  int h;
   CUtensorMap ma;
-  im2col_map(g, sm90::BM, &ma);
+  if (flipped_check(g, w, h, ma) != nullptr) return false;
+  const auto& c = g.conv;  // the forward conv of dY: C = w's output channels, K (= g.N) its input ones
   const int64_t taps = c.R * c.S;
   with_16bit(g.dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <vector>
 
+#include "cuda/routing/candidates.h"
 #include "cuda/routing/entry.h"
 #include "cuda/routing/launch_rungs.cuh"
 #include "cuda/runtime/cuda_util.h"
@@ -280,31 +281,28 @@ at::Tensor wrap(void* p, at::IntArrayRef sizes, const int64_t* strides, const Ge
 
 // The 16-byte path: channel-contiguous, 16-byte aligned base and strides, C a multiple of the
 // vector's elements (v).
-bool vec_ok(const at::Tensor& t) {
-  const int64_t v = 16 / t.element_size();
-  return t.size(1) % v == 0 && t.stride(1) == 1 && reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 &&
-         t.stride(0) % v == 0 && t.stride(2) % v == 0 && t.stride(3) % v == 0;
+bool vec_ok(const int64_t* s, const void* p, int64_t C, int64_t es) {
+  const int64_t v = 16 / es;
+  return C % v == 0 && s[1] == 1 && reinterpret_cast<uintptr_t>(p) % 16 == 0 && s[0] % v == 0 && s[2] % v == 0 &&
+         s[3] % v == 0;
 }
+bool vec_ok(const at::Tensor& t) { return vec_ok(t.strides().data(), t.const_data_ptr(), t.size(1), t.element_size()); }
 
 // x as the gather reads it best: channel-contiguous (copied to channels_last once if not),
 // with the 16-byte path where the dtype and C allow it.
-bool copies(const int64_t* xs, const void* x, int64_t C, int64_t es) {
-  const int64_t v = 16 / es;
-  const bool vec = C % v == 0 && xs[1] == 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && xs[0] % v == 0 &&
-                   xs[2] % v == 0 && xs[3] % v == 0;  // vec_ok
-  return xs[1] != 1 || (C % v == 0 && !vec);
+bool gather_copies(const int64_t* s, const void* p, int64_t C, int64_t es) {
+  return s[1] != 1 || (C % (16 / es) == 0 && !vec_ok(s, p, C, es));
 }
 at::Tensor gather_ready(const at::Tensor& x) {
-  return copies(x.strides().data(), x.const_data_ptr(), x.size(1), x.element_size())
+  return gather_copies(x.strides().data(), x.const_data_ptr(), x.size(1), x.element_size())
              ? x.contiguous(at::MemoryFormat::ChannelsLast)
              : x;
 }
-bool gather_copies(const ConvOperands& c, int64_t element_size) { return copies(c.xs, c.x, c.C, element_size); }
 
 GemmArgs as_gathered(const GemmArgs& a) {
   GemmArgs g = a;
   auto& c = g.conv;
-  if (gather_copies(c, int64_t(c10::elementSize(a.dtype)))) {
+  if (gather_copies(c.xs, c.x, c.C, int64_t(c10::elementSize(a.dtype)))) {
     const int64_t s[4] = {c.H * c.W * c.C, 1, c.W * c.C, c.C};
     std::copy(s, s + 4, c.xs);
     c.x = reinterpret_cast<void*>(uintptr_t(256));  // a fresh allocation: aligned (never read)

@@ -33,18 +33,19 @@ struct Geom {
 };
 Geom<> geom(const ConvOperands& c);
 
-// What the lowered paths take: groups == 1, fp16 / bf16 / fp32 (nullptr), else why not.
-const char* lowered_why_not(const GemmArgs& a);
+// What the lowered paths take (groups == 1, fp16 / bf16 / fp32): routing/candidates.h's lowered_why_not.
 
 // A device pointer as an (N, C, H, W)-shaped tensor of a's dtype with the given strides.
 at::Tensor wrap(void* p, at::IntArrayRef sizes, const int64_t* strides, const GemmArgs& a);
 // The 16-byte path: channel-contiguous, 16-byte aligned base and strides, C a multiple of the
-// vector's elements.
+// vector's elements (of an (N, C, H, W) operand's strides s and base p, element size es).
+bool vec_ok(const int64_t* s, const void* p, int64_t C, int64_t es);
 bool vec_ok(const at::Tensor& t);
 // x as the gather reads it best: channel-contiguous (copied to channels_last once if not), with
-// the 16-byte path where the dtype and C allow it. gather_copies: whether it copies conv c's x.
+// the 16-byte path where the dtype and C allow it. gather_copies: whether it copies an (N, C, H, W)
+// operand of strides s and base p (x, or a data gradient's dy).
 at::Tensor gather_ready(const at::Tensor& x);
-bool gather_copies(const ConvOperands& c, int64_t element_size);
+bool gather_copies(const int64_t* s, const void* p, int64_t C, int64_t es);
 // a's conv with x as gather_ready will leave it (its strides; a copy's base stands in as aligned):
 // for the pure checks of the rows that gather.
 GemmArgs as_gathered(const GemmArgs& a);
