@@ -4,9 +4,14 @@ ratio is of GPU times (common.timed: the host queues each call ahead of the GPU,
 call_ratio of per-call times on an idle GPU, host cost included.
 
     python benchmarks/bench_ops.py --out benchmarks/results/<gpu>/ops.json
+    python benchmarks/bench_ops.py --device cpu     # the CPU path: the demo's shapes, fp32/bf16/fp16
+
+On the CPU both sides are timed per call (wall clock, median) in the same run; the closing line
+is the median ratio (torch / tileops) over the shapes, per dtype.
 """
 import argparse
 import os
+import statistics
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +33,45 @@ def rows():
         yield ("conv2d", "dw3x3 96@56 b32", kind, dict(N=32, C=96, H=56, W=56, K=96, R=3, stride=1, padding=1, groups=96, layout=layout))
         yield ("conv2d", "patch16 3->768@224 b32", kind, dict(N=32, C=3, H=224, W=224, K=768, R=16, stride=16, padding=0, groups=1, layout=layout))
         yield ("conv2d fwd+bwd", "3x3 64@56 b32", kind, dict(N=32, C=64, H=56, W=56, K=64, R=3, stride=1, padding=1, groups=1, layout=layout))
+
+
+def cpu_rows():
+    """The demo's shapes (python -m tileops demo without a GPU), and a conv's backward and a 1x1 conv."""
+    for kind in ["float32", "bfloat16", "float16"]:
+        yield ("matmul", "square 256", kind, dict(M=256, N=256, K=256, batch=1))
+        yield ("linear+gelu", "(2,128,768)->3072", kind, dict(M=256, N=3072, K=768, batch=1))
+        yield ("conv2d", "3x3 64@56 b2", kind, dict(N=2, C=64, H=56, W=56, K=64, R=3, stride=1, padding=1, groups=1,
+                                                   layout="channels_last"))
+        yield ("conv2d", "1x1 256->64@28 b2", kind, dict(N=2, C=256, H=28, W=28, K=64, R=1, stride=1, padding=0, groups=1,
+                                                        layout="nchw"))
+        yield ("conv2d fwd+bwd", "3x3 64@28 b2", kind, dict(N=2, C=64, H=28, W=28, K=64, R=3, stride=1, padding=1, groups=1,
+                                                           layout="channels_last"))
+
+
+def main_cpu(args):
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print("CPU, %d threads, torch %s" % (torch.get_num_threads(), torch.__version__))
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    records = []
+    for op, label, kind, s in cpu_rows():
+        mine, theirs, flops = build(op, kind, s, "cpu")
+        t_mine, _, _ = timed(mine, device="cpu")
+        t_torch, _, _ = timed(theirs, device="cpu")
+        rec = dict(op=op, label=label, dtype=kind, tileops_ms=t_mine, torch_ms=t_torch, ratio=t_torch / t_mine,
+                   tileops_gflops=flops / t_mine / 1e6, torch_gflops=flops / t_torch / 1e6)
+        rec.update({k: v for k, v in s.items()})
+        records.append(rec)
+        print("%-16s %-20s %-9s tileops %9.3f ms  torch %9.3f ms  ratio %6.3f" % (op, label, kind, t_mine, t_torch,
+                                                                                  t_torch / t_mine), flush=True)
+    for kind in ["float32", "bfloat16", "float16"]:
+        ratios = [r["ratio"] for r in records if r["dtype"] == kind]
+        ms = [r["tileops_ms"] for r in records if r["dtype"] == kind]
+        print("%-9s median ratio (torch/tileops) %.3f over %d shapes; tileops ms %s" % (
+            kind, statistics.median(ratios), len(ratios), " ".join("%.2f" % m for m in ms)))
+    if args.out:
+        write_json(args.out, records)
+        print("wrote", args.out)
 
 
 def build(op, kind, s, dev):
@@ -66,7 +110,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: torch's)")
     args = ap.parse_args()
+    if args.device == "cpu":
+        return main_cpu(args)
     assert torch.cuda.is_available(), "bench_ops.py times CUDA kernels; no GPU is visible"
     torch.backends.cudnn.benchmark = True
     out = args.out or os.path.join(os.path.dirname(__file__), "results", gpu_dir_name(), "ops.json")

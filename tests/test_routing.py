@@ -60,14 +60,23 @@ def test_dispatch_doc_is_fresh():
         assert f.read() == text, "docs/dispatch.md is stale: run python scripts/dev/gen_dispatch.py"
 
 
+# the CPU's packed row for this machine: AVX2 where the CPU has it, else the baseline build's
+CPU_PACKED = ("cpu_avx2", "cpu_packed")
+
+
 def test_explain_cpu():
     a, b = torch.randn(5, 7), torch.randn(7, 3)
     (d,) = tileops.explain("matmul", a, b)
-    assert d["op"] == "cpu" and d["kernel"] == "cpu" and d["passed_over"] == [] and "M=5 N=3 K=7" in d["problem"]
+    assert d["op"] == "cpu" and d["kernel"] in CPU_PACKED and "M=5 N=3 K=7" in d["problem"]
+    assert [name for name, _ in d["passed_over"]] == (["cpu_avx2"] if d["kernel"] == "cpu_packed" else [])
     x, w = torch.randn(2, 3, 9, 9, requires_grad=True), torch.randn(4, 3, 3, 3, requires_grad=True)
     ds = tileops.explain("conv2d", x, w, padding=1)
-    assert [d["kernel"] for d in ds] == ["cpu"] * 3  # forward, grad_input, grad_weight
+    assert [d["kernel"] for d in ds] == [ds[0]["kernel"]] * 3 and ds[0]["kernel"] in CPU_PACKED  # fwd, dgrad, wgrad
     assert tileops.explain("conv2d", x, w, padding="same", backward=False)[0]["problem"].count("pad 1x1") == 1
+    # K = 0 (an empty inner dimension): nothing to pack, the reference loop writes the epilogue of 0
+    (d,) = tileops.explain("linear", torch.randn(4, 0), torch.randn(3, 0), torch.randn(3))
+    assert d["kernel"] == "cpu_reference", d
+    assert dict(d["passed_over"])["cpu_packed"] == "K is 0: nothing to pack"
 
 
 def test_explain_errors():
@@ -82,7 +91,7 @@ def test_trace_cpu(capfd):
     with tileops.routing.trace():
         tileops.matmul(a, b)
     err = capfd.readouterr().err
-    assert re.search(r"tileops route cpu \[.*M=4 N=5 K=6.*\]: -> cpu", err), err
+    assert re.search(r"tileops route cpu \[.*M=4 N=5 K=6.*\]: .*-> cpu_(avx2|packed)$", err, re.M), err
     tileops.matmul(a, b)
     assert "tileops route" not in capfd.readouterr().err
 

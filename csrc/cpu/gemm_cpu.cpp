@@ -1,5 +1,6 @@
-// CPU family: the plain reference loop over any problem, parallel over output rows.
-// Accumulates in double for fp64 and in float otherwise (as torch's CPU kernels do).
+// The CPU's routing table and its last row, the reference loop over any problem, parallel over
+// output rows. The fast rows are the packed GEMM (cpu/gemm_packed.h), once per instruction set.
+// All accumulate in double for fp64 and in float otherwise (as torch's CPU kernels do).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
@@ -11,6 +12,11 @@
 #include "routing/route.h"
 
 namespace tileops {
+namespace cpu {
+bool have_avx2();                           // cpu/packed_avx2.cpp
+void run_packed_avx2(const GemmArgs& a);    // cpu/packed_avx2.cpp
+void run_packed_base(const GemmArgs& a);    // cpu/packed_base.cpp
+}  // namespace cpu
 namespace {
 
 // Blocks of RB rows share one packed copy of a K-slice of B (KT x N, accumulator type), so
@@ -56,8 +62,23 @@ void gemm_rows(const P& p, const GemmArgs& a) {
   });
 }
 
-const char* cpu_why_not(const GemmArgs&) { return nullptr; }
-void cpu_run(const GemmArgs& a) {
+// The packed rows' shared conditions. K = 0 leaves nothing to pack (the output is the epilogue of
+// zero, which the reference writes); a packed B over kMaxPackedB bytes would be a large allocation
+// the reference loop (one K-slice of B at a time) does not need.
+constexpr int64_t kMaxPackedB = int64_t(1) << 30;
+const char* packed_why_not(const GemmArgs& a) {
+  if (a.K == 0) return "K is 0: nothing to pack";
+  const int64_t acc = a.dtype == at::kDouble ? 8 : 4, nr = 32 / acc * 2;
+  if (a.batch * ((a.N + nr - 1) / nr * nr) * a.K * acc > kMaxPackedB) return "packed B would pass 1 GiB";
+  return nullptr;
+}
+const char* avx2_why_not(const GemmArgs& a) {
+  if (!cpu::have_avx2()) return "this CPU lacks AVX2, FMA or F16C";
+  return packed_why_not(a);
+}
+
+const char* reference_why_not(const GemmArgs&) { return nullptr; }
+void reference_run(const GemmArgs& a) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.dtype, "tileops_gemm_cpu", [&] {
     visit_problem<scalar_t>(a, [&](const auto& p) { gemm_rows<scalar_t>(p, a); });
   });
@@ -65,10 +86,15 @@ void cpu_run(const GemmArgs& a) {
 
 }  // namespace
 
-// The CPU's routing table: one candidate, every problem kind and dtype.
-const routing::Table kCpuRoutes("cpu", "every op on the CPU",
-                                {{"cpu", "always: the packed reference loop, parallel over output rows",
-                                  "architecture.md#1-the-layers", cpu_why_not, cpu_run}});
+// The CPU's routing table: the packed GEMM in the widest vectors the CPU has, else the reference.
+const routing::Table kCpuRoutes(
+    "cpu", "every op on the CPU",
+    {{"cpu_avx2", "the CPU has AVX2 + FMA + F16C: the packed GEMM, 6x16 register blocks of AVX2 FMAs",
+      "kernels/cpu.md#the-packed-gemm-cpu_avx2-cpu_packed", avx2_why_not, cpu::run_packed_avx2},
+     {"cpu_packed", "the packed GEMM in the build's baseline vectors (at::vec's generic Vectorized)",
+      "kernels/cpu.md#the-packed-gemm-cpu_avx2-cpu_packed", packed_why_not, cpu::run_packed_base},
+     {"cpu_reference", "always: the reference loop over the index map, parallel over output rows",
+      "kernels/cpu.md#the-reference-loop-cpu_reference", reference_why_not, reference_run}});
 
 void gemm_cpu(const GemmArgs& a) {
   if (a.batch == 0 || a.M == 0 || a.N == 0) return;

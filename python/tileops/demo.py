@@ -49,7 +49,7 @@ def main(argv=None):
     if cuda:
         print("tileops demo on %s (torch %s, CUDA %s)" % (torch.cuda.get_device_name(0), torch.__version__, torch.version.cuda))
     else:
-        print("tileops demo: no CUDA GPU visible, so this runs the CPU path (reference kernels, not tuned for speed)")
+        print("tileops demo: no CUDA GPU visible, so this runs the CPU path (packed CPU kernels, small sizes)")
     big = cuda and not args.quick
     reps = 20 if cuda else 3
     n = 4096 if big else 256

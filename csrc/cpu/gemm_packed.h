@@ -1,0 +1,295 @@
+// The CPU's packed GEMM: operands packed into contiguous panels in the accumulator type, an
+// MR x NR register-blocked microkernel of at::vec::Vectorized FMAs, at::parallel_for over output
+// blocks. It serves every problem kind (matmul and the three conv kinds) through the index maps of
+// common/problems.h; the conv kinds read their operands in runs along k (Runs<> below), so the
+// index map's divisions are paid once per run of contiguous k, not once per element.
+//
+// This header is compiled once per instruction set: cpu/packed_avx2.cpp (AVX2 + FMA, chosen at run
+// time where the CPU has them) and cpu/packed_base.cpp (the build's baseline: at::vec's generic
+// Vectorized, which the compiler vectorizes as far as the baseline allows). Everything here sits in
+// an unnamed namespace so the two copies never meet at link time; each file exports one function.
+//
+// Precision: fp16 and bf16 are converted to fp32 when packed and accumulate in fp32; fp32 in fp32;
+// fp64 in double throughout (Acc below). Results are deterministic: each output is one fixed-order
+// sum over k (slices of KC in order, each a sequential FMA chain), whatever the thread count.
+// Blocking and sizes: docs/kernels/cpu.md.
+#pragma once
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "common/epilogue.h"
+#include "common/gemm_args.h"
+
+namespace tileops {
+namespace cpu {
+namespace {
+
+template <typename T>
+using AccOf = std::conditional_t<std::is_same<T, double>::value, double, float>;
+
+// Register block: MR rows x NR columns of accumulators, NR two vectors wide. 6 x 2 vectors is 12
+// accumulators + 2 B vectors + 1 broadcast A = 15 of AVX2's 16 registers (the classic BLIS shape).
+constexpr int64_t kMR = 6;
+template <typename Acc>
+constexpr int64_t kNR = 2 * at::vec::Vectorized<Acc>::size();
+
+// Cache blocking (docs/kernels/cpu.md#blocking): a KC-deep B panel (KC x NR) stays in L1 while
+// the MC rows of packed A (MC x KC) stream from L2; an output block is MC x NC accumulators.
+constexpr int64_t kKC = 256, kMC = 96, kNC = 512;
+
+// An operand element in the accumulator type. c10::Half's own conversion is integer code (several
+// instructions an element, the cost of a packed fp16 GEMM); where the build has F16C (the AVX2
+// file) it is one instruction.
+template <typename Acc, typename T>
+inline Acc to_acc(T v) {
+#if defined(CPU_CAPABILITY_AVX2)
+  if constexpr (std::is_same<T, c10::Half>::value) return static_cast<Acc>(_cvtsh_ss(v.x));
+#endif
+  return static_cast<Acc>(v);
+}
+
+// And back, rounding to nearest even as c10::Half's conversion does (F16C's immediate 0).
+template <typename T, typename Acc>
+inline T from_acc(Acc v) {
+#if defined(CPU_CAPABILITY_AVX2)
+  if constexpr (std::is_same<T, c10::Half>::value) return c10::Half(_cvtss_sh(v, 0), c10::Half::from_bits());
+#endif
+  return static_cast<T>(v);
+}
+
+inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+inline int64_t ceil_div(int64_t v, int64_t m) { return (v + m - 1) / m; }
+
+// ---- Runs along k -----------------------------------------------------------------------------
+// Runs<P>::a(p, row, k0, n, f) calls f(i, A(row, k0 + i)) for i in [0, n), and Runs<P>::b likewise
+// for a column of B. The default asks the index map for each element (a matmul's map is one
+// multiply); the conv kinds below walk their (tap, channel) or (image, pixel) coordinates.
+template <class P>
+struct Runs {
+  template <class R, class F>
+  static void a(const P& p, const R& row, int64_t k0, int64_t n, F&& f) {
+    for (int64_t i = 0; i < n; ++i) f(i, p.a(row, k0 + i));
+  }
+  template <class C, class F>
+  static void b(const P& p, const C& col, int64_t k0, int64_t n, F&& f) {
+    for (int64_t i = 0; i < n; ++i) f(i, p.b(col, k0 + i));
+  }
+};
+
+// Walks k = outer * inner_n + inner from k0 for n steps: start(outer) once per outer index (it
+// returns the state the inner run needs), then step(state, inner, i) for each element.
+template <class Start, class Step>
+inline void walk2(int64_t k0, int64_t n, int64_t inner_n, Start&& start, Step&& step) {
+  int64_t outer = k0 / inner_n, inner = k0 % inner_n;
+  for (int64_t i = 0; i < n; ++outer, inner = 0) {
+    const auto st = start(outer);
+    const int64_t len = std::min(inner_n - inner, n - i);
+    for (int64_t j = 0; j < len; ++j) step(st, inner + j, i + j);
+    i += len;
+  }
+}
+
+// Forward: A's k = (r, s, c), c fastest: one bounds test and one (r, s) decode per tap.
+template <typename T>
+struct Runs<ConvFwdProblem<T>> {
+  using P = ConvFwdProblem<T>;
+  template <class F>
+  static void a(const P& p, const typename P::RowA& r, int64_t k0, int64_t n, F&& f) {
+    walk2(k0, n, p.Cg, [&](int64_t rs) {
+      const int64_t h = r.h0 + (rs / p.S) * p.dh, w = r.w0 + (rs % p.S) * p.dw;
+      return p.inside(h, w) ? r.base + h * p.xs[2] + w * p.xs[3] : nullptr;
+    }, [&](const T* base, int64_t c, int64_t i) { f(i, base ? base[c * p.xs[1]] : T(0.f)); });
+  }
+  template <class F>
+  static void b(const P& p, const typename P::ColB& col, int64_t k0, int64_t n, F&& f) {
+    walk2(k0, n, p.Cg, [&](int64_t rs) { return col + (rs / p.S) * p.ws[2] + (rs % p.S) * p.ws[3]; },
+          [&](const T* base, int64_t c, int64_t i) { f(i, base[c * p.ws[1]]); });
+  }
+};
+
+// Input gradient: A's k = (r, s, k_out), k_out fastest: the tap's stride test once per tap.
+template <typename T>
+struct Runs<ConvDgradProblem<T>> {
+  using P = ConvDgradProblem<T>;
+  template <class F>
+  static void a(const P& p, const typename P::RowA& r, int64_t k0, int64_t n, F&& f) {
+    walk2(k0, n, p.Kg, [&](int64_t rs) -> const T* {
+      const int64_t th = r.hp - (rs / p.S) * p.dh, tw = r.wp - (rs % p.S) * p.dw;
+      if (th < 0 || tw < 0 || th % p.sh != 0 || tw % p.sw != 0) return nullptr;
+      const int64_t oh = th / p.sh, ow = tw / p.sw;
+      return oh < p.P && ow < p.Q ? r.base + oh * p.ys[2] + ow * p.ys[3] : nullptr;
+    }, [&](const T* base, int64_t ko, int64_t i) { f(i, base ? base[ko * p.ys[1]] : T(0.f)); });
+  }
+  template <class F>
+  static void b(const P& p, const typename P::ColB& col, int64_t k0, int64_t n, F&& f) {
+    walk2(k0, n, p.Kg, [&](int64_t rs) { return col + (rs / p.S) * p.ws[2] + (rs % p.S) * p.ws[3]; },
+          [&](const T* base, int64_t ko, int64_t i) { f(i, base[ko * p.ws[0]]); });
+  }
+};
+
+// Weight gradient: k = (image, p, q), q fastest: one decode per output row (image, p).
+template <typename T>
+struct Runs<ConvWgradProblem<T>> {
+  using P = ConvWgradProblem<T>;
+  template <class F>
+  static void a(const P& p, const typename P::RowA& r, int64_t k0, int64_t n, F&& f) {
+    walk2(k0, n, p.Q, [&](int64_t np) { return r + (np / p.P) * p.ys[0] + (np % p.P) * p.ys[2]; },
+          [&](const T* base, int64_t q, int64_t i) { f(i, base[q * p.ys[3]]); });
+  }
+  template <class F>
+  static void b(const P& p, const typename P::ColB& col, int64_t k0, int64_t n, F&& f) {
+    struct St { const T* base; bool in_h; };
+    walk2(k0, n, p.Q, [&](int64_t np) {
+      const int64_t h = (np % p.P) * p.sh + col.hoff;
+      const bool in_h = h >= 0 && h < p.H;
+      return St{in_h ? col.base + (np / p.P) * p.xs[0] + h * p.xs[2] : nullptr, in_h};
+    }, [&](const St& st, int64_t q, int64_t i) {
+      const int64_t w = q * p.sw + col.woff;
+      f(i, st.in_h && w >= 0 && w < p.W ? st.base[w * p.xs[3]] : T(0.f));
+    });
+  }
+};
+
+// ---- The microkernel ---------------------------------------------------------------------------
+// c[MR x NR] (row stride ldc) = (accumulate ? c : 0) + sum over kc of a[k][MR] (x) b[k][NR].
+template <typename Acc>
+void micro(int64_t kc, const Acc* a, const Acc* b, Acc* c, int64_t ldc, bool accumulate) {
+  using V = at::vec::Vectorized<Acc>;
+  constexpr int64_t W = V::size();
+  V c0[kMR], c1[kMR];
+#pragma GCC unroll 6
+  for (int64_t r = 0; r < kMR; ++r) {
+    c0[r] = accumulate ? V::loadu(c + r * ldc) : V(Acc(0));
+    c1[r] = accumulate ? V::loadu(c + r * ldc + W) : V(Acc(0));
+  }
+  for (int64_t k = 0; k < kc; ++k, a += kMR, b += 2 * W) {
+    const V b0 = V::loadu(b), b1 = V::loadu(b + W);
+#pragma GCC unroll 6
+    for (int64_t r = 0; r < kMR; ++r) {
+      const V ar(a[r]);
+      c0[r] = at::vec::fmadd(ar, b0, c0[r]);
+      c1[r] = at::vec::fmadd(ar, b1, c1[r]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int64_t r = 0; r < kMR; ++r) {
+    c0[r].store(c + r * ldc);
+    c1[r].store(c + r * ldc + W);
+  }
+}
+
+// ---- Packing -----------------------------------------------------------------------------------
+// B of group g: panels of NR columns, each K x NR (k-major), zero past N. Packed once per call
+// (every output block reads all of it), in parallel over panels.
+template <typename T, typename Acc, class P>
+void pack_b_panel(const P& p, int64_t g, int64_t n0, int64_t N, int64_t K, Acc* dst) {
+  constexpr int64_t NR = kNR<Acc>;
+  const int64_t nv = std::min(NR, N - n0);
+  for (int64_t j = 0; j < nv; ++j) {
+    const auto col = p.col_b(g, n0 + j);
+    Runs<P>::b(p, col, 0, K, [&](int64_t k, T v) { dst[k * NR + j] = to_acc<Acc>(v); });
+  }
+  for (int64_t j = nv; j < NR; ++j)
+    for (int64_t k = 0; k < K; ++k) dst[k * NR + j] = Acc(0);
+}
+
+// Rows [m0, m0 + mc) of A, k in [k0, k0 + kc): strips of MR rows, each kc x MR (k-major), zero past M.
+template <typename T, typename Acc, class P>
+void pack_a(const P& p, const typename P::RowA* rows, int64_t mv, int64_t mc, int64_t k0, int64_t kc, Acc* dst) {
+  for (int64_t r = 0; r < mv; ++r) {
+    Acc* strip = dst + (r / kMR) * kc * kMR + r % kMR;
+    Runs<P>::a(p, rows[r], k0, kc, [&](int64_t k, T v) { strip[k * kMR] = to_acc<Acc>(v); });
+  }
+  for (int64_t r = mv; r < mc; ++r) {
+    Acc* strip = dst + (r / kMR) * kc * kMR + r % kMR;
+    for (int64_t k = 0; k < kc; ++k) strip[k * kMR] = Acc(0);
+  }
+}
+
+// ---- The driver --------------------------------------------------------------------------------
+struct Blocking {
+  int64_t mc, nc;  // output block, multiples of MR and NR
+};
+
+// Blocks of at most kMC x kNC, halved (columns first, down to 4 NR panels, then rows) until there
+// are at least 4 blocks per thread, so a 2- or 16-thread pool is kept busy with even shares.
+template <typename Acc>
+Blocking blocking(const GemmArgs& a) {
+  constexpr int64_t NR = kNR<Acc>;
+  Blocking bl{std::min(kMC, round_up(a.M, kMR)), std::min(kNC, round_up(a.N, NR))};
+  const int64_t want = 4 * at::get_num_threads();
+  while (a.batch * ceil_div(a.M, bl.mc) * ceil_div(a.N, bl.nc) < want) {
+    if (bl.nc > 4 * NR) bl.nc = round_up(bl.nc / 2, NR);
+    else if (bl.mc > 2 * kMR) bl.mc = round_up(bl.mc / 2, kMR);
+    else break;
+  }
+  return bl;
+}
+
+template <typename T, class P, Act A>
+void gemm_packed(const P& p, const GemmArgs& a) {
+  using Acc = AccOf<T>;
+  constexpr int64_t NR = kNR<Acc>;
+  const Epilogue<T> epi = epilogue_of<T>(a);
+  const Blocking bl = blocking<Acc>(a);
+  const int64_t Npad = round_up(a.N, NR), panels = Npad / NR;
+  // every group's B at once: the output blocks of all groups then share one parallel loop
+  std::unique_ptr<Acc[]> bpack(new Acc[a.batch * Npad * a.K]);
+  at::parallel_for(0, a.batch * panels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t g = i / panels, j = i % panels;
+      pack_b_panel<T, Acc>(p, g, j * NR, a.N, a.K, bpack.get() + (g * Npad + j * NR) * a.K);
+    }
+  });
+  const int64_t mblocks = ceil_div(a.M, bl.mc), nblocks = ceil_div(a.N, bl.nc);
+  at::parallel_for(0, a.batch * mblocks * nblocks, 1, [&](int64_t begin, int64_t end) {
+    std::unique_ptr<Acc[]> apack(new Acc[bl.mc * std::min(kKC, a.K)]), acc(new Acc[bl.mc * bl.nc]);
+    std::vector<typename P::RowA> rows(bl.mc);
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t g = blk / (mblocks * nblocks), mb = blk / nblocks % mblocks, nb = blk % nblocks;
+      const int64_t m0 = mb * bl.mc, mv = std::min(bl.mc, a.M - m0), mc = round_up(mv, kMR);
+      const int64_t n0 = nb * bl.nc, nv = std::min(bl.nc, a.N - n0), nc = round_up(nv, NR);
+      for (int64_t r = 0; r < mv; ++r) rows[r] = p.row_a(g, m0 + r);
+      for (int64_t k0 = 0; k0 < a.K; k0 += kKC) {
+        const int64_t kc = std::min(kKC, a.K - k0);
+        pack_a<T, Acc>(p, rows.data(), mv, mc, k0, kc, apack.get());
+        for (int64_t j = 0; j < nc; j += NR) {
+          const Acc* bp = bpack.get() + (g * Npad + n0 + j) * a.K + k0 * NR;
+          for (int64_t i = 0; i < mc; i += kMR)
+            micro<Acc>(kc, apack.get() + i * kc, bp, acc.get() + i * bl.nc + j, bl.nc, k0 > 0);
+        }
+      }
+      for (int64_t r = 0; r < mv; ++r) {
+        const auto rc = p.row_c(g, m0 + r);
+        const Acc* src = acc.get() + r * bl.nc;
+        // Epilogue<T>::store's steps (bias, residual, activation), with the cast through from_acc
+        for (int64_t j = 0; j < nv; ++j) {
+          T* out = p.c(rc, n0 + j);
+          Acc v = src[j];
+          if (epi.bias != nullptr) v += to_acc<Acc>(epi.bias[p.bias_index(g, n0 + j)]);
+          *out = from_acc<T>(epi.template activated<A>(epi.add_residual(v, out)));
+        }
+      }
+    }
+  });
+}
+
+// The one entry each instruction-set file exports: any problem kind, any floating dtype.
+inline void run_packed(const GemmArgs& a) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.dtype, "tileops_gemm_cpu_packed", [&] {
+    visit_problem<scalar_t>(a, [&](const auto& p) {
+      with_act(a.act, [&](auto act) { gemm_packed<scalar_t, std::decay_t<decltype(p)>, decltype(act)::value>(p, a); });
+    });
+  });
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace tileops
