@@ -69,6 +69,11 @@ def test_explain_cpu():
     (d,) = tileops.explain("matmul", a, b)
     assert d["op"] == "cpu" and d["kernel"] in CPU_PACKED and "M=5 N=3 K=7" in d["problem"]
     assert [name for name, _ in d["passed_over"]] == (["cpu_avx2"] if d["kernel"] == "cpu_packed" else [])
+    assert d["config"] == "blocked" and "not contiguous along k" in d["why"]
+    (d,) = tileops.explain("linear", a, torch.randn(3, 7))  # few rows, B = weight.t(): read in place
+    assert d["config"] == "gemv" and "M <= 8" in d["why"]
+    (d,) = tileops.explain("linear", torch.randn(9, 7), torch.randn(3, 7))
+    assert d["config"] == "blocked" and "M > 8" in d["why"]
     x, w = torch.randn(2, 3, 9, 9, requires_grad=True), torch.randn(4, 3, 3, 3, requires_grad=True)
     ds = tileops.explain("conv2d", x, w, padding=1)
     assert [d["kernel"] for d in ds] == [ds[0]["kernel"]] * 3 and ds[0]["kernel"] in CPU_PACKED  # fwd, dgrad, wgrad

@@ -4,11 +4,13 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "common/epilogue.h"
 #include "common/gemm_args.h"
+#include "cpu/packed_config.h"
 #include "routing/route.h"
 
 namespace tileops {
@@ -73,8 +75,25 @@ const char* packed_why_not(const GemmArgs& a) {
   return nullptr;
 }
 const char* avx2_why_not(const GemmArgs& a) {
-  if (!cpu::have_avx2()) return "this CPU lacks AVX2, FMA or F16C";
+  if (!cpu::have_avx2()) return "no AVX2, FMA and F16C (this CPU, or ATEN_CPU_CAPABILITY=default)";
   return packed_why_not(a);
+}
+
+// The packed rows' form (packed_config.h), as explain reports it and the trace logs it.
+std::string packed_form(const GemmArgs& a, std::string* why) {
+  const char* no = cpu::gemv_why_not(a);
+  *why = no ? std::string("heuristic: ") + no : "heuristic: M <= 8, B's columns contiguous along k: B read in place";
+  return no ? "blocked" : "gemv";
+}
+void packed_explain(const GemmArgs& a, routing::Decision& d) { d.config = packed_form(a, &d.why); }
+template <void (*Run)(const GemmArgs&)>
+void packed_run(const GemmArgs& a) {
+  if (routing::tracing()) {
+    std::string why;
+    const std::string form = packed_form(a, &why);
+    routing::trace_line("config " + form + " (" + why + ")");
+  }
+  Run(a);
 }
 
 const char* reference_why_not(const GemmArgs&) { return nullptr; }
@@ -89,10 +108,14 @@ void reference_run(const GemmArgs& a) {
 // The CPU's routing table: the packed GEMM in the widest vectors the CPU has, else the reference.
 const routing::Table kCpuRoutes(
     "cpu", "every op on the CPU",
-    {{"cpu_avx2", "the CPU has AVX2 + FMA + F16C: the packed GEMM, 6x16 register blocks of AVX2 FMAs",
-      "kernels/cpu.md#the-packed-gemm-cpu_avx2-cpu_packed", avx2_why_not, cpu::run_packed_avx2},
+    {{"cpu_avx2",
+      "the CPU has AVX2 + FMA + F16C (and ATEN_CPU_CAPABILITY is not default): the packed GEMM, "
+      "6x16 blocks of AVX2 FMAs",
+      "kernels/cpu.md#the-packed-gemm-cpu_avx2-cpu_packed", avx2_why_not, packed_run<cpu::run_packed_avx2>,
+      packed_explain},
      {"cpu_packed", "the packed GEMM in the build's baseline vectors (at::vec's generic Vectorized)",
-      "kernels/cpu.md#the-packed-gemm-cpu_avx2-cpu_packed", packed_why_not, cpu::run_packed_base},
+      "kernels/cpu.md#the-packed-gemm-cpu_avx2-cpu_packed", packed_why_not, packed_run<cpu::run_packed_base>,
+      packed_explain},
      {"cpu_reference", "always: the reference loop over the index map, parallel over output rows",
       "kernels/cpu.md#the-reference-loop-cpu_reference", reference_why_not, reference_run}});
 

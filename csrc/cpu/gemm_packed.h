@@ -26,6 +26,7 @@
 
 #include "common/epilogue.h"
 #include "common/gemm_args.h"
+#include "cpu/packed_config.h"
 
 namespace tileops {
 namespace cpu {
@@ -281,11 +282,90 @@ void gemm_packed(const P& p, const GemmArgs& a) {
   });
 }
 
+// ---- The gemv form (packed_config.h): M <= kGemvMaxM rows, B's columns contiguous along k ----
+// Packing B would cost more than the product (each B element meets at most 8 rows), so B is read
+// once, in place, a column at a time: MM dot products along k in vectors (A's rows packed, zero
+// rows up to MM), each reduced across lanes in a fixed order. 16-bit columns are converted a
+// chunk of KB at a time into an L1 buffer. Parallel over columns.
+template <typename T, Act A, int MM>
+void gemv_cols(const MatmulProblem<T>& p, const GemmArgs& a) {
+  using Acc = AccOf<T>;
+  using V = at::vec::Vectorized<Acc>;
+  constexpr int64_t W = V::size(), KB = 2048, NB = 8;
+  constexpr bool kInPlace = std::is_same<T, Acc>::value;
+  const Epilogue<T> epi = epilogue_of<T>(a);
+  const int64_t K = a.K, ga = operand_batches(a, p.sa[0]);
+  std::unique_ptr<Acc[]> apack(new Acc[ga * MM * K]);
+  for (int64_t g = 0; g < ga; ++g)
+    for (int64_t m = 0; m < MM; ++m) {
+      Acc* dst = apack.get() + (g * MM + m) * K;
+      if (m >= a.M) {
+        std::fill(dst, dst + K, Acc(0));
+        continue;
+      }
+      const auto row = p.row_a(g, m);
+      for (int64_t k = 0; k < K; ++k) dst[k] = to_acc<Acc>(p.a(row, k));
+    }
+  const int64_t nchunks = ceil_div(a.N, NB);
+  at::parallel_for(0, a.batch * nchunks, 1, [&](int64_t begin, int64_t end) {
+    std::unique_ptr<Acc[]> buf(kInPlace ? nullptr : new Acc[KB]);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t g = t / nchunks, n0 = t % nchunks * NB, n1 = std::min(a.N, n0 + NB);
+      const Acc* arows = apack.get() + (ga == 1 ? 0 : g) * MM * K;
+      for (int64_t n = n0; n < n1; ++n) {
+        const T* col = p.col_b(g, n);
+        V s[MM];
+        for (int m = 0; m < MM; ++m) s[m] = V(Acc(0));
+        for (int64_t k0 = 0; k0 < K; k0 += KB) {
+          const int64_t kc = std::min(KB, K - k0);
+          const Acc* b;
+          if constexpr (kInPlace) {
+            b = col + k0;
+          } else {
+            for (int64_t k = 0; k < kc; ++k) buf[k] = to_acc<Acc>(col[k0 + k]);
+            b = buf.get();
+          }
+          const Acc* ak = arows + k0;
+          int64_t k = 0;
+          for (; k + W <= kc; k += W) {
+            const V bv = V::loadu(b + k);
+            for (int m = 0; m < MM; ++m) s[m] = at::vec::fmadd(V::loadu(ak + m * K + k), bv, s[m]);
+          }
+          if (k < kc) {  // the tail: lanes past kc load as 0
+            const V bv = V::loadu(b + k, kc - k);
+            for (int m = 0; m < MM; ++m) s[m] = at::vec::fmadd(V::loadu(ak + m * K + k, kc - k), bv, s[m]);
+          }
+        }
+        for (int64_t m = 0; m < a.M; ++m) {
+          Acc lanes[W];
+          s[m].store(lanes);
+          Acc v = 0;
+          for (int64_t l = 0; l < W; ++l) v += lanes[l];
+          T* out = p.c(p.row_c(g, m), n);
+          if (epi.bias != nullptr) v += to_acc<Acc>(epi.bias[n]);
+          *out = from_acc<T>(epi.template activated<A>(epi.add_residual(v, out)));
+        }
+      }
+    }
+  });
+}
+
+template <typename T, Act A>
+void gemv(const MatmulProblem<T>& p, const GemmArgs& a) {
+  if (a.M <= 1) gemv_cols<T, A, 1>(p, a);
+  else if (a.M <= 2) gemv_cols<T, A, 2>(p, a);
+  else if (a.M <= 4) gemv_cols<T, A, 4>(p, a);
+  else gemv_cols<T, A, kGemvMaxM>(p, a);
+}
+
 // The one entry each instruction-set file exports: any problem kind, any floating dtype.
 inline void run_packed(const GemmArgs& a) {
+  const bool use_gemv = gemv_why_not(a) == nullptr;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.dtype, "tileops_gemm_cpu_packed", [&] {
-    visit_problem<scalar_t>(a, [&](const auto& p) {
-      with_act(a.act, [&](auto act) { gemm_packed<scalar_t, std::decay_t<decltype(p)>, decltype(act)::value>(p, a); });
+    with_act(a.act, [&](auto act) {
+      constexpr Act A = decltype(act)::value;
+      if (use_gemv) return gemv<scalar_t, A>(MatmulProblem<scalar_t>(a.mm), a);
+      visit_problem<scalar_t>(a, [&](const auto& p) { gemm_packed<scalar_t, std::decay_t<decltype(p)>, A>(p, a); });
     });
   });
 }

@@ -8,6 +8,7 @@
 // and the kernels in an unnamed one.
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <c10/util/irange.h>
@@ -56,10 +57,12 @@ void run_packed_avx2(const GemmArgs& a) { run_packed(a); }
 namespace tileops {
 namespace cpu {
 
+// The CPU has the instructions, and torch may use them: ATEN_CPU_CAPABILITY=default (torch's own
+// switch, read by at::get_cpu_capability) sends torch and tileops alike to the baseline kernels.
 bool have_avx2() {
 #ifdef TILEOPS_CPU_AVX2
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+                          __builtin_cpu_supports("f16c") && at::get_cpu_capability() != "DEFAULT";
   return yes;
 #else
   return false;

@@ -1,0 +1,121 @@
+"""The CPU table's packed rows (docs/kernels/cpu.md) at their blocking edges, against float64: row
+strips (M % 6), column panels (N % 16, N % 8 for fp64), k slices (K > 256), several output blocks,
+the gemv form (M <= 8, its k chunks and vector tails), the fused epilogue, every problem kind. In this process they run on `cpu_avx2` where the CPU has
+AVX2; a child with ATEN_CPU_CAPABILITY=default runs the same cases on `cpu_packed` (the baseline
+build), which no other test reaches on such a machine."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tileops
+from utils import DTYPES, check, fresh_generator, randn, run_poisoned
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KINDS = ["float64", "float32", "bfloat16", "float16"]
+# (M, N, K)
+SHAPES = [(1, 1, 1), (3, 5, 4099), (7, 17, 300), (97, 33, 513), (200, 530, 70)]
+# (N, C, H, W, K, R, stride, padding, dilation, groups, channels_last)
+CONVS = [(2, 5, 11, 9, 7, 3, 1, 1, 1, 1, True), (1, 6, 13, 10, 4, 3, 2, (1, 2), (1, 2), 2, False),
+         (3, 16, 7, 7, 20, 1, 1, 0, 1, 1, False), (2, 4, 9, 9, 4, 3, 1, 1, 1, 4, True)]
+
+
+def linear_case(kind, M, N, K, gen):
+    dt = DTYPES[kind]
+    x, w = randn((M, K), dt, "cpu", gen), randn((N, K), dt, "cpu", gen)
+    b, r = randn((N,), dt, "cpu", gen), randn((M, N), dt, "cpu", gen)
+    out = run_poisoned(lambda: tileops.linear(x, w, b, "relu", residual=r), M * N, dt, "cpu")
+    xd, wd, bd, rd = x.double(), w.double(), b.double(), r.double()
+    mag = xd.abs() @ wd.abs().t() + bd.abs() + rd.abs()
+    check(out, torch.relu(xd @ wd.t() + bd + rd), mag, kind, "linear %s %dx%dx%d" % (kind, M, N, K))
+    # a batched matmul with a broadcast, transposed B
+    a, bt = randn((3, M, K), dt, "cpu", gen), randn((N, K), dt, "cpu", gen)
+    out = run_poisoned(lambda: tileops.matmul(a, bt.t()), 3 * M * N, dt, "cpu")
+    check(out, a.double() @ bt.double().t(), a.double().abs() @ bt.double().abs().t(), kind, "matmul %s" % kind)
+    # A broadcast over a batch of B (batch stride 0), B's columns contiguous along k
+    b3 = randn((2, N, K), dt, "cpu", gen).transpose(1, 2)
+    out = run_poisoned(lambda: tileops.matmul(a[0], b3), 2 * M * N, dt, "cpu")
+    check(out, a[0].double() @ b3.double(), a[0].double().abs() @ b3.double().abs(), kind, "broadcast A %s" % kind)
+
+
+def conv_case(kind, c, gen):
+    n, ci, h, w_, k, r, stride, padding, dilation, groups, cl = c
+    dt = DTYPES[kind]
+    x, w = randn((n, ci, h, w_), dt, "cpu", gen), randn((k, ci // groups, r, r), dt, "cpu", gen)
+    if cl:
+        x = x.to(memory_format=torch.channels_last)
+    b = randn((k,), dt, "cpu", gen)
+    args = (stride, padding, dilation, groups)
+    x.requires_grad_()
+    w.requires_grad_()
+    y = tileops.conv2d(x, w, b, *args)
+    gy = randn(y.shape, dt, "cpu", gen)
+    y.backward(gy)
+    xd, wd = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    yd = F.conv2d(xd, wd, b.double(), *args)
+    yd.backward(gy.double())
+    what = "conv %s %s" % (kind, c)
+    mag = F.conv2d(xd.detach().abs(), wd.detach().abs(), b.double().abs(), *args)
+    check(y, yd, mag, kind, what + " forward")
+    gmag = torch.nn.grad.conv2d_input(x.shape, wd.detach().abs(), gy.double().abs(), *args)
+    check(x.grad, xd.grad, gmag, kind, what + " grad_input")
+    wmag = torch.nn.grad.conv2d_weight(xd.detach().abs(), w.shape, gy.double().abs(), *args)
+    check(w.grad, wd.grad, wmag, kind, what + " grad_weight")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "%dx%dx%d" % s)
+def test_linear_blocking(kind, shape):
+    gen, seed = fresh_generator()
+    linear_case(kind, *shape, gen)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("c", CONVS, ids=lambda c: "c%d-k%d-r%d-g%d" % (c[1], c[4], c[5], c[9]))
+def test_conv_blocking(kind, c):
+    gen, seed = fresh_generator()
+    conv_case(kind, c, gen)
+
+
+def test_threads_do_not_change_bits():
+    """Each output is one fixed-order sum, whatever the blocking the thread count picks."""
+    gen, _ = fresh_generator()
+    a, b = randn((130, 700), torch.float32, "cpu", gen), randn((700, 90), torch.float32, "cpu", gen)
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = tileops.matmul(a, b)
+        torch.set_num_threads(max(2, old))
+        assert torch.equal(one, tileops.matmul(a, b))
+    finally:
+        torch.set_num_threads(old)
+
+
+def test_baseline_build():
+    """The same cases on the baseline build, where torch's own switch turns AVX2 off."""
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="default",
+               PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.path.join(ROOT, "tests")]))
+    p = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "kernel cpu_packed" in p.stdout, p.stdout
+
+
+def main():
+    (d,) = tileops.explain("matmul", torch.randn(3, 4), torch.randn(4, 5))
+    print("kernel", d["kernel"])
+    gen, seed = fresh_generator()
+    print("seed", seed)
+    for kind in KINDS:
+        for s in SHAPES:
+            linear_case(kind, *s, gen)
+        for c in CONVS:
+            conv_case(kind, c, gen)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
