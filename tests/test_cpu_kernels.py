@@ -1,6 +1,7 @@
 """The CPU table's packed rows (docs/kernels/cpu.md) at their blocking edges, against float64: row
 strips (M % 6), column panels (N % 16, N % 8 for fp64), k slices (K > 256), several output blocks,
-the gemv form (M <= 8, its k chunks and vector tails), the fused epilogue, every problem kind. In this process they run on `cpu_avx2` where the CPU has
+the gemv form (M <= 8, its k chunks and vector tails), the depthwise form, the fused epilogue,
+every problem kind. In this process they run on `cpu_avx2` where the CPU has
 AVX2; a child with ATEN_CPU_CAPABILITY=default runs the same cases on `cpu_packed` (the baseline
 build), which no other test reaches on such a machine."""
 import os
@@ -20,7 +21,11 @@ KINDS = ["float64", "float32", "bfloat16", "float16"]
 SHAPES = [(1, 1, 1), (3, 5, 4099), (7, 17, 300), (97, 33, 513), (200, 530, 70)]
 # (N, C, H, W, K, R, stride, padding, dilation, groups, channels_last)
 CONVS = [(2, 5, 11, 9, 7, 3, 1, 1, 1, 1, True), (1, 6, 13, 10, 4, 3, 2, (1, 2), (1, 2), 2, False),
-         (3, 16, 7, 7, 20, 1, 1, 0, 1, 1, False), (2, 4, 9, 9, 4, 3, 1, 1, 1, 4, True)]
+         (3, 16, 7, 7, 20, 1, 1, 0, 1, 1, False), (2, 4, 9, 9, 4, 3, 1, 1, 1, 4, True),
+         # depthwise (the depthwise form): channels past a vector, stride, dilation, uneven padding, NCHW;
+         # and with a channel multiplier (blocked)
+         (2, 11, 12, 9, 11, 3, 2, (2, 0), (2, 1), 11, False), (1, 19, 8, 8, 19, 5, 1, 2, 1, 19, True),
+         (2, 3, 7, 7, 6, 3, 1, 1, 1, 3, True)]
 
 
 def linear_case(kind, M, N, K, gen):

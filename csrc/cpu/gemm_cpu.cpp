@@ -81,6 +81,10 @@ const char* avx2_why_not(const GemmArgs& a) {
 
 // The packed rows' form (packed_config.h), as explain reports it and the trace logs it.
 std::string packed_form(const GemmArgs& a, std::string* why) {
+  if (cpu::depthwise_why_not(a) == nullptr) {
+    *why = "heuristic: depthwise forward: whole-image vectors across channels";
+    return "depthwise";
+  }
   const char* no = cpu::gemv_why_not(a);
   *why = no ? std::string("heuristic: ") + no : "heuristic: M <= 8, B's columns contiguous along k: B read in place";
   return no ? "blocked" : "gemv";

@@ -1,6 +1,8 @@
 // Which form the packed CPU rows run a problem in, decided without touching data, so that the
 // run (cpu/gemm_packed.h) and explain (cpu/gemm_cpu.cpp) agree. docs/kernels/cpu.md#forms.
 #pragma once
+#include <algorithm>
+
 #include "common/gemm_args.h"
 
 namespace tileops {
@@ -16,6 +18,21 @@ inline const char* gemv_why_not(const GemmArgs& a) {
   if (a.kind != Kind::Matmul) return "a conv: blocked";
   if (a.M > kGemvMaxM) return "M > 8: blocked";
   if (a.mm.sb[1] != 1 && a.K > 1) return "B's columns not contiguous along k: blocked";
+  return nullptr;
+}
+
+// Bytes the depthwise form's zero-padded, channels-last copy of x may take; past it, blocked.
+constexpr int64_t kDepthwiseMaxCopy = int64_t(256) << 20;
+
+// nullptr where the depthwise form runs a: a depthwise forward (one input and one output channel a
+// group), read as whole-image vectors across channels instead of one small GEMM per channel.
+inline const char* depthwise_why_not(const GemmArgs& a) {
+  if (a.kind != Kind::ConvFwd) return "not a conv forward";
+  const ConvOperands& c = a.conv;
+  if (c.groups == 1 || c.Cg != 1 || c.Kg != 1) return "not depthwise (one channel a group)";
+  const int64_t hb = std::max(c.H + c.ph, (c.P - 1) * c.sh + (c.R - 1) * c.dh + 1);
+  const int64_t wb = std::max(c.W + c.pw, (c.Q - 1) * c.sw + (c.S - 1) * c.dw + 1);
+  if (c.N * hb * wb * (c.C + 16) * 8 > kDepthwiseMaxCopy) return "padded copy of x over 256 MiB";
   return nullptr;
 }
 
