@@ -82,7 +82,7 @@ const char* avx2_why_not(const GemmArgs& a) {
 // The packed rows' form (packed_config.h), as explain reports it and the trace logs it.
 std::string packed_form(const GemmArgs& a, std::string* why) {
   if (cpu::depthwise_why_not(a) == nullptr) {
-    *why = "heuristic: depthwise forward: whole-image vectors across channels";
+    *why = "heuristic: depthwise: vectors across channels, not a GEMM a channel";
     return "depthwise";
   }
   const char* no = cpu::gemv_why_not(a);

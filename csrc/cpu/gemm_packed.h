@@ -358,68 +358,15 @@ void gemv(const MatmulProblem<T>& p, const GemmArgs& a) {
   else gemv_cols<T, A, kGemvMaxM>(p, a);
 }
 
-// ---- The depthwise form (packed_config.h): a depthwise forward --------------------------------
-// One GEMM per channel is N = 1 wide, and on channels_last input each channel's walk touches a new
-// cache line per element. Instead x is copied once into a zero-padded channels-last buffer in the
-// accumulator type (no bounds tests in the loop), the weights into [r][s][c], and each output
-// pixel is a vector of channels: R x S FMAs over contiguous loads. Parallel over output rows;
-// each output is one FMA chain over the taps in order.
-template <typename T, Act A>
-void depthwise_fwd(const ConvFwdProblem<T>& p, const GemmArgs& a) {
-  using Acc = AccOf<T>;
-  using V = at::vec::Vectorized<Acc>;
-  constexpr int64_t W = V::size();
-  const Epilogue<T> epi = epilogue_of<T>(a);
-  const int64_t C = p.C, Cp = round_up(C, W), RS = p.R * p.S;
-  const int64_t Hb = std::max(p.H + p.ph, (p.P - 1) * p.sh + (p.R - 1) * p.dh + 1);
-  const int64_t Wb = std::max(p.W + p.pw, (p.Q - 1) * p.sw + (p.S - 1) * p.dw + 1);
-  std::unique_ptr<Acc[]> xb(new Acc[p.N * Hb * Wb * Cp]), wt(new Acc[RS * Cp]);
-  for (int64_t rs = 0; rs < RS; ++rs)
-    for (int64_t c = 0; c < Cp; ++c)
-      wt[rs * Cp + c] = c < C ? to_acc<Acc>(p.Wt()[c * p.ws[0] + (rs / p.S) * p.ws[2] + (rs % p.S) * p.ws[3]]) : Acc(0);
-  const bool c_inner = p.xs[1] <= p.xs[3];  // read x along its shorter stride
-  at::parallel_for(0, p.N * Hb, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t n = i / Hb, h = i % Hb - p.ph;
-      Acc* row = xb.get() + i * Wb * Cp;
-      std::fill(row, row + Wb * Cp, Acc(0));
-      if (h < 0 || h >= p.H) continue;
-      const T* src = p.X() + n * p.xs[0] + h * p.xs[2];
-      if (c_inner) {
-        for (int64_t w = 0; w < p.W; ++w)
-          for (int64_t c = 0; c < C; ++c) row[(w + p.pw) * Cp + c] = to_acc<Acc>(src[w * p.xs[3] + c * p.xs[1]]);
-      } else {
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t w = 0; w < p.W; ++w) row[(w + p.pw) * Cp + c] = to_acc<Acc>(src[w * p.xs[3] + c * p.xs[1]]);
-      }
-    }
-  });
-  at::parallel_for(0, p.N * p.P, 1, [&](int64_t begin, int64_t end) {
-    Acc lanes[W];
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t n = i / p.P, oh = i % p.P;
-      for (int64_t q = 0; q < p.Q; ++q) {
-        T* out = p.Y() + n * p.ys[0] + oh * p.ys[2] + q * p.ys[3];
-        for (int64_t c0 = 0; c0 < C; c0 += W) {
-          V acc(Acc(0));
-          for (int64_t r = 0; r < p.R; ++r) {
-            const Acc* xr = xb.get() + ((n * Hb + oh * p.sh + r * p.dh) * Wb + q * p.sw) * Cp + c0;
-            const Acc* wr = wt.get() + r * p.S * Cp + c0;
-            for (int64_t s = 0; s < p.S; ++s)
-              acc = at::vec::fmadd(V::loadu(xr + s * p.dw * Cp), V::loadu(wr + s * Cp), acc);
-          }
-          acc.store(lanes);
-          for (int64_t l = 0; l < W && c0 + l < C; ++l) {
-            T* o = out + (c0 + l) * p.ys[1];
-            Acc v = lanes[l];
-            if (epi.bias != nullptr) v += to_acc<Acc>(epi.bias[c0 + l]);
-            *o = from_acc<T>(epi.template activated<A>(epi.add_residual(v, o)));
-          }
-        }
-      }
-    }
-  });
-}
+}  // namespace
+}  // namespace cpu
+}  // namespace tileops
+
+#include "cpu/depthwise_cpu.h"
+
+namespace tileops {
+namespace cpu {
+namespace {
 
 // The one entry each instruction-set file exports: any problem kind, any floating dtype.
 inline void run_packed(const GemmArgs& a) {
@@ -428,7 +375,7 @@ inline void run_packed(const GemmArgs& a) {
     with_act(a.act, [&](auto act) {
       constexpr Act A = decltype(act)::value;
       if (use_gemv) return gemv<scalar_t, A>(MatmulProblem<scalar_t>(a.mm), a);
-      if (use_dw) return depthwise_fwd<scalar_t, A>(ConvFwdProblem<scalar_t>(a.conv), a);
+      if (use_dw) return depthwise<scalar_t, A>(a);
       visit_problem<scalar_t>(a, [&](const auto& p) { gemm_packed<scalar_t, std::decay_t<decltype(p)>, A>(p, a); });
     });
   });

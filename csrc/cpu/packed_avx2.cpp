@@ -27,6 +27,10 @@
 #define TILEOPS_CPU_AVX2 1
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+// g++ compiles the static thunks of at::vec's bf16 lambdas without the pragma's target and warns
+// that their __m256 return changes the ABI; they live in at::vec::AVX2 and nothing here calls them.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
 // g++ does not define the ISA macros for a target pragma (gcc does); sleef's declarations and
 // at::vec's AVX2 code test them, so they are defined here for this region only.
 #ifndef __AVX2__
@@ -45,6 +49,7 @@ namespace cpu {
 void run_packed_avx2(const GemmArgs& a) { run_packed(a); }
 }  // namespace cpu
 }  // namespace tileops
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 #ifdef TILEOPS_UNDEF_ISA_MACROS
 #undef __AVX__
