@@ -174,6 +174,14 @@ def cuda_sources():
     return sources
 
 
+def openmp_flags():
+    """-fopenmp where torch's CPU parallelism is OpenMP (its Linux wheels and conda builds) and the
+    compiler is GCC-compatible on Linux; [] elsewhere (at::parallel_for then runs serially)."""
+    if not sys.platform.startswith("linux") or not torch.backends.openmp.is_available():
+        return []
+    return ["-fopenmp"]
+
+
 def make_extension():
     with_cuda, cuda_home, nvcc_ver = want_cuda()
     debug = os.environ.get("DEBUG", "0") == "1"
@@ -181,6 +189,12 @@ def make_extension():
     defines = []
     cxx = ["-O0", "-g"] if debug else ["-O3"]
     cxx += ["-std=c++17"] + os.environ.get("CXX_FLAGS", "").split()
+    link = []
+    if openmp_flags():
+        # at::parallel_for is inline OpenMP in torch's headers: compiled without -fopenmp it runs
+        # serially. Linked by its soname, libgomp resolves to the copy torch already loaded.
+        cxx += openmp_flags()
+        link += openmp_flags()
     nvcc = []
     arch_names = ""
     if with_cuda:
@@ -200,7 +214,8 @@ def make_extension():
         log("nvcc flags: %s" % " ".join(nvcc))
     else:
         log("CUDA kernels: OFF (CPU kernels only; tileops ops on CUDA tensors will raise)")
-    log("cxx flags: %s; debug=%s; MAX_JOBS=%s" % (" ".join(cxx), debug, os.environ.get("MAX_JOBS", "auto")))
+    log("cxx flags: %s; link flags: %s; debug=%s; MAX_JOBS=%s" % (" ".join(cxx), " ".join(link) or "-", debug,
+                                                                os.environ.get("MAX_JOBS", "auto")))
 
     kwargs = dict(
         name="tileops._C",
@@ -208,6 +223,7 @@ def make_extension():
         include_dirs=[os.path.join(ROOT, "csrc")],
         define_macros=defines,
         extra_compile_args={"cxx": cxx, "nvcc": nvcc} if with_cuda else {"cxx": cxx},
+        extra_link_args=link,
     )
     if with_cuda:
         return cpp_extension.CUDAExtension(**kwargs)
