@@ -15,7 +15,6 @@ import torch.nn.functional as F
 import tileops
 from utils import DTYPES, check, fresh_generator, randn, run_poisoned
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ["float64", "float32", "bfloat16", "float16"]
 # (M, N, K)
 SHAPES = [(1, 1, 1), (3, 5, 4099), (7, 17, 300), (97, 33, 513), (200, 530, 70)]
@@ -101,8 +100,10 @@ def test_threads_do_not_change_bits():
 
 def test_baseline_build():
     """The same cases on the baseline build, where torch's own switch turns AVX2 off."""
+    # the child imports the tileops this process imported (the source tree, or an installed package)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(tileops.__file__)))
     env = dict(os.environ, ATEN_CPU_CAPABILITY="default",
-               PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.path.join(ROOT, "tests")]))
+               PYTHONPATH=os.pathsep.join([here, os.path.dirname(os.path.abspath(__file__))]))
     p = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
