@@ -18,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "common/epilogue.h"
@@ -63,11 +64,15 @@ namespace tileops {
 namespace cpu {
 
 // The CPU has the instructions, and torch may use them: ATEN_CPU_CAPABILITY=default (torch's own
-// switch, read by at::get_cpu_capability) sends torch and tileops alike to the baseline kernels.
+// switch, read by at::get_cpu_capability: "AVX2" or "AVX512" where allowed, "DEFAULT" or, before
+// torch 2.8, "NO AVX" where not) sends torch and tileops alike to the baseline kernels.
 bool have_avx2() {
 #ifdef TILEOPS_CPU_AVX2
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c") && at::get_cpu_capability() != "DEFAULT";
+  static const bool yes = [] {
+    const std::string cap = at::get_cpu_capability();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+           (cap.find("AVX2") != std::string::npos || cap.find("AVX512") != std::string::npos);
+  }();
   return yes;
 #else
   return false;
