@@ -208,3 +208,21 @@ def test_forward_ad_is_refused_not_dropped(device):
                              (lambda t: tileops.conv2d(t, w, None, 1, 1), x)):
             with pytest.raises(RuntimeError, match="jvp is not implemented"):
                 call(fwAD.make_dual(primal, torch.randn_like(primal)))
+
+
+@pytest.mark.cuda
+def test_first_tma_map_on_the_autograd_thread():
+    """A fresh process whose first Hopper GEMM of some operands runs in backward: the autograd
+    engine's device thread has no current CUDA context until a runtime call makes one, and the
+    driver's tensor-map encoder refused there (CUDA_ERROR_INVALID_CONTEXT, 201)."""
+    import subprocess
+    import sys
+    code = ("import torch, tileops\n"
+            "a = torch.randn(512, 384, device='cuda', dtype=torch.bfloat16, requires_grad=True)\n"
+            "b = torch.randn(384, 640, device='cuda', dtype=torch.bfloat16, requires_grad=True)\n"
+            "tileops.matmul(a, b).sum().backward()\n"
+            "ref = torch.ones(512, 640, device='cuda', dtype=torch.float64) @ b.double().t()\n"
+            "assert float((a.grad.double() - ref).norm() / ref.norm()) < 1e-2\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]

@@ -98,6 +98,20 @@ MapArgs map_key(const void* base, at::ScalarType st, int rank, const uint64_t* d
   return k;
 }
 
+// Runs a driver encode; where the calling thread has no current context (CUDA_ERROR_INVALID_CONTEXT:
+// a thread whose first CUDA call this is, such as the autograd engine's device thread, whose device
+// guard skips cudaSetDevice when the device already matches), makes the runtime's primary context
+// current (cudaFree(nullptr)) and encodes again.
+template <typename Encode>
+CUresult with_context(Encode&& encode) {
+  CUresult r = encode();
+  if (r == CUDA_ERROR_INVALID_CONTEXT) {
+    C10_CUDA_CHECK(cudaFree(nullptr));
+    r = encode();
+  }
+  return r;
+}
+
 // The map of key k, from the table or from encode(&map) (false: the driver refused it; nothing
 // kept).
 template <typename Encode>
@@ -121,10 +135,11 @@ CUtensorMap tiled_map(const void* base, at::ScalarType st, int rank, const uint6
   for (int i = 0; i < rank; ++i) k.box[i] = box[i], k.estr[i] = 1;
   CUtensorMap m;
   cached_map(k, &m, [&](CUtensorMap* out) {
-    const CUresult r = encode_tiled()(out, tma_type(st), cuuint32_t(rank), const_cast<void*>(base), k.dims,
-                                      k.strides, k.box, k.estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const CUresult r = with_context([&] {
+      return encode_tiled()(out, tma_type(st), cuuint32_t(rank), const_cast<void*>(base), k.dims, k.strides, k.box,
+                            k.estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    });
     TORCH_CHECK(r == CUDA_SUCCESS, "tileops: cuTensorMapEncodeTiled failed with error ", int(r));
     return true;
   });
@@ -140,10 +155,12 @@ bool im2col_map(const void* base, at::ScalarType st, int rank, const uint64_t* d
   for (int i = 0; i + 2 < rank; ++i) k.lower[i] = lower[i], k.upper[i] = upper[i];
   k.channels = int32_t(channels), k.pixels = int32_t(pixels);
   return cached_map(k, m, [&](CUtensorMap* out) {
-    return encode_im2col()(out, tma_type(st), cuuint32_t(rank), const_cast<void*>(base), k.dims, k.strides, k.lower,
-                           k.upper, channels, pixels, k.estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return with_context([&] {
+             return encode_im2col()(out, tma_type(st), cuuint32_t(rank), const_cast<void*>(base), k.dims, k.strides,
+                                    k.lower, k.upper, channels, pixels, k.estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+           }) == CUDA_SUCCESS;
   });
 }
 
