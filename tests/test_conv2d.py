@@ -801,3 +801,33 @@ def test_conv2d_grad_weight_16bit_long_reduction(kind, w_cl, gy_cl, mask, shape)
     torch_err = float((theirs.double() - ref).norm() / ref.norm())
     assert max(errs) <= 4 * torch_err + 1e-6, "seed %d: grad_weight errors %s against torch's %.3g" % (
         seed, ["%.3g" % e for e in errs], torch_err)
+
+
+# Issue 60's weight gradient alone on a stream of the caller's while other GEMMs (torch's, or
+# tileops' Hopper ones) run on the current stream: whether the skinny GEMM is wrong beside any
+# concurrent work, or only beside the data gradient (which conv2d_backward no longer overlaps it with).
+@pytest.mark.cuda
+@pytest.mark.parametrize("beside", ["torch", "tileops"])
+def test_conv2d_grad_weight_skinny_beside_other_work(beside):
+    gen, seed = fresh_generator()
+    dt = torch.bfloat16
+    x = randn((4, 16, 224, 224), dt, "cuda", gen).contiguous(memory_format=torch.channels_last)
+    w = randn((16, 16, 16, 16), dt, "cuda", gen).contiguous(memory_format=torch.channels_last)
+    gy = randn((4, 16, 106, 105), dt, "cuda", gen)
+    ref = torch.nn.grad.conv2d_weight(x.double(), w.shape, gy.double(), 2, (1, 0))
+    torch_err = float((torch.nn.grad.conv2d_weight(x, w.shape, gy, 2, (1, 0)).double() - ref).norm() / ref.norm())
+    a, b = randn((4096, 4096), dt, "cuda", gen), randn((4096, 4096), dt, "cuda", gen)
+    mm = torch.matmul if beside == "torch" else tileops.matmul
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    errs = []
+    for _ in range(4):
+        busy = [mm(a, b) for _ in range(8)]  # queued on the current stream first
+        with torch.cuda.stream(side):
+            gw = torch.ops.tileops._conv2d_backward(gy, x, w, [2, 2], [1, 0], [1, 1], 1, [False, True, False])[1]
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        del busy
+        errs.append(float((gw.double() - ref).norm() / ref.norm()))
+    assert max(errs) <= 4 * torch_err + 1e-6, "seed %d: grad_weight errors %s against torch's %.3g" % (
+        seed, ["%.3g" % e for e in errs], torch_err)
