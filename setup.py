@@ -7,7 +7,8 @@ a fresh one in an isolated environment.
 Environment knobs:
   FORCE_CUDA=1            fail instead of falling back to a CPU-only build
   TILEOPS_CPU_ONLY=1      build the CPU kernels only, even where CUDA is available
-  TORCH_CUDA_ARCH_LIST    e.g. "9.0a" or "8.0;9.0+PTX" (default: 8.0;8.6;8.9;9.0;9.0a)
+  TORCH_CUDA_ARCH_LIST    e.g. "9.0a" or "8.0;9.0+PTX" (default: 8.0;8.6;8.9;9.0+PTX;9.0a: SASS for
+                          Ampere/Ada/Hopper, plus compute_90 PTX that newer GPUs JIT-compile)
   DEBUG=1                 -O0 -g, device code with -lineinfo and assertions
   NVCC_FLAGS / CXX_FLAGS  extra flags appended to nvcc / the C++ compiler
   MAX_JOBS                parallel compile jobs (ninja)
@@ -31,7 +32,9 @@ except ImportError:  # pragma: no cover - a build without torch cannot proceed
 
 VERSION = "0.1.0"
 ROOT = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_ARCHS = "8.0;8.6;8.9;9.0;9.0a"
+# 9.0+PTX: with 9.0a present, no sm_90 cubin (sm_90a's covers every 9.0 GPU) but compute_90 PTX of
+# the portable kernels, which the driver JIT-compiles for any newer GPU (sm_100, sm_120, ...).
+DEFAULT_ARCHS = "8.0;8.6;8.9;9.0+PTX;9.0a"
 
 
 def log(msg):
@@ -110,10 +113,17 @@ def want_cuda():
 
 
 def gencode_flags(arch_list, nvcc_ver):
-    """-gencode flags for a TORCH_CUDA_ARCH_LIST-style string; '9.0a' needs nvcc >= 12.0."""
+    """-gencode flags for a TORCH_CUDA_ARCH_LIST-style string; '9.0a' needs nvcc >= 12.0.
+
+    "X.Y" is a cubin (SASS) for sm_XY, "X.Ya" one for sm_XYa, "X.Y+PTX" adds compute_XY PTX. Where
+    9.0a is built, a 9.0 cubin would duplicate it (sm_90a code runs on every 9.0 GPU): "9.0" is
+    dropped and "9.0+PTX" keeps its PTX only. PTX is only ever of a portable (non-"a") target:
+    "a" code runs on its own compute capability only, so its PTX would help no newer GPU.
+    """
     flags, names = [], []
     entries = [a for a in re.split(r"[;\s,]+", arch_list) if a]
-    if "9.0a" in entries and nvcc_ver >= (12, 0):  # sm_90a code runs on every 9.0 GPU: one cubin, not two
+    sm90a = "9.0a" in entries and nvcc_ver >= (12, 0)
+    if sm90a:  # sm_90a code runs on every 9.0 GPU: one cubin, not two
         entries = [a for a in entries if a != "9.0"]
     for entry in entries:
         ptx = entry.endswith("+PTX")
@@ -122,16 +132,30 @@ def gencode_flags(arch_list, nvcc_ver):
         if not m:
             fail("cannot read architecture %r in TORCH_CUDA_ARCH_LIST=%r" % (entry, arch_list))
         num = m.group(1) + m.group(2) + m.group(3)
+        if m.group(3) and ptx:
+            fail("%r: PTX of an arch-specific target runs on no other GPU; use %s.%s+PTX for forward "
+                 "compatibility" % (entry, m.group(1), m.group(2)))
         if m.group(3) and nvcc_ver < (12, 0):
             log("nvcc %d.%d cannot build sm_%s; skipping it." % (nvcc_ver + (num,)))
             continue
-        flags.append("-gencode=arch=compute_%s,code=sm_%s" % (num, num))
+        if not (sm90a and arch == "9.0"):
+            flags.append("-gencode=arch=compute_%s,code=sm_%s" % (num, num))
         if ptx:
             flags.append("-gencode=arch=compute_%s,code=compute_%s" % (num, num))
         names.append(entry)
     if not flags:
         fail("TORCH_CUDA_ARCH_LIST=%r leaves no architecture to build." % arch_list)
     return flags, ";".join(names)
+
+
+def ptx_note(arch_names):
+    """One line on which GPUs newer than the list can run: those above the newest PTX, or none."""
+    ptx = [e[:-4] for e in arch_names.split(";") if e.endswith("+PTX")]
+    if not ptx:
+        return ("no PTX embedded (no '+PTX' entry): a GPU newer than the list gets no kernel image; "
+                "add e.g. '9.0+PTX' to TORCH_CUDA_ARCH_LIST")
+    newest = max(ptx, key=lambda a: tuple(int(x) for x in a.split(".")))
+    return "PTX for compute_%s: newer GPUs JIT-compile the portable kernels" % newest.replace(".", "")
 
 
 def write_build_info(arch_names, cuda_version):
@@ -212,6 +236,7 @@ def make_extension():
     if with_cuda:
         log("CUDA kernels: ON  (CUDA_HOME=%s, nvcc %d.%d, archs %s)" % ((cuda_home,) + nvcc_ver + (arch_names,)))
         log("nvcc flags: %s" % " ".join(nvcc))
+        log(ptx_note(arch_names))
     else:
         log("CUDA kernels: OFF (CPU kernels only; tileops ops on CUDA tensors will raise)")
     log("cxx flags: %s; link flags: %s; debug=%s; MAX_JOBS=%s" % (" ".join(cxx), " ".join(link) or "-", debug,

@@ -132,7 +132,43 @@ def test_gpu_not_in_arch_list():
 
 def test_ptx_covers_newer_gpus():
     info = healthy(tileops=build(arch_list="8.0;9.0+PTX"), gpus=[{"name": "B200", "capability": (10, 0)}])
-    assert doctor.diagnose(info) == []
+    problems = doctor.diagnose(info)
+    assert problems and all(p.startswith(doctor.NOTE) for p, _ in problems)  # advice, not a fault
+    assert "compute_90 PTX" in problems[0][0] and "sm_90a" in problems[0][0]
+
+
+DEFAULT = "8.0;8.6;8.9;9.0+PTX;9.0a"  # setup.py's DEFAULT_ARCHS (tests/test_build.py checks its flags)
+
+
+@pytest.mark.parametrize(
+    "arch_list, capability, path",
+    [
+        (DEFAULT, (9, 0), ("native", "sm_90a")),  # H100/H200: the Hopper kernels
+        (DEFAULT, (8, 0), ("native", "sm_80")),
+        (DEFAULT, (8, 7), ("native", "sm_86")),  # Orin: the closest lower cubin of its major
+        (DEFAULT, (8, 9), ("native", "sm_89")),
+        (DEFAULT, (10, 0), ("ptx", "compute_90")),  # B200
+        (DEFAULT, (12, 0), ("ptx", "compute_90")),  # RTX 50xx, RTX PRO 6000
+        ("9.0a", (10, 0), ("none", None)),  # CI's list: no PTX
+        ("8.0;9.0a", (12, 0), ("none", None)),
+        ("8.0+PTX;9.0a", (12, 0), ("ptx", "compute_80")),
+        ("9.0+PTX", (8, 9), ("none", None)),
+    ],
+)
+def test_kernel_path(arch_list, capability, path):
+    assert doctor.kernel_path(arch_list, capability) == path
+
+
+def test_report_says_which_path_a_gpu_gets():
+    b = build(arch_list=DEFAULT)
+    assert doctor.describe_kernel_path(b, (9, 0)).startswith("native cubin (sm_90a)")
+    newer = doctor.describe_kernel_path(b, (12, 0))
+    assert newer.startswith("PTX JIT (compute_90 -> sm_120") and "portable kernels only" in newer
+    assert doctor.describe_kernel_path(build(arch_list="9.0a"), (10, 0)).startswith("none")
+    assert doctor.describe_kernel_path(build(with_cuda=False), (10, 0)).startswith("none")
+    info = healthy(tileops=b, gpus=[{"name": "NVIDIA B200", "capability": (10, 0), "sm_count": 148}])
+    report = doctor._report(info, doctor.diagnose(info))
+    assert "tileops code: PTX JIT (compute_90 -> sm_100" in report
 
 
 @pytest.mark.parametrize(
