@@ -77,6 +77,15 @@ def test_no_ptx_is_said(setup_py):
     assert "compute_120" in setup_py.ptx_note("8.0+PTX;12.0+PTX")
 
 
+def test_wheel_version_names_torch_and_cuda(setup_py):
+    assert setup_py.local_version(True, "2.11.0+cu130", "13.0") == setup_py.VERSION + "+torch2.11.cu130"
+    assert setup_py.local_version(True, "2.7.1", "12.6") == setup_py.VERSION + "+torch2.7.cu126"
+    assert setup_py.local_version(False, "2.11.0+cu130", "13.0") == setup_py.VERSION + "+torch2.11.cpu"
+    assert setup_py.local_version(False, "2.11.0+cpu", None) == setup_py.VERSION + "+torch2.11.cpu"
+    assert setup_py.torch_requirement("2.11.0+cu130") == "torch>=2.11,<2.12"
+    assert setup_py.torch_requirement("2.9.1") == "torch>=2.9,<2.10"
+
+
 def test_cpu_only_switches(setup_py, monkeypatch):
     monkeypatch.setenv("TILEOPS_CPU_ONLY", "1")
     assert setup_py.want_cuda()[0] is False

@@ -171,6 +171,53 @@ def test_report_says_which_path_a_gpu_gets():
     assert "tileops code: PTX JIT (compute_90 -> sm_100" in report
 
 
+def test_torch_mismatch():
+    # another minor release: refused before _C loads (its C++ symbols differ)
+    found = doctor.torch_mismatch("2.11.0+cu130", "13.0", "2.10.0+cu128", "12.8", "0.1.0+torch2.11.cu130")
+    assert "tileops 0.1.0+torch2.11.cu130 was built against torch 2.11.0+cu130" in found[0]
+    assert "+torch2.10.cu128, or +torch2.10.cpu" in found[1] and "pip install --no-build-isolation" in found[1]
+    assert "(version +torch2.10.cpu)" in doctor.torch_mismatch("2.11.0", None, "2.10.0+cpu", None)[1]
+    assert doctor.torch_mismatch("2.11.0+cu130", "13.0", "2.11.1+cu130", "13.0") is None  # a patch release
+    assert doctor.torch_mismatch("2.11.0", None, "2.11.0+cpu", None) is None  # CPU kernels: any 2.11
+    assert "CPU-only build" in doctor.torch_mismatch("2.11.0", "13.0", "2.11.0+cpu", None)[0]
+    assert "compiled with CUDA 13.0" in doctor.torch_mismatch("2.11.0", "13.0", "2.11.0+cu126", "12.6")[0]
+
+
+def test_mismatch_told_when_extension_does_not_load():
+    built_for = {"version": "0.1.0+torch2.11.cpu", "torch_version": "2.11.0", "cuda_version": None, "arch_list": None}
+    info = healthy(tileops=None, tileops_error="ImportError: tileops: ...", tileops_built_for=built_for)
+    assert "+torch2.7.cu126" in fixes_for(info, "was built against torch 2.11.0 but torch 2.7.1 is running")
+    assert "tileops built for" in doctor._report(info, doctor.diagnose(info))
+
+
+def test_patch_release_is_a_note():
+    problems = doctor.diagnose(healthy(tileops=build(torch_version="2.7.0")))
+    assert problems and all(p.startswith(doctor.NOTE) for p, _ in problems)
+
+
+def test_read_build_config(tmp_path):
+    path = tmp_path / "_build_config.py"
+    path.write_text("VERSION = '0.1.0+torch2.11.cpu'\nTORCH_VERSION = '2.11.0'\nCUDA_VERSION = None\n")
+    assert doctor.read_build_config(str(path)) == {"version": "0.1.0+torch2.11.cpu", "torch_version": "2.11.0",
+                                                   "cuda_version": None}
+    assert doctor.read_build_config(str(tmp_path / "missing.py")) is None
+
+
+def test_import_refuses_another_torch(monkeypatch):
+    try:
+        import tileops
+    except Exception as e:
+        pytest.skip(f"tileops does not import here ({e})")
+    import torch
+
+    other = {"version": "0.1.0+torch1.13.cpu", "torch_version": "1.13.1", "cuda_version": None}
+    monkeypatch.setattr(tileops._doctor, "read_build_config", lambda: other)
+    with pytest.raises(ImportError, match="built against torch 1.13.1 but torch " + torch.__version__.replace("+", r"\+")):
+        tileops._check_torch()
+    monkeypatch.setattr(tileops._doctor, "read_build_config", lambda: dict(other, torch_version=torch.__version__))
+    tileops._check_torch()  # the torch it was built for: no complaint
+
+
 @pytest.mark.parametrize(
     "arch_list, capability, covered",
     [

@@ -91,6 +91,7 @@ def collect():
     info["cuda_init_warnings"] = [str(w.message) for w in caught]
     info["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
 
+    info["tileops_built_for"] = read_build_config()
     try:
         _C = importlib.import_module("tileops._C")
         info["tileops"] = dict(_C.build_info())
@@ -139,6 +140,67 @@ def collect():
     info["nvcc"] = m.group(1) if m else None
     info["nvcc_path"] = nvcc
     return info
+
+
+def read_build_config(path=None):
+    """tileops/_build_config.py (written by setup.py) as a dict, read by path so that it works when
+    the package itself cannot be imported; None where there is none (a build older than it)."""
+    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build_config.py")
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    facts = {}
+    try:
+        exec(compile(text, path, "exec"), {}, facts)  # plain assignments of literals
+    except Exception:
+        return None
+    return {k.lower(): v for k, v in facts.items() if k.isupper()}
+
+
+def _minor_version(version):
+    m = re.match(r"\s*(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def torch_mismatch(built_torch, built_cuda, torch_ver, torch_cuda, tileops_version=None):
+    """(problem, fix) when tileops compiled against torch `built_torch` (with CUDA `built_cuda`, or
+    None/"" for a build without CUDA kernels) cannot load into the running torch; else None.
+
+    A C++ extension links torch's C++ symbols, which change between torch minor releases: a
+    different major.minor fails with an undefined symbol, so it is refused before _C is loaded.
+    CUDA kernels also need a CUDA torch of the same CUDA major (libcudart's soname).
+    """
+    what = f"tileops {tileops_version}" if tileops_version else "tileops"
+    if _minor_version(built_torch) != _minor_version(torch_ver):
+        mm = _minor_version(torch_ver)
+        wheel = "a tileops built for this torch"
+        if mm:
+            tt = "+torch%d.%d." % mm
+            wheel = "the tileops wheel built for this torch (version " + (
+                f"{tt}cu{''.join(torch_cuda.split('.')[:2])}, or {tt}cpu for the CPU kernels only)" if torch_cuda
+                else f"{tt}cpu)")
+        return (
+            f"{what} was built against torch {built_torch} but torch {torch_ver} is running; "
+            "its compiled code does not fit this torch's ABI.",
+            "Install " + wheel
+            + f", or rebuild tileops against this torch: `pip install --no-build-isolation .` in the tileops "
+            f"checkout, or go back to torch {'.'.join(map(str, _minor_version(built_torch) or ())) or built_torch}.",
+        )
+    if built_cuda and torch_cuda is None:
+        return (
+            f"{what} was built with its CUDA kernels (CUDA {built_cuda}) but torch {torch_ver} is a CPU-only build.",
+            f"Install a CUDA {_major(built_cuda)} build of torch {torch_ver.split('+')[0]}, or a CPU-only tileops "
+            "(built with TILEOPS_CPU_ONLY=1: version +...cpu).",
+        )
+    if built_cuda and _major(built_cuda) != _major(torch_cuda):
+        return (
+            f"{what} was compiled with CUDA {built_cuda} but torch uses CUDA {torch_cuda}.",
+            f"Install the tileops built for CUDA {_major(torch_cuda)}, or rebuild it against this torch with the "
+            f"CUDA {_major(torch_cuda)} toolkit: `pip install --no-build-isolation .`.",
+        )
+    return None
 
 
 def _parse_arch_list(arch_list):
@@ -211,13 +273,23 @@ def diagnose(info):
     rebuild = "Rebuild tileops against this torch: `pip install --no-build-isolation .` in the tileops checkout"
     build = info.get("tileops")
 
-    if info.get("tileops_error"):
+    built_for = info.get("tileops_built_for")
+    mismatch = None
+    if build:
+        mismatch = torch_mismatch(build.get("torch_version"), build.get("cuda_version") if build.get("with_cuda") else None,
+                                  torch_ver, torch_cuda, build.get("version"))
+    elif built_for:
+        mismatch = torch_mismatch(built_for.get("torch_version"), built_for.get("cuda_version"), torch_ver, torch_cuda,
+                                  built_for.get("version"))
+    if mismatch and "compiled with CUDA" not in mismatch[0]:  # that one is told below
+        add(*mismatch)
+    elif info.get("tileops_error"):
         add(f"tileops._C cannot be imported ({info['tileops_error']}).", f"{rebuild} (torch {torch_ver}).")
     elif build and build.get("torch_version") != torch_ver:
         add(
-            f"tileops was built against torch {build.get('torch_version')} but torch {torch_ver} is running; "
-            "its compiled code does not fit this torch's ABI.",
-            f"{rebuild}, or go back to that torch.",
+            f"{NOTE}tileops was built against torch {build.get('torch_version')}, torch {torch_ver} is running: "
+            "the same minor release, whose C++ ABI is expected to match.",
+            f"If an op misbehaves: {rebuild}.",
         )
 
     if torch_cuda is None and info.get("nvidia_smi"):
@@ -353,6 +425,10 @@ def _report(info, problems):
             row("tileops CUDA kernels", kernels if b.get("with_cuda") else "not built (CPU kernels only)")
         else:
             row("tileops", f"IMPORT FAILED: {info.get('tileops_error')}")
+            bf = info.get("tileops_built_for")
+            if bf:
+                row("tileops built for", f"{bf.get('version')}: torch {bf.get('torch_version')}, "
+                    f"CUDA {bf.get('cuda_version') or 'none (CPU kernels only)'}, archs {bf.get('arch_list') or '-'}")
     lines.append("")
     if not problems:
         lines.append("All good: nothing found that does not fit.")
