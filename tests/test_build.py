@@ -20,19 +20,70 @@ def setup_py(monkeypatch):
 
 def test_gencode_flags(setup_py):
     flags, names = setup_py.gencode_flags("8.0;9.0a 9.0+PTX", (13, 0))
-    assert flags == [
+    assert flags == [  # 9.0+PTX beside 9.0a: its PTX, not a second Hopper cubin
         "-gencode=arch=compute_80,code=sm_80",
         "-gencode=arch=compute_90a,code=sm_90a",
-        "-gencode=arch=compute_90,code=sm_90",
         "-gencode=arch=compute_90,code=compute_90",
     ]
     assert names == "8.0;9.0a;9.0+PTX"
     flags, names = setup_py.gencode_flags("9.0;9.0a", (13, 0))  # one Hopper cubin: sm_90a covers 9.0
     assert names == "9.0a" and flags == ["-gencode=arch=compute_90a,code=sm_90a"]
     flags, _ = setup_py.gencode_flags(setup_py.DEFAULT_ARCHS, (11, 8))  # sm_90a needs nvcc >= 12
-    assert not any("90a" in f for f in flags) and len(flags) == 4
+    assert not any("90a" in f for f in flags) and len(flags) == 5  # 80, 86, 89, 90 cubins + compute_90 PTX
     with pytest.raises(SystemExit, match="cannot read architecture"):
         setup_py.gencode_flags("sm_90", (13, 0))
+
+
+def test_default_arch_list_embeds_portable_ptx(setup_py):
+    # Cubins for Ampere, Ada and Hopper (sm_90a's covers every 9.0 GPU, so no sm_90 one), and PTX of
+    # the newest portable target, compute_90, which a newer GPU (sm_100, sm_120) JIT-compiles.
+    flags, names = setup_py.gencode_flags(setup_py.DEFAULT_ARCHS, (13, 0))
+    assert flags == [
+        "-gencode=arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_86,code=sm_86",
+        "-gencode=arch=compute_89,code=sm_89",
+        "-gencode=arch=compute_90,code=compute_90",
+        "-gencode=arch=compute_90a,code=sm_90a",
+    ]
+    assert names == "8.0;8.6;8.9;9.0+PTX;9.0a"
+    assert not any("code=compute_90a" in f for f in flags)  # no PTX of arch-specific code: it runs nowhere else
+    assert "compute_90" in setup_py.ptx_note(names)
+
+
+@pytest.mark.parametrize(
+    "arch_list, flags, names",
+    [
+        ("9.0a", ["-gencode=arch=compute_90a,code=sm_90a"], "9.0a"),  # CI's list: no PTX
+        ("8.6", ["-gencode=arch=compute_86,code=sm_86"], "8.6"),
+        ("8.0+PTX", ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_80,code=compute_80"], "8.0+PTX"),
+        ("9.0+PTX", ["-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_90,code=compute_90"], "9.0+PTX"),
+        ("8.9,9.0a;9.0+PTX", ["-gencode=arch=compute_89,code=sm_89", "-gencode=arch=compute_90a,code=sm_90a",
+                              "-gencode=arch=compute_90,code=compute_90"], "8.9;9.0a;9.0+PTX"),
+        ("10.0 12.0+PTX", ["-gencode=arch=compute_100,code=sm_100", "-gencode=arch=compute_120,code=sm_120",
+                           "-gencode=arch=compute_120,code=compute_120"], "10.0;12.0+PTX"),
+    ],
+)
+def test_gencode_flags_for_arch_lists(setup_py, arch_list, flags, names):
+    assert setup_py.gencode_flags(arch_list, (13, 0)) == (flags, names)
+
+
+def test_ptx_of_arch_specific_target_stops(setup_py):
+    with pytest.raises(SystemExit, match="PTX of an arch-specific target"):
+        setup_py.gencode_flags("9.0a+PTX", (13, 0))
+
+
+def test_no_ptx_is_said(setup_py):
+    assert "no PTX embedded" in setup_py.ptx_note("8.0;9.0a")
+    assert "compute_120" in setup_py.ptx_note("8.0+PTX;12.0+PTX")
+
+
+def test_wheel_version_names_torch_and_cuda(setup_py):
+    assert setup_py.local_version(True, "2.11.0+cu130", "13.0") == setup_py.VERSION + "+torch2.11.cu130"
+    assert setup_py.local_version(True, "2.7.1", "12.6") == setup_py.VERSION + "+torch2.7.cu126"
+    assert setup_py.local_version(False, "2.11.0+cu130", "13.0") == setup_py.VERSION + "+torch2.11.cpu"
+    assert setup_py.local_version(False, "2.11.0+cpu", None) == setup_py.VERSION + "+torch2.11.cpu"
+    assert setup_py.torch_requirement("2.11.0+cu130") == "torch>=2.11,<2.12"
+    assert setup_py.torch_requirement("2.9.1") == "torch>=2.9,<2.10"
 
 
 def test_cpu_only_switches(setup_py, monkeypatch):

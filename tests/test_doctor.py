@@ -132,7 +132,90 @@ def test_gpu_not_in_arch_list():
 
 def test_ptx_covers_newer_gpus():
     info = healthy(tileops=build(arch_list="8.0;9.0+PTX"), gpus=[{"name": "B200", "capability": (10, 0)}])
-    assert doctor.diagnose(info) == []
+    problems = doctor.diagnose(info)
+    assert problems and all(p.startswith(doctor.NOTE) for p, _ in problems)  # advice, not a fault
+    assert "compute_90 PTX" in problems[0][0] and "sm_90a" in problems[0][0]
+
+
+DEFAULT = "8.0;8.6;8.9;9.0+PTX;9.0a"  # setup.py's DEFAULT_ARCHS (tests/test_build.py checks its flags)
+
+
+@pytest.mark.parametrize(
+    "arch_list, capability, path",
+    [
+        (DEFAULT, (9, 0), ("native", "sm_90a")),  # H100/H200: the Hopper kernels
+        (DEFAULT, (8, 0), ("native", "sm_80")),
+        (DEFAULT, (8, 7), ("native", "sm_86")),  # Orin: the closest lower cubin of its major
+        (DEFAULT, (8, 9), ("native", "sm_89")),
+        (DEFAULT, (10, 0), ("ptx", "compute_90")),  # B200
+        (DEFAULT, (12, 0), ("ptx", "compute_90")),  # RTX 50xx, RTX PRO 6000
+        ("9.0a", (10, 0), ("none", None)),  # CI's list: no PTX
+        ("8.0;9.0a", (12, 0), ("none", None)),
+        ("8.0+PTX;9.0a", (12, 0), ("ptx", "compute_80")),
+        ("9.0+PTX", (8, 9), ("none", None)),
+    ],
+)
+def test_kernel_path(arch_list, capability, path):
+    assert doctor.kernel_path(arch_list, capability) == path
+
+
+def test_report_says_which_path_a_gpu_gets():
+    b = build(arch_list=DEFAULT)
+    assert doctor.describe_kernel_path(b, (9, 0)).startswith("native cubin (sm_90a)")
+    newer = doctor.describe_kernel_path(b, (12, 0))
+    assert newer.startswith("PTX JIT (compute_90 -> sm_120") and "portable kernels only" in newer
+    assert doctor.describe_kernel_path(build(arch_list="9.0a"), (10, 0)).startswith("none")
+    assert doctor.describe_kernel_path(build(with_cuda=False), (10, 0)).startswith("none")
+    info = healthy(tileops=b, gpus=[{"name": "NVIDIA B200", "capability": (10, 0), "sm_count": 148}])
+    report = doctor._report(info, doctor.diagnose(info))
+    assert "tileops code: PTX JIT (compute_90 -> sm_100" in report
+
+
+def test_torch_mismatch():
+    # another minor release: refused before _C loads (its C++ symbols differ)
+    found = doctor.torch_mismatch("2.11.0+cu130", "13.0", "2.10.0+cu128", "12.8", "0.1.0+torch2.11.cu130")
+    assert "tileops 0.1.0+torch2.11.cu130 was built against torch 2.11.0+cu130" in found[0]
+    assert "+torch2.10.cu128, or +torch2.10.cpu" in found[1] and "pip install --no-build-isolation" in found[1]
+    assert "(version +torch2.10.cpu)" in doctor.torch_mismatch("2.11.0", None, "2.10.0+cpu", None)[1]
+    assert doctor.torch_mismatch("2.11.0+cu130", "13.0", "2.11.1+cu130", "13.0") is None  # a patch release
+    assert doctor.torch_mismatch("2.11.0", None, "2.11.0+cpu", None) is None  # CPU kernels: any 2.11
+    assert "CPU-only build" in doctor.torch_mismatch("2.11.0", "13.0", "2.11.0+cpu", None)[0]
+    assert "compiled with CUDA 13.0" in doctor.torch_mismatch("2.11.0", "13.0", "2.11.0+cu126", "12.6")[0]
+
+
+def test_mismatch_told_when_extension_does_not_load():
+    built_for = {"version": "0.1.0+torch2.11.cpu", "torch_version": "2.11.0", "cuda_version": None, "arch_list": None}
+    info = healthy(tileops=None, tileops_error="ImportError: tileops: ...", tileops_built_for=built_for)
+    assert "+torch2.7.cu126" in fixes_for(info, "was built against torch 2.11.0 but torch 2.7.1 is running")
+    assert "tileops built for" in doctor._report(info, doctor.diagnose(info))
+
+
+def test_patch_release_is_a_note():
+    problems = doctor.diagnose(healthy(tileops=build(torch_version="2.7.0")))
+    assert problems and all(p.startswith(doctor.NOTE) for p, _ in problems)
+
+
+def test_read_build_config(tmp_path):
+    path = tmp_path / "_build_config.py"
+    path.write_text("VERSION = '0.1.0+torch2.11.cpu'\nTORCH_VERSION = '2.11.0'\nCUDA_VERSION = None\n")
+    assert doctor.read_build_config(str(path)) == {"version": "0.1.0+torch2.11.cpu", "torch_version": "2.11.0",
+                                                   "cuda_version": None}
+    assert doctor.read_build_config(str(tmp_path / "missing.py")) is None
+
+
+def test_import_refuses_another_torch(monkeypatch):
+    try:
+        import tileops
+    except Exception as e:
+        pytest.skip(f"tileops does not import here ({e})")
+    import torch
+
+    other = {"version": "0.1.0+torch1.13.cpu", "torch_version": "1.13.1", "cuda_version": None}
+    monkeypatch.setattr(tileops._doctor, "read_build_config", lambda: other)
+    with pytest.raises(ImportError, match="built against torch 1.13.1 but torch " + torch.__version__.replace("+", r"\+")):
+        tileops._check_torch()
+    monkeypatch.setattr(tileops._doctor, "read_build_config", lambda: dict(other, torch_version=torch.__version__))
+    tileops._check_torch()  # the torch it was built for: no complaint
 
 
 @pytest.mark.parametrize(

@@ -67,17 +67,19 @@ def vtuple(version, n=None):
 
 
 def load_pyproject():
-    """(requires-python, dependencies) from pyproject.toml."""
+    """(requires-python, build requirements) from pyproject.toml: the torch floor is build-system's,
+    since setup.py pins a built wheel's torch to the one it was compiled against."""
     text = _read(PYPROJECT_PATH)
     try:
         import tomllib  # Python 3.11+
     except ImportError:
         project = text.split("[project]", 1)[1]
         requires = re.search(r'^requires-python\s*=\s*"([^"]+)"', project, re.M).group(1)
-        deps = re.findall(r'"([^"]+)"', re.search(r"^dependencies\s*=\s*\[(.*?)\]", project, re.M | re.S).group(1))
+        build = text.split("[build-system]", 1)[1]
+        deps = re.findall(r'"([^"]+)"', re.search(r"^requires\s*=\s*\[(.*?)\]", build, re.M | re.S).group(1))
         return requires, deps
-    project = tomllib.loads(text)["project"]
-    return project["requires-python"], project["dependencies"]
+    data = tomllib.loads(text)
+    return data["project"]["requires-python"], data["build-system"]["requires"]
 
 
 def test_fallback_parser_agrees_with_yaml():

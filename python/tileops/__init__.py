@@ -14,13 +14,32 @@ import os
 
 import torch  # noqa: F401  (loads libtorch before the extension)
 
+from . import doctor as _doctor  # noqa: E402  (imports nothing of tileops: safe before _C)
+
+_DOCTOR = "`python %s`" % os.path.join(os.path.dirname(__file__), "doctor.py")
+
+
+def _check_torch():
+    """Refuse, with the doctor's words, a _C built for another torch before loading it: loading it
+    would fail with an undefined C++ symbol (or worse, not fail). _build_config.py is what setup.py
+    recorded; a tree built before it existed has none and is not checked."""
+    built = _doctor.read_build_config()
+    if not built:
+        return
+    found = _doctor.torch_mismatch(built.get("torch_version"), built.get("cuda_version"), torch.__version__,
+                                   torch.version.cuda, built.get("version"))
+    if found:
+        raise ImportError("%s\n  fix: %s\n  (%s shows the whole picture.)" % (found[0], found[1], _DOCTOR))
+
+
+_check_torch()
 try:
     from . import _C
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
     raise ImportError(
         "tileops: the compiled module tileops._C could not be loaded (%s). It must be built against the "
         "torch you run (%s): reinstall with `pip install --no-build-isolation .`, and run "
-        "`python %s` to see what does not fit." % (e, torch.__version__, os.path.join(os.path.dirname(__file__), "doctor.py"))
+        "%s to see what does not fit." % (e, torch.__version__, _DOCTOR)
     ) from e
 
 from . import autotune, models, nn, routing  # noqa: E402

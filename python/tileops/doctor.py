@@ -91,6 +91,7 @@ def collect():
     info["cuda_init_warnings"] = [str(w.message) for w in caught]
     info["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
 
+    info["tileops_built_for"] = read_build_config()
     try:
         _C = importlib.import_module("tileops._C")
         info["tileops"] = dict(_C.build_info())
@@ -141,24 +142,122 @@ def collect():
     return info
 
 
-def arch_covers(arch_list, capability):
-    """Whether a TORCH_CUDA_ARCH_LIST-style string has code that runs on `capability` (major, minor).
+def read_build_config(path=None):
+    """tileops/_build_config.py (written by setup.py) as a dict, read by path so that it works when
+    the package itself cannot be imported; None where there is none (a build older than it)."""
+    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build_config.py")
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    facts = {}
+    try:
+        exec(compile(text, path, "exec"), {}, facts)  # plain assignments of literals
+    except Exception:
+        return None
+    return {k.lower(): v for k, v in facts.items() if k.isupper()}
+
+
+def _minor_version(version):
+    m = re.match(r"\s*(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def torch_mismatch(built_torch, built_cuda, torch_ver, torch_cuda, tileops_version=None):
+    """(problem, fix) when tileops compiled against torch `built_torch` (with CUDA `built_cuda`, or
+    None/"" for a build without CUDA kernels) cannot load into the running torch; else None.
+
+    A C++ extension links torch's C++ symbols, which change between torch minor releases: a
+    different major.minor fails with an undefined symbol, so it is refused before _C is loaded.
+    CUDA kernels also need a CUDA torch of the same CUDA major (libcudart's soname).
+    """
+    what = f"tileops {tileops_version}" if tileops_version else "tileops"
+    if _minor_version(built_torch) != _minor_version(torch_ver):
+        mm = _minor_version(torch_ver)
+        wheel = "a tileops built for this torch"
+        if mm:
+            tt = "+torch%d.%d." % mm
+            wheel = "the tileops wheel built for this torch (version " + (
+                f"{tt}cu{''.join(torch_cuda.split('.')[:2])}, or {tt}cpu for the CPU kernels only)" if torch_cuda
+                else f"{tt}cpu)")
+        return (
+            f"{what} was built against torch {built_torch} but torch {torch_ver} is running; "
+            "its compiled code does not fit this torch's ABI.",
+            "Install " + wheel
+            + f", or rebuild tileops against this torch: `pip install --no-build-isolation .` in the tileops "
+            f"checkout, or go back to torch {'.'.join(map(str, _minor_version(built_torch) or ())) or built_torch}.",
+        )
+    if built_cuda and torch_cuda is None:
+        return (
+            f"{what} was built with its CUDA kernels (CUDA {built_cuda}) but torch {torch_ver} is a CPU-only build.",
+            f"Install a CUDA {_major(built_cuda)} build of torch {torch_ver.split('+')[0]}, or a CPU-only tileops "
+            "(built with TILEOPS_CPU_ONLY=1: version +...cpu).",
+        )
+    if built_cuda and _major(built_cuda) != _major(torch_cuda):
+        return (
+            f"{what} was compiled with CUDA {built_cuda} but torch uses CUDA {torch_cuda}.",
+            f"Install the tileops built for CUDA {_major(torch_cuda)}, or rebuild it against this torch with the "
+            f"CUDA {_major(torch_cuda)} toolkit: `pip install --no-build-isolation .`.",
+        )
+    return None
+
+
+def _parse_arch_list(arch_list):
+    """(major, minor, arch-specific, ptx) for each readable entry of a TORCH_CUDA_ARCH_LIST-style string."""
+    out = []
+    for entry in re.split(r"[;\s,]+", arch_list or ""):
+        m = re.fullmatch(r"(\d+)\.(\d+)(a?)(\+PTX)?", entry)
+        if m:
+            out.append((int(m.group(1)), int(m.group(2)), bool(m.group(3)), bool(m.group(4))))
+    return out
+
+
+def kernel_path(arch_list, capability):
+    """How a GPU of `capability` (major, minor) runs a build for `arch_list`: ("native", "sm_XY") where
+    a cubin runs on it, ("ptx", "compute_XY") where only PTX covers it (the driver JIT-compiles it
+    on first use), ("none", None) where nothing does.
 
     "X.Y" is SASS, which also runs on later minors of the same major (X.Z, Z >= Y; torch's own
     check relies on this too); "X.Ya" uses arch-specific instructions and runs on X.Y only;
-    "X.Y+PTX" also carries PTX, which the driver JIT-compiles for any capability >= X.Y.
+    "X.Y+PTX" also carries PTX, which the driver JIT-compiles for any capability >= X.Y. (setup.py
+    drops the 9.0 cubin of "9.0+PTX" where 9.0a is built: sm_90a code runs on every 9.0 GPU.)
     """
     major, minor = capability
-    for entry in re.split(r"[;\s,]+", arch_list or ""):
-        m = re.fullmatch(r"(\d+)\.(\d+)(a?)(\+PTX)?", entry)
-        if not m:
-            continue
-        arch = (int(m.group(1)), int(m.group(2)))
-        if m.group(4) and (major, minor) >= arch:
-            return True
-        if arch == (major, minor) or (not m.group(3) and arch[0] == major and minor >= arch[1]):
-            return True
-    return False
+    entries = _parse_arch_list(arch_list)
+    native = [(a, b, sp) for a, b, sp, _ in entries if (a, b) == (major, minor) or (not sp and a == major and b <= minor)]
+    if native:
+        a, b, sp = max(native, key=lambda e: (e[0], e[1], e[2]))  # the closest cubin; sm_90a before sm_90
+        return "native", f"sm_{a}{b}{'a' if sp else ''}"
+    ptx = [(a, b) for a, b, sp, p in entries if p and not sp and (a, b) <= (major, minor)]
+    if ptx:
+        a, b = max(ptx)
+        return "ptx", f"compute_{a}{b}"
+    return "none", None
+
+
+def arch_covers(arch_list, capability):
+    """Whether a TORCH_CUDA_ARCH_LIST-style string has code that runs on `capability` (major, minor)."""
+    return kernel_path(arch_list, capability)[0] != "none"
+
+
+def describe_kernel_path(build, capability):
+    """One line for the report: which code of this tileops build a GPU of `capability` runs."""
+    if not build:
+        return "unknown (tileops._C did not load)"
+    if not build.get("with_cuda"):
+        return "none: tileops was built without its CUDA kernels"
+    kind, code = kernel_path(build.get("arch_list"), capability)
+    sm = "sm_%d%d" % tuple(capability)
+    hopper = "the Hopper (wgmma/TMA) and portable kernels" if tuple(capability) == (9, 0) else "the portable kernels"
+    if kind == "native" and code.endswith("a"):
+        return f"native cubin ({code}): {hopper}"
+    if kind == "native":
+        return f"native cubin ({code}): the portable kernels"
+    if kind == "ptx":
+        return (f"PTX JIT ({code} -> {sm}, compiled by the driver on first use and cached): the portable "
+                "kernels only; the sm_90a (wgmma/TMA) kernels run on compute capability 9.0 only")
+    return f"none: no cubin for {sm} and no PTX at or below it in {build.get('arch_list')} (CUDA ops raise)"
 
 
 def diagnose(info):
@@ -174,13 +273,23 @@ def diagnose(info):
     rebuild = "Rebuild tileops against this torch: `pip install --no-build-isolation .` in the tileops checkout"
     build = info.get("tileops")
 
-    if info.get("tileops_error"):
+    built_for = info.get("tileops_built_for")
+    mismatch = None
+    if build:
+        mismatch = torch_mismatch(build.get("torch_version"), build.get("cuda_version") if build.get("with_cuda") else None,
+                                  torch_ver, torch_cuda, build.get("version"))
+    elif built_for:
+        mismatch = torch_mismatch(built_for.get("torch_version"), built_for.get("cuda_version"), torch_ver, torch_cuda,
+                                  built_for.get("version"))
+    if mismatch and "compiled with CUDA" not in mismatch[0]:  # that one is told below
+        add(*mismatch)
+    elif info.get("tileops_error"):
         add(f"tileops._C cannot be imported ({info['tileops_error']}).", f"{rebuild} (torch {torch_ver}).")
     elif build and build.get("torch_version") != torch_ver:
         add(
-            f"tileops was built against torch {build.get('torch_version')} but torch {torch_ver} is running; "
-            "its compiled code does not fit this torch's ABI.",
-            f"{rebuild}, or go back to that torch.",
+            f"{NOTE}tileops was built against torch {build.get('torch_version')}, torch {torch_ver} is running: "
+            "the same minor release, whose C++ ABI is expected to match.",
+            f"If an op misbehaves: {rebuild}.",
         )
 
     if torch_cuda is None and info.get("nvidia_smi"):
@@ -236,12 +345,22 @@ def diagnose(info):
                 f"{where} is older than sm_80, which tileops' tensor-core kernels need.",
                 "Use an Ampere or newer GPU (A100, RTX 30xx, L4, H100, ...), or run tileops on CPU tensors.",
             )
-        elif build and build.get("with_cuda") and not arch_covers(build.get("arch_list"), (major, minor)):
-            add(
-                f"{where} is not among the architectures tileops was compiled for ({build.get('arch_list')}).",
-                f'Rebuild for it: `TORCH_CUDA_ARCH_LIST="{major}.{minor}" pip install --no-build-isolation .` '
-                f'(or add "{major}.{minor}" to your list).',
-            )
+        elif build and build.get("with_cuda"):
+            kind, code = kernel_path(build.get("arch_list"), (major, minor))
+            if kind == "none":
+                add(
+                    f"{where} is not among the architectures tileops was compiled for ({build.get('arch_list')}).",
+                    f'Rebuild for it: `TORCH_CUDA_ARCH_LIST="{major}.{minor}" pip install --no-build-isolation .` '
+                    f'(or add "{major}.{minor}" to your list; the default list\'s 9.0+PTX covers newer GPUs).',
+                )
+            elif kind == "ptx":
+                add(
+                    f"{NOTE}{where} has no cubin in this build ({build.get('arch_list')}): it runs the portable "
+                    f"kernels from {code} PTX, JIT-compiled by the driver on first use (a one-off delay; cached "
+                    "in ~/.nv/ComputeCache, CUDA_CACHE_MAXSIZE), never the sm_90a (wgmma/TMA) ones.",
+                    f'For native code build for it: `TORCH_CUDA_ARCH_LIST="{major}.{minor}" pip install '
+                    "--no-build-isolation .` with a CUDA toolkit that knows that architecture.",
+                )
 
     if torch_cuda is not None:
         nvcc_major = _major(info.get("nvcc"))
@@ -296,6 +415,7 @@ def _report(info, problems):
             row(f"GPU {i}", f"{g.get('name')}, sm_{major}{minor}, {g.get('sm_count')} SMs")
             sizes = [_fmt_bytes(g.get(k)) for k in ("shared_mem_per_sm", "shared_mem_per_block_optin", "l2_bytes", "total_mem")]
             row("", "smem/SM {}, smem/block opt-in {}, L2 {}, memory {}".format(*sizes))
+            row("", "tileops code: " + describe_kernel_path(info.get("tileops"), (major, minor)))
         row("CUDA_HOME", info.get("cuda_home"))
         row("nvcc", info.get("nvcc"))
         b = info.get("tileops")
@@ -305,6 +425,10 @@ def _report(info, problems):
             row("tileops CUDA kernels", kernels if b.get("with_cuda") else "not built (CPU kernels only)")
         else:
             row("tileops", f"IMPORT FAILED: {info.get('tileops_error')}")
+            bf = info.get("tileops_built_for")
+            if bf:
+                row("tileops built for", f"{bf.get('version')}: torch {bf.get('torch_version')}, "
+                    f"CUDA {bf.get('cuda_version') or 'none (CPU kernels only)'}, archs {bf.get('arch_list') or '-'}")
     lines.append("")
     if not problems:
         lines.append("All good: nothing found that does not fit.")

@@ -20,6 +20,10 @@ const char* sm90_unavailable(const GemmArgs& a) {
   if (a.dtype != at::kHalf && a.dtype != at::kBFloat16 && !tf32)
     return "it takes float16, bfloat16 and float32 (as TF32) only";
   const auto* prop = at::cuda::getCurrentDeviceProperties();
+  // sm_90a code runs on 9.0 only: a newer GPU (sm_100, sm_120) running the build's compute_90 PTX,
+  // or its own cubin, takes the portable rows below (docs/architecture.md, Build).
+  if (prop->major > 9)
+    return "sm_90a (wgmma/TMA) code runs on compute capability 9.0 only: a newer GPU takes the portable kernels";
   if (prop->major != 9 || prop->minor != 0) return "it needs a compute capability 9.0 GPU (H100/H200)";
   if (a.K == 0) return "K is zero";
   if (a.batch > 65535 || a.M >= (int64_t(1) << 31) || a.N >= (int64_t(1) << 31) || a.K >= (int64_t(1) << 31))
