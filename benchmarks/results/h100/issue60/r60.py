@@ -1,4 +1,10 @@
-import torch, torch.nn.functional as F, tileops
+"""Issue 60's bad case once (bf16, w channels_last, NCHW grad_out, both gradients), for
+compute-sanitizer: prints grad_weight's error against float64."""
+import torch
+import torch.nn.functional as F
+
+import tileops  # noqa: F401  (registers torch.ops.tileops)
+
 torch.manual_seed(0)
 kind = torch.bfloat16
 x = torch.randn(4, 16, 224, 224, device="cuda").to(kind).contiguous(memory_format=torch.channels_last)
