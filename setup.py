@@ -160,20 +160,25 @@ def ptx_note(arch_names):
     return "PTX for compute_%s: newer GPUs JIT-compile the portable kernels" % newest.replace(".", "")
 
 
+def major_minor(version):
+    """'2.11.0+cu130' -> (2, 11)."""
+    return tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", version).groups())
+
+
 def local_version(with_cuda, torch_version=None, torch_cuda=None):
     """The wheel's version: VERSION plus a local tag naming the torch (major.minor) and CUDA it was
     built for, as torch's own +cu130 wheels do: 0.1.0+torch2.11.cu130, or 0.1.0+torch2.11.cpu for a
     build without the CUDA kernels (which runs on a CPU or a CUDA torch of that version)."""
     torch_version = torch_version or torch.__version__
     torch_cuda = torch_cuda if torch_cuda is not None else torch.version.cuda
-    mm = ".".join(re.match(r"(\d+)\.(\d+)", torch_version).groups())
+    mm = "%d.%d" % major_minor(torch_version)
     tag = "cu" + "".join(torch_cuda.split(".")[:2]) if with_cuda else "cpu"
     return "%s+torch%s.%s" % (VERSION, mm, tag)
 
 
 def torch_requirement(torch_version=None):
     """The torch a built wheel needs: the major.minor it was compiled against (its C++ ABI)."""
-    major, minor = (int(x) for x in re.match(r"(\d+)\.(\d+)", torch_version or torch.__version__).groups())
+    major, minor = major_minor(torch_version or torch.__version__)
     return "torch>=%d.%d,<%d.%d" % (major, minor, major, minor + 1)
 
 

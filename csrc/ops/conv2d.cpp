@@ -1,4 +1,5 @@
 // conv2d forward and backward as implicit GEMMs over any memory format and any strides.
+#include "common/skinny.h"
 #include "ops/common.h"
 
 namespace tileops {
@@ -150,11 +151,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(const at::Tensor&
   // stride: their implicit GEMMs leave a last wave part-filled (or most SMs idle), which the other
   // fills. A 1x1 stride-1 conv's gradients are plain GEMMs that fill the GPU on their own, and
   // overlapping them measured slower (docs/kernels/conv-lowered.md#the-backwards-two-streams-opsconv2dcpp).
-  // Not at once where the weight gradient's GEMM has at most 16 rows (K <= 16 output channels:
-  // the skinny family): beside the data gradient it gave wrong 16-bit grad_weights on an H100
-  // (issue 60, not yet explained), alone it is right
-  // (docs/kernels/conv-lowered.md#the-backwards-two-streams-opsconv2dcpp).
-  const bool overlap = !(c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1) && !(output_mask[1] && c.K <= 16);
+  // Not at once where the weight gradient's GEMM is skinny (K <= kSkinnyMaxM output channels):
+  // beside the data gradient it gave wrong 16-bit grad_weights on an H100 (issue 60, not yet
+  // explained), alone it is right (docs/kernels/conv-lowered.md#the-backwards-two-streams-opsconv2dcpp).
+  const bool overlap =
+      !(c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1) && !(output_mask[1] && c.K <= kSkinnyMaxM);
   std::vector<GemmArgs> problems;
   if (output_mask[0] && gx.numel() > 0) {
     set_tensors(c, gx, weight, grad_out);

@@ -16,12 +16,11 @@
 #pragma once
 #include "common/epilogue.h"
 #include "common/problems.h"
+#include "common/skinny.h"
 #include "cuda/runtime/cuda_util.h"
 
 namespace tileops {
 namespace cuda {
-
-constexpr int kSkinnyMaxM = 16;
 
 template <bool KMAJOR, int V>
 struct SkinnyShape {
