@@ -38,6 +38,12 @@
 #                  cuDNN, at batch 32
 #     conv, models, matmul   the whole bench_conv / bench_models / bench_matmul (several minutes
 #                  each: one a call)
+#     suite_a, suite_b  the CUDA suite (-m cuda, TILEOPS_REQUIRE_CUDA) in two halves by file, each
+#                  under one call's 10 minutes (the whole ran past 420 s at 73% on an H100):
+#                  junit_suite_a.xml / _b.xml and their summaries (junit_summary.py)
+#     issue60      benchmarks/results/h100/issue60/r60b.py: the skinny TMA grad_weight beside the
+#                  data gradient, torch's and tileops' GEMMs, alone (10 tries each; ISSUE60_ENV
+#                  "VAR=value ..." runs it once more under those settings)
 #     host         scripts/dev/profile_host.py --parts: a conv's host cost per call, two streams and one
 #     vit          scripts/dev/probe_vit_gemms.py: ViT-S's linear GEMMs, VIT_CANDIDATES pinned as well
 #     exec         tests/test_execution.py whole (streams, graph capture, allocation growth)
@@ -138,6 +144,13 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
       step "bench_$s" 280 $PY benchmarks/bench_matmul.py --out "$OUTDIR/${s#matmul_}/matmul.json" ;;
     skinny) step skinny 180 $PY scripts/dev/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
+    suite_a|suite_b) if [ $s = suite_a ]; then files=$(ls tests/test_[a-h]*.py); else files=$(ls tests/test_[i-z]*.py); fi
+      step "t_$s" 560 $PY -m pytest -q -p no:cacheprovider -m cuda --durations=20 --junitxml="$OUTDIR/junit_$s.xml" $files
+      $PY scripts/device/junit_summary.py "$OUTDIR/junit_$s.xml" "$OUTDIR/summary_$s.json" || rc=1 ;;
+    issue60) OUT="$OUTDIR" step issue60 120 $PY benchmarks/results/h100/issue60/r60b.py main 10 alone,dgrad,mm_tileops,mm_torch
+      if [ -n "${ISSUE60_ENV:-}" ]; then
+        OUT="$OUTDIR" step issue60_env 90 env $ISSUE60_ENV $PY benchmarks/results/h100/issue60/r60b.py env 10 dgrad
+      fi ;;
     *) echo "unknown step $s"; rc=1 ;;
   esac
 done
