@@ -152,8 +152,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(const at::Tensor&
   // fills. A 1x1 stride-1 conv's gradients are plain GEMMs that fill the GPU on their own, and
   // overlapping them measured slower (docs/kernels/conv-lowered.md#the-backwards-two-streams-opsconv2dcpp).
   // Not at once where the weight gradient's GEMM is skinny (K <= kSkinnyMaxM output channels):
-  // beside the data gradient it gave wrong 16-bit grad_weights on an H100 (issue 60, not yet
-  // explained), alone it is right (docs/kernels/conv-lowered.md#the-backwards-two-streams-opsconv2dcpp).
+  // beside the data gradient it gave wrong 16-bit grad_weights on an H100 (issue 60: the skinny
+  // TMA ring released stages before their last reads, now fenced: docs/kernels/skinny.md#the-rings-release);
+  // kept until a GPU run confirms the fence (docs/kernels/conv-lowered.md#the-backwards-two-streams-opsconv2dcpp).
   const bool overlap =
       !(c.R == 1 && c.S == 1 && c.sh == 1 && c.sw == 1) && !(output_mask[1] && c.K <= kSkinnyMaxM);
   std::vector<GemmArgs> problems;

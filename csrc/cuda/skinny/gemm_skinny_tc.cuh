@@ -192,6 +192,12 @@ __global__ void __launch_bounds__(SkinnyTcShape<WARPS, STAGES, int(sizeof(T)), T
         const int st = t % STAGES;
         mbar_wait(&full[st], (t / STAGES) & 1);
         mma_stage(st);
+        // The stage's ldmatrix reads (generic proxy) are ordered before the producer's next TMA
+        // write into it (async proxy) only by a proxy fence: the arrive alone is no such order, and
+        // ptxas issued it while the last k step's ldmatrix were still in flight, so a TMA write could
+        // land first (issue 60: wrong weight gradients beside memory-heavy kernels;
+        // docs/kernels/skinny.md#the-rings-release).
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[st]);
       }
