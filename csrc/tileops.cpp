@@ -27,6 +27,22 @@ TORCH_LIBRARY(tileops, m) {
       "_conv2d_backward(Tensor grad_out, Tensor x, Tensor weight, int[2] stride, int[2] padding, "
       "int[2] dilation, int groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
       pt2);
+  // The rest of the convolution family, made of the two above (ops/conv_family.cpp): conv1d is
+  // conv2d with H = 1; a transposed conv is conv2d's data gradient, whose grad_out is x.
+  m.def(
+      "conv1d(Tensor x, Tensor weight, Tensor? bias=None, int[1] stride=1, int[1] padding=0, "
+      "int[1] dilation=1, int groups=1, str activation=\"none\", Tensor? residual=None) -> Tensor",
+      pt2);
+  m.def(
+      "conv_transpose1d(Tensor x, Tensor weight, Tensor? bias=None, int[1] stride=1, int[1] padding=0, "
+      "int[1] output_padding=0, int groups=1, int[1] dilation=1, str activation=\"none\", "
+      "Tensor? residual=None) -> Tensor",
+      pt2);
+  m.def(
+      "conv_transpose2d(Tensor x, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
+      "int[2] output_padding=0, int groups=1, int[2] dilation=1, str activation=\"none\", "
+      "Tensor? residual=None) -> Tensor",
+      pt2);
 }
 
 namespace py = pybind11;
