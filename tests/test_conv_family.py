@@ -579,3 +579,20 @@ def test_convert_family():
     torch.testing.assert_close(model(x), ref, rtol=1e-5, atol=1e-5)
     one = tileops.convert(torch.nn.ConvTranspose1d(3, 3, 2))
     assert type(one) is tileops.nn.ConvTranspose1d
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_ad_refused_and_inference_mode(device):
+    """A dual tensor gets conv2d's clear refusal (never a tangent dropped); inference_mode runs the
+    in-place epilogue."""
+    import torch.autograd.forward_ad as fwAD
+
+    gen, _ = fresh_generator()
+    for name in ("c1_k3_s2", "t1_k3_s2_op1", "t2_3x3_s2_op1"):
+        c = CASES[name]
+        x, w, b = (randn(s, torch.float64, device, gen) for s in (c.x_shape, c.w_shape, (c.K,)))
+        with fwAD.dual_level(), pytest.raises(RuntimeError, match="jvp is not implemented"):
+            c.tileops(fwAD.make_dual(x, torch.randn_like(x)), w, b)
+        with torch.inference_mode():
+            y = c.tileops(x, w, b, "gelu")
+        torch.testing.assert_close(y, F.gelu(c.torch(x, w, b)), rtol=1e-12, atol=1e-12)
