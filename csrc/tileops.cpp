@@ -144,6 +144,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           return decisions(ops_::explain_conv2d(x, w, bias, stride, padding, dilation, groups, activation, residual,
                                                 backward));
         }));
+  m.def("_explain_conv2d_backward",
+        torch::wrap_pybind_function([](const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w,
+                                       std::vector<int64_t> stride, std::vector<int64_t> padding,
+                                       std::vector<int64_t> dilation, int64_t groups, std::vector<bool> mask) {
+          TORCH_CHECK(mask.size() == 3, "tileops.explain: output_mask must have 3 entries");
+          return decisions(ops_::explain_conv2d_backward(gy, x, w, stride, padding, dilation, groups,
+                                                         {mask[0], mask[1], mask[2]}));
+        }));
 
   // Autotuning (python/tileops/autotune.py is the user API; csrc/autotune/policy.h the policy).
   namespace at_ = tileops::autotune;

@@ -8,6 +8,8 @@ residual and activation, into poisoned output memory; then gradients (gradcheck 
 lower precisions against float64 autograd), opcheck, torch.compile(fullgraph=True), autocast, the
 errors, the nn drop-ins and convert(). CUDA rows carry the `cuda` mark (the GPU run takes them).
 """
+import re
+from collections import Counter
 from typing import NamedTuple, Tuple, Union
 
 import pytest
@@ -596,3 +598,41 @@ def test_forward_ad_refused_and_inference_mode(device):
         with torch.inference_mode():
             y = c.tileops(x, w, b, "gelu")
         torch.testing.assert_close(y, F.gelu(c.torch(x, w, b)), rtol=1e-12, atol=1e-12)
+
+
+def _problems(fn, capfd):
+    """The problems a real call routed, from its trace (the op's own: depth 0)."""
+    capfd.readouterr()
+    with tileops.routing.trace():
+        fn()
+    return [p for indent, p in re.findall(r"tileops route ( *)\S+ \[(.*?)\]:", capfd.readouterr().err) if not indent]
+
+
+@pytest.mark.parametrize("case", ["c1_k3_s2", "c1_depthwise", "t1_k3_s2_op1", "t1_op_ge_stride", "t2_3x3_s2_op1",
+                                  "t2_op_ge_stride", "t2_groups2"])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_explain_matches_a_real_call(case, layout, capfd):
+    """tileops.explain names the problems a call routes, forward and backward, as its trace does."""
+    c = CASES[case]
+    gen, _ = fresh_generator()
+    x = make(c.x_shape, layout, torch.float32, "cpu", gen).requires_grad_()
+    w = make(c.w_shape, layout, torch.float32, "cpu", gen).requires_grad_()
+    kw = dict(zip(("stride", "padding", "output_padding", "groups", "dilation") if c.transposed else
+                  ("stride", "padding", "dilation", "groups"), c.args()))
+    fwd = tileops.explain(c.op, x, w, backward=False, **kw)
+    both = tileops.explain(c.op, x, w, **kw)
+    assert all(d["op"] == "cpu" for d in both) and len(both) == 3, both  # the data and weight gradients
+    out = []
+    ran = _problems(lambda: out.append(getattr(tileops, c.op)(x, w, **kw)), capfd)
+    assert [d["problem"] for d in fwd] == ran
+    gy = torch.randn_like(out[0])
+    ran_bwd = _problems(lambda: out[0].backward(gy), capfd)
+    assert Counter(d["problem"] for d in both[len(fwd):]) == Counter(ran_bwd)
+
+
+def test_meta_device():
+    """Shapes on the meta device (a model built there), as conv2d gives them."""
+    for c in (CASES["c1_k3_s2"], CASES["t1_k3_s2_op1"], CASES["t2_3x3_s2_op1"]):
+        x, w, b = (torch.empty(s, device="meta") for s in (c.x_shape, c.w_shape, (c.K,)))
+        ref = c.torch(x, w, b)
+        assert c.tileops(x, w, b, "relu", torch.empty(ref.shape, device="meta")).shape == ref.shape
