@@ -18,32 +18,30 @@ _IntPair = Union[int, Sequence[int]]
 _IntSingle = Union[int, Sequence[int]]
 
 
+def _ints(v, name, op, counts):
+    """v as a tuple of ints (numpy and Sym ints too, never floats) of a length in counts (1 or 1-2)."""
+    items = tuple(v) if isinstance(v, (tuple, list, torch.Size)) else (v,)
+    try:
+        items = tuple(operator.index(e) for e in items)
+    except TypeError:
+        items = ()
+    if len(items) not in counts:
+        what = "an int or a pair of ints" if 2 in counts else "an int or a list of one int"
+        raise ValueError("tileops.%s: expected %s to be %s, got %r" % (op, name, what, v))
+    return items
+
+
 def _pair(v, name, op="conv2d") -> Tuple[int, int]:
     if type(v) is int:  # the common cases first: this runs on every call (bench_overhead.py)
         return (v, v)
     if type(v) is tuple and len(v) == 2 and type(v[0]) is int and type(v[1]) is int:
         return v
-    items = tuple(v) if isinstance(v, (tuple, list, torch.Size)) else (v,)
-    try:
-        items = tuple(operator.index(e) for e in items)  # ints (numpy and Sym ints too), never floats
-    except TypeError:
-        items = ()
-    if len(items) not in (1, 2):
-        raise ValueError("tileops.%s: expected %s to be an int or a pair of ints, got %r" % (op, name, v))
+    items = _ints(v, name, op, (1, 2))
     return (items[0], items[-1])
 
 
 def _single(v, name, op) -> Tuple[int]:
-    if type(v) is int:
-        return (v,)
-    items = tuple(v) if isinstance(v, (tuple, list, torch.Size)) else (v,)
-    try:
-        items = tuple(operator.index(e) for e in items)  # ints (numpy and Sym ints too), never floats
-    except TypeError:
-        items = ()
-    if len(items) != 1:
-        raise ValueError("tileops.%s: expected %s to be an int or a list of one int, got %r" % (op, name, v))
-    return items
+    return (v,) if type(v) is int else _ints(v, name, op, (1,))
 
 
 def _string_padding(op, x, weight, padding, stride, dilation):
