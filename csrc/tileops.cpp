@@ -27,6 +27,22 @@ TORCH_LIBRARY(tileops, m) {
       "_conv2d_backward(Tensor grad_out, Tensor x, Tensor weight, int[2] stride, int[2] padding, "
       "int[2] dilation, int groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
       pt2);
+  // The rest of the convolution family, made of the two above (ops/conv_family.cpp): conv1d is
+  // conv2d with H = 1; a transposed conv is conv2d's data gradient, whose grad_out is x.
+  m.def(
+      "conv1d(Tensor x, Tensor weight, Tensor? bias=None, int[1] stride=1, int[1] padding=0, "
+      "int[1] dilation=1, int groups=1, str activation=\"none\", Tensor? residual=None) -> Tensor",
+      pt2);
+  m.def(
+      "conv_transpose1d(Tensor x, Tensor weight, Tensor? bias=None, int[1] stride=1, int[1] padding=0, "
+      "int[1] output_padding=0, int groups=1, int[1] dilation=1, str activation=\"none\", "
+      "Tensor? residual=None) -> Tensor",
+      pt2);
+  m.def(
+      "conv_transpose2d(Tensor x, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
+      "int[2] output_padding=0, int groups=1, int[2] dilation=1, str activation=\"none\", "
+      "Tensor? residual=None) -> Tensor",
+      pt2);
 }
 
 namespace py = pybind11;
@@ -127,6 +143,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                        const c10::optional<at::Tensor>& residual, bool backward) {
           return decisions(ops_::explain_conv2d(x, w, bias, stride, padding, dilation, groups, activation, residual,
                                                 backward));
+        }));
+  m.def("_explain_conv2d_backward",
+        torch::wrap_pybind_function([](const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w,
+                                       std::vector<int64_t> stride, std::vector<int64_t> padding,
+                                       std::vector<int64_t> dilation, int64_t groups, std::vector<bool> mask) {
+          TORCH_CHECK(mask.size() == 3, "tileops.explain: output_mask must have 3 entries");
+          return decisions(ops_::explain_conv2d_backward(gy, x, w, stride, padding, dilation, groups,
+                                                         {mask[0], mask[1], mask[2]}));
         }));
 
   // Autotuning (python/tileops/autotune.py is the user API; csrc/autotune/policy.h the policy).

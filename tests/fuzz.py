@@ -1,6 +1,7 @@
 """A seeded differential fuzz of tileops' ops against a float64 reference, judged against torch.
 
-Each case draws, from its own seed, an op (matmul, linear, conv2d), a dtype kind, sizes (odd ones
+Each case draws, from its own seed, an op (matmul, linear, conv2d; with --ops, others such as
+conv1d, conv_transpose1d, conv_transpose2d), a dtype kind, sizes (odd ones
 favoured), views (transposed, stepped, offset, expanded batch), conv parameters (stride, padding,
 dilation, groups incl. depthwise and grouped, kernels 1 to 16, rectangular), layouts, bias,
 activation, residual, and whether to take gradients. It runs tileops, torch at the same dtype (same
@@ -257,8 +258,80 @@ def conv_case(rng: random.Random, mk: Maker, cap: float, hi: int) -> dict:
             "torch": lambda t: ACT[act](pre(t))}
 
 
+def family_case(op: str, rng: random.Random, mk: Maker, cap: float, hi: int) -> dict:
+    """conv1d, conv_transpose1d or conv_transpose2d (conv2d's kernels: ops/conv_family.cpp): groups,
+    kernel, stride, dilation, padding (and output_padding below stride or dilation), sizes to the cap."""
+    nd = 2 if op == "conv_transpose2d" else 1
+    transposed = op.startswith("conv_transpose")
+    n = size(rng, 8)
+    g_kind = rng.choices(["dense", "depthwise", "grouped"], [0.6, 0.15, 0.25])[0]
+    if g_kind == "dense":
+        groups, cg, kg = 1, size(rng, 96), size(rng, 96)
+    elif g_kind == "depthwise":
+        groups, cg, kg = size(rng, 128), 1, rng.choice([1, 1, 1, 2])
+    else:
+        groups, cg, kg = rng.choice([2, 3, 4, 8, 32]), size(rng, 16), size(rng, 16)
+    k = [rng.choice([1, 2, 3, 3, 4, size(rng, 16)]) for _ in range(nd)]
+    st = [rng.choice([1, 1, 2, 3]) for _ in range(nd)]
+    dl = [1] * nd if rng.random() < 0.75 else [rng.choice([1, 2, 3]) for _ in range(nd)]
+    pd = [rng.randrange(0, (k[i] - 1) * dl[i] // 2 + 2) for i in range(nd)]
+    opd = [rng.randrange(0, max(st[i], dl[i])) if transposed and rng.random() < 0.5 else 0 for i in range(nd)]
+    ext = [dl[i] * (k[i] - 1) + 1 for i in range(nd)]
+    # the smallest input with a positive output
+    lo = [max(1, ext[i] - 2 * pd[i]) if not transposed else max(1, (2 * pd[i] - ext[i] - opd[i]) // st[i] + 2)
+          for i in range(nd)]
+    sp = [max(size(rng, hi), lo[i]) for i in range(nd)]
+    c_in, c_out = (cg * groups, kg * groups)
+    while n * math.prod(sp) * groups * cg * kg * math.prod(k) > cap and (n > 1 or any(sp[i] > lo[i] for i in range(nd))):
+        i = max(range(nd), key=lambda j: sp[j] - lo[j])
+        if n > 1 and (rng.random() < 0.3 or sp[i] == lo[i]):
+            n //= 2
+        else:
+            sp[i] = max(lo[i], sp[i] // 2)
+    xlayout = rng.choice(["contig", "channels_last", "channels_last", "step", "offset"])
+    shape = [n, c_in] + sp
+    if xlayout == "channels_last":
+        x = mk.randn([n] + sp + [c_in]).movedim(-1, 1)
+    elif xlayout == "step":
+        x = mk.randn(shape[:-1] + [2 * sp[-1]])[..., ::2]
+    elif xlayout == "offset":
+        x = mk.randn([math.prod(shape) + 1])[1:].view(shape)
+    else:
+        x = mk.randn(shape)
+    if n == 1 and rng.random() < 0.1:
+        x = x[0]
+    wshape = [c_in, kg] + k if transposed else [c_out, cg] + k
+    wt = mk.randn(wshape)
+    leaves = {"x": x, "w": wt}
+    desc = [op, "x%s" % list(x.shape), xlayout, "w%s" % list(wt.shape), "stride%s" % st, "pad%s" % pd,
+            "dil%s" % dl, "groups%d" % groups] + (["output_padding%s" % opd] if transposed else [])
+    if rng.random() < 0.6:
+        leaves["bias"] = mk.randn([c_out])
+        desc.append("bias")
+    act = rng.choice(tileops.ACTIVATIONS)
+    desc.append(act)
+    args = (st, pd, opd, groups, dl) if transposed else (st, pd, dl, groups)
+
+    def pre(t):
+        z = getattr(F, op)(t["x"], t["w"], t.get("bias"), *args)
+        return z + t["res"] if "res" in t else z
+
+    if rng.random() < 0.3:
+        out = getattr(F, op)(torch.empty(x.shape, device="meta"), torch.empty(wt.shape, device="meta"), None, *args)
+        leaves["res"] = mk.randn(out.shape)
+        desc.append("residual")
+    return {"op": op, "leaves": leaves, "desc": " ".join(desc), "act": act, "pre": pre,
+            "tileops": lambda t: getattr(tileops, op)(t["x"], t["w"], t.get("bias"), *args, act, t.get("res")),
+            "torch": lambda t: ACT[act](pre(t))}
+
+
 OPS = {"matmul": matmul_case, "linear": linear_case, "conv2d": conv_case}
 OP_WEIGHTS = {"matmul": 0.3, "linear": 0.3, "conv2d": 0.4}
+# The rest of the conv family, drawn only where asked for (ops=FAMILY, --ops): the draws of the
+# default ops, and so every recorded seed's replay, stay as they were.
+FAMILY = ("conv1d", "conv_transpose1d", "conv_transpose2d")
+for _op in FAMILY:
+    OPS[_op] = lambda rng, mk, cap, hi, _op=_op: family_case(_op, rng, mk, cap, hi)
 
 
 def run(fn, leaves: Dict[str, torch.Tensor], names: List[str], upstream: Optional[torch.Tensor]):
@@ -272,17 +345,18 @@ def run(fn, leaves: Dict[str, torch.Tensor], names: List[str], upstream: Optiona
     return [y.detach()] + [g for g in grads]
 
 
-def make_case(seed: int, device: str, kinds=KINDS, cap: float = 2.0 ** 26, hi: int = 2048) -> dict:
+def make_case(seed: int, device: str, kinds=KINDS, cap: float = 2.0 ** 26, hi: int = 2048, ops=None) -> dict:
+    """The case of `seed`: an op drawn by OP_WEIGHTS, or uniformly from `ops` where given."""
     rng = random.Random(seed)
     kinds = [k for k in kinds if device != "cpu" or k != "tf32"]
-    op = rng.choices(list(OP_WEIGHTS), list(OP_WEIGHTS.values()))[0]
+    op = rng.choices(list(OP_WEIGHTS), list(OP_WEIGHTS.values()))[0] if not ops else rng.choice(list(ops))
     kind = rng.choice(kinds)
     grad = rng.random() < 1.0 / 3
     # most cases small, some near the cap: log-uniform caps
     case_cap = math.exp(rng.uniform(math.log(64.0), math.log(cap)))
     mk = Maker(rng, seed, DTYPE[kind], device)
     case = OPS[op](rng, mk, case_cap, hi)
-    case.update(seed=seed, kind=kind, grad=grad, device=device, cap=cap, hi=hi)
+    case.update(seed=seed, kind=kind, grad=grad, device=device, cap=cap, hi=hi, ops=ops)
     if grad:
         names = list(case["leaves"])
         if rng.random() < 0.5 and len(names) > 1:  # a subset needs grads now and then
@@ -296,8 +370,9 @@ def evaluate(case: dict) -> dict:
     kind, device, leaves = case["kind"], case["device"], case["leaves"]
     names = case.get("grad_names", [])
     rec = {"seed": case["seed"], "op": case["op"], "kind": kind, "grad": case["grad"], "desc": case["desc"],
-           "replay": "python tests/fuzz.py --device %s --cap %g --hi %d --replay %d" % (
-               device, case["cap"], case["hi"], case["seed"])}
+           "replay": "python tests/fuzz.py --device %s --cap %g --hi %d%s --replay %d" % (
+               device, case["cap"], case["hi"], " --ops " + ",".join(case["ops"]) if case.get("ops") else "",
+               case["seed"])}
     # contiguous float64 copies: torch 2.11's CPU autograd of an unbatched grouped conv2d with a
     # channels_last weight returns a wrong grad_weight (seen here: 1.4 off), so the reference
     # takes no layouts, only values
@@ -328,7 +403,8 @@ def evaluate(case: dict) -> dict:
         try:
             # no torch comparator for conv2d on the CPU: torch 2.11's grouped CPU convs crashed the
             # process (SIGSEGV) on some fuzz cases (float32, groups 32 and 69); the floors judge
-            theirs = None if device == "cpu" and case["op"] == "conv2d" else run(case["torch"], leaves, names, upstream)
+            theirs = None if device == "cpu" and case["op"].startswith("conv") else run(case["torch"], leaves, names,
+                                                                                         upstream)
         except Exception:  # noqa: BLE001 - torch lacks some (CPU, 16-bit) kernels: the floor decides
             theirs = None
     rec["outputs"], ok = {}, True
@@ -353,7 +429,7 @@ def evaluate(case: dict) -> dict:
 
 
 def fuzz(count: int, seed: int, device: str, kinds=KINDS, cap: float = 2.0 ** 26, hi: int = 2048,
-         deadline: Optional[float] = None, progress: bool = False) -> dict:
+         deadline: Optional[float] = None, progress: bool = False, ops=None) -> dict:
     """count cases from seed; the summary: counts per op and kind, failures in full."""
     counts, failures, worst, done = {}, [], {}, 0
     t0 = time.time()
@@ -361,7 +437,7 @@ def fuzz(count: int, seed: int, device: str, kinds=KINDS, cap: float = 2.0 ** 26
         if deadline is not None and time.time() > deadline:
             break
         s = (seed * 1000003 + i) % (2 ** 31)
-        case = make_case(s, device, kinds, cap, hi)
+        case = make_case(s, device, kinds, cap, hi, ops)
         rec = evaluate(case)
         done += 1
         key = "%s/%s" % (rec["op"], rec["kind"])
@@ -392,15 +468,17 @@ def main(argv=None) -> int:
     p.add_argument("--hi", type=int, default=2048, help="largest size of one dimension")
     p.add_argument("--seconds", type=float, default=None, help="stop after this long")
     p.add_argument("--out", default=None, help="write the summary as JSON here")
+    p.add_argument("--ops", default=None, help="draw only these ops, comma-separated (e.g. %s)" % ",".join(FAMILY))
     args = p.parse_args(argv)
+    ops = tuple(args.ops.split(",")) if args.ops else None
     if args.replay is not None:
-        case = make_case(args.replay, args.device, cap=args.cap, hi=args.hi)
+        case = make_case(args.replay, args.device, cap=args.cap, hi=args.hi, ops=ops)
         rec = evaluate(case)
         print(json.dumps(rec, indent=1))
         return 0 if rec["ok"] else 1
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little") % (2 ** 31)
     deadline = time.time() + args.seconds if args.seconds else None
-    summary = fuzz(args.cases, seed, args.device, cap=args.cap, hi=args.hi, deadline=deadline, progress=True)
+    summary = fuzz(args.cases, seed, args.device, cap=args.cap, hi=args.hi, deadline=deadline, progress=True, ops=ops)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(summary, f, indent=1)

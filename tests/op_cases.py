@@ -141,6 +141,29 @@ def conv_bwd_case(name, kind, x_shape, w_shape, stride, padding, dilation, group
     return Case(name, kind, make, run, ref)
 
 
+def family_case(name, kind, op, x_shape, w_shape, args, act, channels_last=False, residual=False):
+    """conv1d / conv_transpose1d / conv_transpose2d (conv2d's kernels), args after bias in torch's order.
+    channels_last: x stored channels last (3-D: (N, L, C) storage)."""
+    fn, out_channels = getattr(F, op), w_shape[1] * args[3] if op.startswith("conv_transpose") else w_shape[0]
+    # a transposed conv's bias, residual and activation run unfused: a 16-bit rounding after each
+    steps = 1 + (op.startswith("conv_transpose") and kind in ("float16", "bfloat16")) * (2 + residual)
+
+    def make(dt, device, gen):
+        if channels_last:
+            x = randn((x_shape[0], *x_shape[2:], x_shape[1]), dt, device, gen).movedim(-1, 1)
+        else:
+            x = randn(x_shape, dt, device, gen)
+        inputs = [x, randn(w_shape, dt, device, gen), randn((out_channels,), dt, device, gen)]
+        out = fn(torch.empty(x_shape, device="meta"), torch.empty(w_shape, device="meta"), None, *args).shape
+        return _with_residual(inputs, out, residual, dt, device, gen)
+
+    def ref(i):
+        z, mag = _residual_ref(i, 3, lambda x, w, b: fn(x, w, b, *args))
+        return [ACT[act](z)], [mag * steps]
+
+    return Case(name, kind, make, lambda i: getattr(tileops, op)(i[0], i[1], i[2], *args, act, *i[3:]), ref)
+
+
 CASES = [
     matmul_case("matmul-f64", "float64", (67, 45), (45, 33)),
     matmul_case("matmul-f32", "float32", (130, 70), (70, 90), a_transposed=True),
@@ -202,5 +225,16 @@ CASES = [
                   1, [True, True, False], channels_last=True, gy_channels_last=True, w_channels_last=True),
     conv_bwd_case("conv-bwd-f16-dilated", "float16", (1, 3, 12, 11), (5, 3, 3, 3), (1, 2), (2, 1), (2, 1), 1,
                   [True, True, True]),
+    # the rest of the conv family on conv2d's kernels: conv1d as conv2d with H = 1, the transposed
+    # convs as its data gradient (unfused bias, residual, activation after it)
+    family_case("conv1d-bf16-cl-residual", "bfloat16", "conv1d", (2, 16, 33), (24, 16, 3), (1, 1, 1, 1), "relu",
+                channels_last=True, residual=True),
+    family_case("conv1d-f32-depthwise-s2", "float32", "conv1d", (2, 8, 31), (8, 1, 5), (2, 2, 1, 8), "gelu"),
+    family_case("conv_transpose2d-f32-s2", "float32", "conv_transpose2d", (2, 8, 7, 6), (8, 6, 4, 4),
+                ((2, 2), (1, 1), (0, 0), 1, (1, 1)), "silu"),
+    family_case("conv_transpose2d-bf16-cl-c64", "bfloat16", "conv_transpose2d", (2, 64, 9, 9), (64, 32, 3, 3),
+                ((2, 2), (1, 1), (1, 1), 1, (1, 1)), "none", channels_last=True, residual=True),
+    family_case("conv_transpose1d-f16-groups", "float16", "conv_transpose1d", (2, 8, 17), (8, 3, 4), (2, 1, 0, 2, 1),
+                "relu"),
 ]
 CPU_CASES = [c for c in CASES if not c.cuda_only]

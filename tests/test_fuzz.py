@@ -30,6 +30,20 @@ def test_fuzz_cpu():
     assert summary["failed"] == 0, _report(summary)
 
 
+def test_fuzz_conv_family_cpu():
+    # conv1d, conv_transpose1d, conv_transpose2d (conv2d's kernels), drawn apart from the default ops
+    summary = fuzz.fuzz(400, _seed(), "cpu", cap=2.0 ** 20, hi=1024, ops=fuzz.FAMILY)
+    assert summary["cases"] == 400
+    assert summary["failed"] == 0, _report(summary)
+
+
+@pytest.mark.cuda
+def test_fuzz_conv_family_cuda():
+    summary = fuzz.fuzz(1000, _seed(), "cuda", ops=fuzz.FAMILY)
+    assert summary["cases"] == 1000
+    assert summary["failed"] == 0, _report(summary)
+
+
 @pytest.mark.cuda
 def test_fuzz_cuda():
     # the suite's share; the GPU script runs 20,000 more (scripts/device/gpu_run.sh, fuzz.json)

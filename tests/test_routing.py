@@ -180,6 +180,14 @@ CASES = [
      {"padding": 1, "groups": 32}, False, None),
     ("conv_tf32_cl_3x3", "conv2d", lambda: (_t((2, 32, 20, 20), F32, True), _t((32, 32, 3, 3), F32, True)),
      {"padding": 1}, True, [("conv2d.forward", "im2col_gemm"), ("matmul", "mma")]),
+    # the rest of the conv family: conv1d as conv2d with H = 1, a transposed conv as its data gradient
+    ("conv1d_bf16_cl", "conv1d", lambda: (_t((4, 300, 64), BF16).transpose(1, 2), _t((64, 64, 3), BF16)),
+     {"padding": 1}, False, [("conv2d.forward", "sm90_implicit")]),
+    ("conv_transpose2d_bf16_cl", "conv_transpose2d", lambda: (_t((2, 64, 16, 16), BF16, True),
+                                                              _t((64, 64, 4, 4), BF16, True)),
+     {"stride": 2, "padding": 1}, False, None),
+    ("conv_transpose1d_f32_op1", "conv_transpose1d", lambda: (_t((2, 32, 65), F32), _t((32, 16, 3), F32)),
+     {"stride": 2, "padding": 1, "output_padding": 1}, False, None),
 ]
 
 

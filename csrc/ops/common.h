@@ -4,6 +4,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,13 @@ namespace ops {
 
 inline void check_defined(const char* op, const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.defined(), "tileops.", op, ": expected ", name, " to be a tensor, got None");
+}
+
+// An int or a pair of ints (a schema's int[2]) as a pair; the error names the argument.
+inline std::array<int64_t, 2> int_pair(const char* op, at::IntArrayRef v, const char* name) {
+  TORCH_CHECK(v.size() == 1 || v.size() == 2, "tileops.", op, ": expected ", name,
+              " to be an int or a pair of ints, got ", v);
+  return {v[0], v.size() == 2 ? v[1] : v[0]};
 }
 
 inline void check_float_tensor(const char* op, const at::Tensor& t, const char* name) {
@@ -154,6 +162,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(const at::Tensor&
                                                                const at::Tensor& weight, at::IntArrayRef stride,
                                                                at::IntArrayRef padding, at::IntArrayRef dilation,
                                                                int64_t groups, std::array<bool, 3> output_mask);
+// The rest of the convolution family (conv_family.cpp): composites of conv2d and _conv2d_backward.
+at::Tensor conv1d(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                  c10::string_view activation, const c10::optional<at::Tensor>& residual);
+// conv_transpose1d and conv_transpose2d: torch's argument order (output_padding, groups, dilation)
+using ConvTransposeFn = at::Tensor(const at::Tensor& x, const at::Tensor& weight,
+                                   const c10::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                   at::IntArrayRef padding, at::IntArrayRef output_padding, int64_t groups,
+                                   at::IntArrayRef dilation, c10::string_view activation,
+                                   const c10::optional<at::Tensor>& residual);
+ConvTransposeFn conv_transpose1d, conv_transpose2d;
 
 // The ops called again through the dispatcher, by the layers above the kernels (autocast,
 // autograd), so that every layer below the caller, tracing included, sees the call.
@@ -179,6 +198,24 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor> dispatch_conv2d_backward(
   static auto h = typed_op<decltype(conv2d_backward)>("tileops::_conv2d_backward");
   return h.call(grad_out, x, weight, stride, padding, dilation, groups, output_mask);
 }
+inline at::Tensor dispatch_conv1d(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                  int64_t groups, c10::string_view activation,
+                                  const c10::optional<at::Tensor>& residual) {
+  static auto h = typed_op<decltype(conv1d)>("tileops::conv1d");
+  return h.call(x, weight, bias, stride, padding, dilation, groups, activation, residual);
+}
+// name: "tileops::conv_transpose1d" or "tileops::conv_transpose2d"
+template <const char* Name>
+at::Tensor dispatch_conv_transpose(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
+                                   int64_t groups, at::IntArrayRef dilation, c10::string_view activation,
+                                   const c10::optional<at::Tensor>& residual) {
+  static auto h = typed_op<ConvTransposeFn>(Name);
+  return h.call(x, weight, bias, stride, padding, output_padding, groups, dilation, activation, residual);
+}
+inline constexpr char kConvTranspose1d[] = "tileops::conv_transpose1d";
+inline constexpr char kConvTranspose2d[] = "tileops::conv_transpose2d";
 
 }  // namespace ops
 }  // namespace tileops

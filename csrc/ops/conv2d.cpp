@@ -6,19 +6,14 @@ namespace tileops {
 namespace ops {
 namespace {
 
-std::array<int64_t, 2> pair(const char* op, at::IntArrayRef v, const char* name) {
-  TORCH_CHECK(v.size() == 1 || v.size() == 2, "tileops.", op, ": expected ", name,
-              " to be an int or a pair of ints, got ", v);
-  return {v[0], v.size() == 2 ? v[1] : v[0]};
-}
-
 // Validates shapes and parameters; fills the geometry (no pointers or strides yet).
 ConvOperands conv_geometry(const char* op, const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
                            at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   TORCH_CHECK(x.dim() == 4, "tileops.", op, ": expected x to be 4-D (N, C, H, W), got shape ", x.sizes());
   TORCH_CHECK(weight.dim() == 4, "tileops.", op,
               ": expected weight to be 4-D (out_channels, in_channels/groups, kH, kW), got shape ", weight.sizes());
-  const auto st = pair(op, stride, "stride"), pd = pair(op, padding, "padding"), dl = pair(op, dilation, "dilation");
+  const auto st = int_pair(op, stride, "stride"), pd = int_pair(op, padding, "padding"),
+             dl = int_pair(op, dilation, "dilation");
   TORCH_CHECK(st[0] > 0 && st[1] > 0, "tileops.", op, ": expected stride to be positive, got ", stride);
   TORCH_CHECK(pd[0] >= 0 && pd[1] >= 0, "tileops.", op, ": expected padding to be non-negative, got ", padding);
   TORCH_CHECK(dl[0] > 0 && dl[1] > 0, "tileops.", op, ": expected dilation to be positive, got ", dilation);
@@ -98,6 +93,16 @@ at::Tensor empty_in_format_of(at::IntArrayRef shape, const at::Tensor& like) {
   return at::empty(shape, like.options().memory_format(like.suggest_memory_format()));
 }
 
+// conv_transpose2d's stand-in for the input of the conv it transposes (conv_family.cpp:
+// input_placeholder): one element seen at every index of the input's shape (stride 0 wherever
+// the size is above 1). It gives the data gradient its shape and is never read; having no
+// strides of its own, it has no memory format.
+bool is_placeholder(const at::Tensor& x) {
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (x.size(d) > 1 && x.stride(d) != 0) return false;
+  return true;
+}
+
 }  // namespace
 
 at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
@@ -143,7 +148,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(const at::Tensor&
               "tileops._conv2d_backward: expected grad_out of shape (", c.N, ", ", c.K, ", ", c.P, ", ", c.Q,
               "), got ", grad_out.sizes());
   at::Tensor gx, gw, gb;
-  gx = output_mask[0] ? empty_in_format_of(x.sizes(), x) : at::empty({0}, x.options());
+  // grad_input in x's memory format; in grad_out's where x is a placeholder (conv_transpose2d)
+  gx = output_mask[0] ? empty_in_format_of(x.sizes(), is_placeholder(x) ? grad_out : x)
+                      : at::empty({0}, x.options());
   gw = output_mask[1] ? empty_in_format_of(weight.sizes(), weight) : at::empty({0}, x.options());
   // (tileops.explain launches nothing: the bias gradient is torch's sum, not a routed problem)
   gb = output_mask[2] && !routing::explaining() ? grad_out.sum({0, 2, 3}) : at::empty({0}, x.options());

@@ -46,5 +46,13 @@ std::vector<routing::Decision> explain_conv2d(const at::Tensor& x, const at::Ten
   });
 }
 
+std::vector<routing::Decision> explain_conv2d_backward(const at::Tensor& grad_out, const at::Tensor& x,
+                                                       const at::Tensor& w, at::IntArrayRef stride,
+                                                       at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                       int64_t groups, std::array<bool, 3> output_mask) {
+  return routing::explain(
+      [&] { conv2d_backward(grad_out, x, w, stride, padding, dilation, groups, output_mask); });
+}
+
 }  // namespace ops
 }  // namespace tileops

@@ -4,6 +4,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <array>
 #include <vector>
 
 #include "routing/route.h"
@@ -21,6 +22,11 @@ std::vector<routing::Decision> explain_conv2d(const at::Tensor& x, const at::Ten
                                               at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                                               c10::string_view activation, const c10::optional<at::Tensor>& residual,
                                               bool backward);
+// _conv2d_backward on its own (the transposed convs' problems: python/tileops/routing.py).
+std::vector<routing::Decision> explain_conv2d_backward(const at::Tensor& grad_out, const at::Tensor& x,
+                                                       const at::Tensor& w, at::IntArrayRef stride,
+                                                       at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                       int64_t groups, std::array<bool, 3> output_mask);
 
 }  // namespace ops
 }  // namespace tileops

@@ -30,7 +30,10 @@ _ACT_MODULES = {torch.nn.ReLU: "relu", torch.nn.GELU: "gelu", torch.nn.SiLU: "si
 _ACT_APPLY = {"none": lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
 _OPS = (torch.nn.Linear, torch.nn.Conv2d)  # traced as leaves, subclasses too
 # Fused are exactly these types (as convert() swaps): a subclass may have its own forward.
-_FUSABLE = {**tnn._SWAPS, tnn.Linear: tnn.Linear, tnn.Conv2d: tnn.Conv2d}
+# (Not yet the rest of the conv family: conv1d and the transposed convs, whose output shapes and
+# BatchNorm folding this module does not compute.)
+_FUSABLE = {k: v for k, v in {**tnn._SWAPS, tnn.Linear: tnn.Linear, tnn.Conv2d: tnn.Conv2d}.items()
+            if v in (tnn.Linear, tnn.Conv2d)}
 
 
 class _Tracer(fx.Tracer):

@@ -1,5 +1,6 @@
 """Drop-in modules (same constructor arguments, parameters and state_dict keys as torch's)
-and convert(), which swaps a model's nn.Linear / nn.Conv2d for them with weights kept."""
+and convert(), which swaps a model's nn.Linear / Conv1d / Conv2d / ConvTranspose1d / ConvTranspose2d
+for them with weights kept."""
 import fnmatch
 from typing import Callable, Iterable, Optional, Union
 
@@ -42,8 +43,66 @@ class Linear(torch.nn.Linear):
         return new
 
 
-class Conv2d(torch.nn.Conv2d):
+class _Conv:
+    """What the conv drop-ins share: torch's constructor arguments plus `activation`, its repr, and
+    from_module. A subclass names its functional op (`_op`) and, for a transposed conv, takes
+    forward's output_size as torch does."""
+
+    def _set_activation(self, activation):
+        self.activation = _check_activation(activation)
+
+    def extra_repr(self):
+        s = super().extra_repr()
+        return s if self.activation == "none" else s + ", activation=%s" % self.activation
+
+    @classmethod
+    def from_module(cls, m, activation: str = "none"):
+        """A tileops module of m's kind sharing m's parameters (the same Parameter objects)."""
+        kw = dict(stride=m.stride, padding=m.padding, dilation=m.dilation, groups=m.groups, bias=m.bias is not None,
+                  padding_mode=m.padding_mode)
+        if m.transposed:
+            kw["output_padding"] = m.output_padding
+        new = cls(m.in_channels, m.out_channels, m.kernel_size, device="meta", activation=activation, **kw)
+        new.weight, new.bias = m.weight, m.bias
+        new.train(m.training)
+        return new
+
+
+class _ConvN(_Conv):
+    """Conv1d / Conv2d: padding_mode other than 'zeros' pads explicitly, as torch does."""
+
+    def forward(self, x, residual=None):
+        """activation(conv(x) + bias + residual); residual: optional, the output's shape."""
+        return self._forward(x, residual, self.activation)
+
+    def _forward(self, x, residual, activation):
+        padding = self.padding
+        if self.padding_mode != "zeros":  # as torch: pad explicitly, then a conv without padding
+            x = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            padding = 0
+        return self._op(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups, activation,
+                        residual)
+
+
+class _ConvTransposeN(_Conv):
+    """ConvTranspose1d / 2d: output_size at call time picks output_padding, as torch's forward does."""
+
+    def forward(self, x, output_size=None, residual=None):
+        """activation(conv_transpose(x) + bias + residual); output_size as torch (None: the smallest);
+        residual: optional, the output's shape. The bias, residual and activation are not fused."""
+        if self.padding_mode != "zeros":
+            raise ValueError("tileops.nn.%s: only padding_mode='zeros' is supported, as in torch" % type(self).__name__)
+        n = len(self.stride)
+        output_padding = self._output_padding(x, output_size, self.stride, self.padding, self.kernel_size, n,
+                                              self.dilation)
+        return self._op(x, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups,
+                        self.dilation, self.activation, residual)
+
+
+class Conv2d(_ConvN, torch.nn.Conv2d):
     """torch.nn.Conv2d computed by tileops.conv2d, with an optional fused activation."""
+
+    _op = staticmethod(ops.conv2d)
 
     def __init__(
         self,
@@ -63,44 +122,39 @@ class Conv2d(torch.nn.Conv2d):
         super().__init__(
             in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode, device, dtype
         )
-        self.activation = _check_activation(activation)
+        self._set_activation(activation)
 
-    def forward(self, x, residual=None):
-        """activation(conv2d(x) + bias + residual); residual: optional, the output's shape."""
-        return self._forward(x, residual, self.activation)
 
-    def _forward(self, x, residual, activation):
-        padding = self.padding
-        if self.padding_mode != "zeros":  # as torch: pad explicitly, then a conv without padding
-            x = F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            padding = 0
-        return ops.conv2d(
-            x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups, activation, residual
-        )
+class Conv1d(_ConvN, torch.nn.Conv1d):
+    """torch.nn.Conv1d computed by tileops.conv1d (conv2d's kernels), with an optional fused activation."""
 
-    def extra_repr(self):
-        s = super().extra_repr()
-        return s if self.activation == "none" else s + ", activation=%s" % self.activation
+    _op = staticmethod(ops.conv1d)
 
-    @classmethod
-    def from_module(cls, m: torch.nn.Conv2d, activation: str = "none") -> "Conv2d":
-        """A tileops Conv2d sharing m's parameters (the same Parameter objects)."""
-        new = cls(
-            m.in_channels,
-            m.out_channels,
-            m.kernel_size,
-            stride=m.stride,
-            padding=m.padding,
-            dilation=m.dilation,
-            groups=m.groups,
-            bias=m.bias is not None,
-            padding_mode=m.padding_mode,
-            device="meta",
-            activation=activation,
-        )
-        new.weight, new.bias = m.weight, m.bias
-        new.train(m.training)
-        return new
+    def __init__(self, *args, activation="none", **kwargs):
+        super().__init__(*args, **kwargs)  # torch.nn.Conv1d's arguments, unchanged
+        self._set_activation(activation)
+
+
+class ConvTranspose2d(_ConvTransposeN, torch.nn.ConvTranspose2d):
+    """torch.nn.ConvTranspose2d computed by tileops.conv_transpose2d (conv2d's grad_input kernels), with
+    an optional activation (applied after, unfused)."""
+
+    _op = staticmethod(ops.conv_transpose2d)
+
+    def __init__(self, *args, activation="none", **kwargs):
+        super().__init__(*args, **kwargs)  # torch.nn.ConvTranspose2d's arguments, unchanged
+        self._set_activation(activation)
+
+
+class ConvTranspose1d(_ConvTransposeN, torch.nn.ConvTranspose1d):
+    """torch.nn.ConvTranspose1d computed by tileops.conv_transpose1d, with an optional activation
+    (applied after, unfused)."""
+
+    _op = staticmethod(ops.conv_transpose1d)
+
+    def __init__(self, *args, activation="none", **kwargs):
+        super().__init__(*args, **kwargs)  # torch.nn.ConvTranspose1d's arguments, unchanged
+        self._set_activation(activation)
 
 
 # Exactly these types are swapped; subclasses with their own forward are left alone.
@@ -108,6 +162,9 @@ _SWAPS = {
     torch.nn.Linear: Linear,
     torch.nn.modules.linear.NonDynamicallyQuantizableLinear: Linear,
     torch.nn.Conv2d: Conv2d,
+    torch.nn.Conv1d: Conv1d,
+    torch.nn.ConvTranspose1d: ConvTranspose1d,
+    torch.nn.ConvTranspose2d: ConvTranspose2d,
 }
 
 Filter = Union[None, Iterable[str], Callable[[str, torch.nn.Module], bool]]
@@ -124,13 +181,15 @@ def _matches(flt: Filter, name: str, module: torch.nn.Module) -> Optional[bool]:
 
 
 def convert(model: torch.nn.Module, include: Filter = None, exclude: Filter = None) -> torch.nn.Module:
-    """Swap every nn.Linear and nn.Conv2d in `model` (in place) for tileops.nn.Linear / Conv2d.
+    """Swap every nn.Linear, Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d in `model` (in place)
+    for the tileops.nn module of the same name.
 
     Parameters are shared, not copied, so weights, optimizers and state_dict keys are kept.
     include / exclude: glob patterns over qualified module names (as in named_modules(),
     e.g. "blocks.*.mlp.*"), or a callable (name, module) -> bool. A module is swapped when it
     matches include (default: all) and does not match exclude. Returns the model (or the
-    swapped module when `model` itself is a Linear or Conv2d).
+    swapped module when `model` itself is one of them). A transposed conv's forward takes
+    output_size as torch's does.
     """
 
     def wanted(name, module):

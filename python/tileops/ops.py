@@ -11,24 +11,55 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 from torch._prims_common import suggest_memory_format
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 ACTIVATIONS = ("none", "relu", "gelu", "silu")
 _IntPair = Union[int, Sequence[int]]
+_IntSingle = Union[int, Sequence[int]]
 
 
-def _pair(v, name) -> Tuple[int, int]:
+def _ints(v, name, op, counts):
+    """v as a tuple of ints (numpy and Sym ints too, never floats) of a length in counts (1 or 1-2)."""
+    items = tuple(v) if isinstance(v, (tuple, list, torch.Size)) else (v,)
+    try:
+        items = tuple(operator.index(e) for e in items)
+    except TypeError:
+        items = ()
+    if len(items) not in counts:
+        what = "an int or a pair of ints" if 2 in counts else "an int or a list of one int"
+        raise ValueError("tileops.%s: expected %s to be %s, got %r" % (op, name, what, v))
+    return items
+
+
+def _pair(v, name, op="conv2d") -> Tuple[int, int]:
     if type(v) is int:  # the common cases first: this runs on every call (bench_overhead.py)
         return (v, v)
     if type(v) is tuple and len(v) == 2 and type(v[0]) is int and type(v[1]) is int:
         return v
-    items = tuple(v) if isinstance(v, (tuple, list, torch.Size)) else (v,)
-    try:
-        items = tuple(operator.index(e) for e in items)  # ints (numpy and Sym ints too), never floats
-    except TypeError:
-        items = ()
-    if len(items) not in (1, 2):
-        raise ValueError("tileops.conv2d: expected %s to be an int or a pair of ints, got %r" % (name, v))
+    items = _ints(v, name, op, (1, 2))
     return (items[0], items[-1])
+
+
+def _single(v, name, op) -> Tuple[int]:
+    return (v,) if type(v) is int else _ints(v, name, op, (1,))
+
+
+def _string_padding(op, x, weight, padding, stride, dilation):
+    """padding='valid' / 'same' of a conv over the len(stride) last dims as ints: (x, padding). An
+    odd 'same' total puts the extra one after (bottom/right), as torch does: x is padded then."""
+    n = len(stride)
+    if padding == "valid":
+        return x, (0,) * n
+    if padding != "same":
+        raise ValueError("tileops.%s: expected padding to be 'valid', 'same' or ints, got %r" % (op, padding))
+    if any(s != 1 for s in stride):
+        raise ValueError("tileops.%s: padding='same' is not supported for strided convolutions" % op)
+    total = [dilation[i] * (weight.shape[2 + i] - 1) for i in range(n)]
+    left = [t // 2 for t in total]
+    extra = [t - 2 * lt for t, lt in zip(total, left)]
+    if any(extra):  # odd total: one more on the bottom/right, as torch does
+        x = F.pad(x, [p for e in reversed(extra) for p in (0, e)])
+    return x, tuple(left)
 
 
 # The kernel ladder, slowest first (`algo=` of matmul); ALGO_ALIASES: earlier names, still accepted.
@@ -96,21 +127,84 @@ def conv2d(
     padding may be an int, a pair, 'valid' or 'same' (stride 1 only, as in torch)."""
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
     if isinstance(padding, str):
-        if padding == "valid":
-            padding = (0, 0)
-        elif padding == "same":
-            if stride != (1, 1):
-                raise ValueError("tileops.conv2d: padding='same' is not supported for strided convolutions")
-            total = [dilation[i] * (weight.shape[2 + i] - 1) for i in range(2)]
-            left = [t // 2 for t in total]
-            extra = [t - 2 * lt for t, lt in zip(total, left)]
-            if any(extra):  # odd total: one more on the bottom/right, as torch does
-                x = F.pad(x, [0, extra[1], 0, extra[0]])
-            padding = tuple(left)
-        else:
-            raise ValueError("tileops.conv2d: expected padding to be 'valid', 'same' or ints, got %r" % padding)
+        x, padding = _string_padding("conv2d", x, weight, padding, stride, dilation)
     return torch.ops.tileops.conv2d.default(
         x, weight, bias, stride, _pair(padding, "padding"), dilation, groups, activation, residual
+    )
+
+
+def conv1d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: Optional[torch.Tensor] = None,
+    stride: _IntSingle = 1,
+    padding: Union[_IntSingle, str] = 0,
+    dilation: _IntSingle = 1,
+    groups: int = 1,
+    activation: str = "none",
+    residual: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """activation(conv1d(x, weight) + bias + residual), as F.conv1d; x (N, C, L) or (C, L), weight
+    (out_channels, in_channels/groups, kL). Runs as conv2d with H = 1 (views of x, weight and
+    residual, no copies), so on conv2d's kernels, fused epilogue included; an (N, C, L) x with
+    stride(1) == 1 (channels last) gives an output of that layout too.
+
+    padding may be an int, 'valid' or 'same' (stride 1 only, as in torch)."""
+    stride, dilation = _single(stride, "stride", "conv1d"), _single(dilation, "dilation", "conv1d")
+    if isinstance(padding, str):
+        x, padding = _string_padding("conv1d", x, weight, padding, stride, dilation)
+    return torch.ops.tileops.conv1d.default(
+        x, weight, bias, stride, _single(padding, "padding", "conv1d"), dilation, groups, activation, residual
+    )
+
+
+def conv_transpose2d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: Optional[torch.Tensor] = None,
+    stride: _IntPair = 1,
+    padding: _IntPair = 0,
+    output_padding: _IntPair = 0,
+    groups: int = 1,
+    dilation: _IntPair = 1,
+    activation: str = "none",
+    residual: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """activation(conv_transpose2d(x, weight) + bias + residual), as F.conv_transpose2d (its argument
+    order); x (N, C_in, H, W) or (C_in, H, W), weight (C_in, C_out/groups, kH, kW); NCHW or
+    channels_last, output in x's format.
+
+    The transposed conv is conv2d's data gradient with x as its grad_out, so it runs conv2d's
+    grad_input kernels; its gradients are a conv2d forward (for x) and conv2d's grad_weight (for
+    weight). Bias, residual and activation are NOT fused: torch's elementwise ops apply them after
+    (in place when no gradient is recorded). output_padding must be smaller than stride or
+    dilation (as torch); where it is not smaller than stride, x is copied with zero rows added."""
+    op = "conv_transpose2d"
+    return torch.ops.tileops.conv_transpose2d.default(
+        x, weight, bias, _pair(stride, "stride", op), _pair(padding, "padding", op),
+        _pair(output_padding, "output_padding", op), groups, _pair(dilation, "dilation", op), activation, residual
+    )
+
+
+def conv_transpose1d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: Optional[torch.Tensor] = None,
+    stride: _IntSingle = 1,
+    padding: _IntSingle = 0,
+    output_padding: _IntSingle = 0,
+    groups: int = 1,
+    dilation: _IntSingle = 1,
+    activation: str = "none",
+    residual: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """activation(conv_transpose1d(x, weight) + bias + residual), as F.conv_transpose1d; x (N, C_in, L)
+    or (C_in, L), weight (C_in, C_out/groups, kL). conv_transpose2d with H = 1 (views only): its
+    kernels, and its unfused bias, residual and activation."""
+    op = "conv_transpose1d"
+    return torch.ops.tileops.conv_transpose1d.default(
+        x, weight, bias, _single(stride, "stride", op), _single(padding, "padding", op),
+        _single(output_padding, "output_padding", op), groups, _single(dilation, "dilation", op), activation, residual
     )
 
 
@@ -149,6 +243,10 @@ def _conv_out_hw(h, w, weight, stride, padding, dilation):
     return p, q
 
 
+def _known_true(cond):
+    return cond if isinstance(cond, bool) else statically_known_true(cond)
+
+
 def _empty_like_format(shape, like):
     return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=suggest_memory_format(like))
 
@@ -166,7 +264,10 @@ def _conv2d_fake(
 
 @torch.library.register_fake("tileops::_conv2d_backward")
 def _conv2d_backward_fake(grad_out, x, weight, stride, padding, dilation, groups, output_mask):
-    gx = _empty_like_format(x.shape, x) if output_mask[0] else x.new_empty((0,))
+    # grad_input in x's memory format, in grad_out's where x is conv_transpose2d's placeholder (stride 0
+    # wherever the size is above 1: ops/conv2d.cpp is_placeholder)
+    like = grad_out if all(_known_true(n <= 1) or _known_true(s == 0) for n, s in zip(x.shape, x.stride())) else x
+    gx = _empty_like_format(x.shape, like) if output_mask[0] else x.new_empty((0,))
     gw = _empty_like_format(weight.shape, weight) if output_mask[1] else x.new_empty((0,))
     gb = x.new_empty((weight.shape[0],)) if output_mask[2] else x.new_empty((0,))
     return gx, gw, gb
