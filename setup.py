@@ -330,7 +330,7 @@ def build_report(run, wall, link, jobs, by_arch=None, top=12):
     lines = ["build time: %.0f s wall (%.0f s compiling, %.0f s linking); %d translation units, %.0f s of "
              "compile time over %s jobs" % (wall, wall - link, link, len(run), total, jobs)]
     for sec, path in sorted(run, reverse=True)[:top]:
-        rel = path.split("/build/temp", 1)[-1].split("/", 1)[-1] if "/build/temp" in path else path
+        rel = path[path.find("csrc/"):] if "csrc/" in path else path  # the source's path, .o for .cu/.cpp
         lines.append("  %7.1f s  %s" % (sec, rel))
     if by_arch:
         lines.append("  nvcc by target: " + ", ".join("%s %.0f s" % kv for kv in sorted(by_arch.items())))
