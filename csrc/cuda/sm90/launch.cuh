@@ -160,8 +160,8 @@ void launch_persistent_tm128(const Sm90Config& cfg, const GemmArgs& a, const CUt
 
 // The persistent configs of one cluster size CL (the GEMM's A by TMA tiles): cfg's tile and kind,
 // B MN-major or K-major (b_mn, 16-bit only) and, for TF32, A unrounded, rounded in registers (a_rs).
-// Each (T, CL) compiles in a translation unit of its own, matmul_<dtype>_c<CL>.cu
-// (TILEOPS_SM90_PERSISTENT_UNITS below): together they were the build's critical path.
+// TF32's compile in units of their own, matmul_tf32_c<CL>.cu (TILEOPS_SM90_PERSISTENT_UNITS below):
+// with its one-tile kernels, in one unit, they were the build's critical path.
 template <typename T, int CL>
 void launch_persistent_cluster(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
                                int ba, int bb, bool b_mn, bool a_rs) {
@@ -185,14 +185,15 @@ void launch_persistent_cluster(const Sm90Config& cfg, const GemmArgs& a, const C
   });
 }
 
-// The (dtype, cluster size) pairs of launch_persistent_cluster, each instantiated once in its own
-// translation unit (matmul_<dtype>_c<CL>.cu: TILEOPS_SM90_PERSISTENT_UNIT) and declared extern to
-// every other one.
+// The (dtype, cluster size) pairs of launch_persistent_cluster instantiated in a translation unit of
+// their own (matmul_<dtype>_c<CL>.cu: TILEOPS_SM90_PERSISTENT_UNIT) and declared extern to every
+// other one: TF32's, whose 16 persistent kernels took ptxas ~200 s. The 16-bit ones compile with
+// their dtype's dispatch (matmul_bf16.cu, matmul_fp16.cu): ~25 s a cluster size, less than a unit's
+// own cost (~18 s) would save on two cores.
 #define TILEOPS_SM90_PERSISTENT_UNIT(T, CL)                                                                   \
   template void launch_persistent_cluster<T, CL>(const Sm90Config&, const GemmArgs&, const CUtensorMap&, \
                                                  const CUtensorMap&, int, int, bool, bool);
-#define TILEOPS_SM90_PERSISTENT_UNITS(X) \
-  X(c10::BFloat16, 1) X(c10::BFloat16, 2) X(c10::Half, 1) X(c10::Half, 2) X(float, 1) X(float, 2)
+#define TILEOPS_SM90_PERSISTENT_UNITS(X) X(float, 1) X(float, 2)
 #define TILEOPS_SM90_PERSISTENT_EXTERN(T, CL) extern TILEOPS_SM90_PERSISTENT_UNIT(T, CL)
 TILEOPS_SM90_PERSISTENT_UNITS(TILEOPS_SM90_PERSISTENT_EXTERN)
 #undef TILEOPS_SM90_PERSISTENT_EXTERN

@@ -1,7 +1,0 @@
-// The Hopper matmul's persistent kernels for bf16 in clusters of 1: one entry of launch.cuh's
-// TILEOPS_SM90_PERSISTENT_UNITS, in a translation unit of its own (launch_persistent_cluster says why).
-#include "cuda/sm90/launch.cuh"
-
-namespace tileops::cuda::hopper {
-TILEOPS_SM90_PERSISTENT_UNIT(c10::BFloat16, 1)
-}  // namespace tileops::cuda::hopper
