@@ -260,7 +260,7 @@ def build_order(sources):
     return sorted(sources, key=rank)  # stable: the given order within a group
 
 
-def use_ccache(cuda_home, with_cuda):
+def use_ccache(cuda_home, with_cuda, link_dir=None):
     """Compile through ccache where it is on PATH (TILEOPS_CCACHE=0: not): nvcc through torch's
     PYTORCH_NVCC, the C++ compiler through a masquerade link named as the compiler, first on PATH (so
     torch's compiler checks still run the real one). Returns a line for the build log."""
@@ -273,7 +273,7 @@ def use_ccache(cuda_home, with_cuda):
         used.append("nvcc")
     cxx = os.environ.get("CXX", "c++")
     if os.sep not in cxx and " " not in cxx and cxx != "ccache":  # a bare name: masquerade it
-        link_dir = os.path.join(ROOT, "build", "ccache-bin")
+        link_dir = link_dir or os.path.join(ROOT, "build", "ccache-bin")
         os.makedirs(link_dir, exist_ok=True)
         link = os.path.join(link_dir, cxx)
         if not os.path.islink(link):

@@ -162,6 +162,22 @@ def test_ccache_off(setup_py, monkeypatch):
     assert "PYTORCH_NVCC" not in os.environ
 
 
+def test_ccache_on_path(setup_py, monkeypatch, tmp_path):
+    fake = tmp_path / "bin" / "ccache"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexec \"$@\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake.parent) + os.pathsep + os.environ["PATH"])
+    for var in ("TILEOPS_CCACHE", "PYTORCH_NVCC", "CXX"):
+        monkeypatch.delenv(var, raising=False)
+    line = setup_py.use_ccache("/usr/local/cuda", True, link_dir=str(tmp_path / "links"))
+    assert line.startswith("ccache: nvcc, c++")
+    assert os.environ["PYTORCH_NVCC"] == "%s /usr/local/cuda/bin/nvcc" % fake
+    # c++ resolves to the masquerade link (ccache), first on PATH; torch's checks run it as c++
+    assert os.path.realpath(str(tmp_path / "links" / "c++")) == os.path.realpath(str(fake))
+    assert os.environ["PATH"].split(os.pathsep)[0] == str(tmp_path / "links")
+
+
 def test_each_sm90_persistent_unit_has_its_file():
     # launch.cuh declares each (dtype, cluster) extern; a unit file must instantiate it, or the
     # kernels would be missing at link time
