@@ -14,12 +14,15 @@ Environment knobs:
   DEBUG=1                 -O0 -g, device code with -lineinfo and assertions
   NVCC_FLAGS / CXX_FLAGS  extra flags appended to nvcc / the C++ compiler
   MAX_JOBS                parallel compile jobs (ninja)
+  TILEOPS_CCACHE=0        do not compile through ccache (used by default when `ccache` is on PATH)
 """
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 
 from setuptools import setup
 
@@ -37,6 +40,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 # 9.0+PTX: with 9.0a present, no sm_90 cubin (sm_90a's covers every 9.0 GPU) but compute_90 PTX of
 # the portable kernels, which the driver JIT-compiles for any newer GPU (sm_100, sm_120, ...).
 DEFAULT_ARCHS = "8.0;8.6;8.9;9.0+PTX;9.0a"
+NVCC_TIMES = os.path.join(ROOT, "build", "nvcc_time.csv")  # nvcc --time's phases, for the build's report
 
 
 def log(msg):
@@ -241,6 +245,98 @@ def openmp_flags():
     return ["-fopenmp"]
 
 
+# The heaviest translation units (the Hopper and ladder kernel instantiations, the conv families)
+# first: ninja starts jobs in the order it is given them, and a heavy unit started last is the
+# build's tail (docs/architecture.md, Build). setuptools sorts the sources; BuildExt reorders them.
+HEAVY_FIRST = ("csrc/cuda/sm90/", "csrc/cuda/ladder/", "csrc/cuda/routing/", "csrc/cuda/conv/", "csrc/cuda/")
+
+
+def build_order(sources):
+    """sources with the heavy CUDA units first (HEAVY_FIRST's order, .cu before .cpp), else as given."""
+    def rank(src):
+        rel = os.path.relpath(src, ROOT).replace(os.sep, "/")
+        group = next((i for i, p in enumerate(HEAVY_FIRST) if rel.startswith(p)), len(HEAVY_FIRST))
+        return (group, not rel.endswith(".cu"))
+    return sorted(sources, key=rank)  # stable: the given order within a group
+
+
+def use_ccache(cuda_home, with_cuda, link_dir=None):
+    """Compile through ccache where it is on PATH (TILEOPS_CCACHE=0: not): nvcc through torch's
+    PYTORCH_NVCC, the C++ compiler through a masquerade link named as the compiler, first on PATH (so
+    torch's compiler checks still run the real one). Returns a line for the build log."""
+    ccache = shutil.which("ccache")
+    if os.environ.get("TILEOPS_CCACHE", "1") == "0" or ccache is None:
+        return "ccache: off (%s)" % ("TILEOPS_CCACHE=0" if ccache else "not on PATH")
+    used = []
+    if with_cuda and "PYTORCH_NVCC" not in os.environ:
+        os.environ["PYTORCH_NVCC"] = "%s %s" % (ccache, os.path.join(cuda_home, "bin", "nvcc"))
+        used.append("nvcc")
+    cxx = os.environ.get("CXX", "c++")
+    if os.sep not in cxx and " " not in cxx and cxx != "ccache":  # a bare name: masquerade it
+        link_dir = link_dir or os.path.join(ROOT, "build", "ccache-bin")
+        os.makedirs(link_dir, exist_ok=True)
+        link = os.path.join(link_dir, cxx)
+        if not os.path.islink(link):
+            os.symlink(ccache, link)
+        os.environ["PATH"] = link_dir + os.pathsep + os.environ.get("PATH", "")
+        used.append(cxx)
+    return "ccache: %s (%s)" % (", ".join(used) or "not used", ccache)
+
+
+def ninja_log_run(text, start_offset=0):
+    """[(seconds, object)] of the last ninja run in a .ninja_log's text: the lines after start_offset
+    (the log's size before the run) where the log only grew, each object's last line. A ninja run's
+    times start at 0 and its lines are written as jobs end, so the run is also the longest tail of
+    lines whose end times never decrease (used where ninja rewrote the log)."""
+    tail = text[start_offset:] if len(text) >= start_offset else text
+    rows = []
+    for line in tail.splitlines():
+        f = line.split("\t")
+        if line.startswith("#") or len(f) < 4 or not f[0].isdigit() or not f[1].isdigit():
+            continue
+        rows.append((int(f[0]), int(f[1]), f[3]))
+    if start_offset == 0 or len(text) < start_offset:
+        i = len(rows)
+        while i > 1 and rows[i - 2][1] <= rows[i - 1][1]:
+            i -= 1
+        rows = rows[i - 1:] if rows else rows
+    last = {}
+    for begin, end, path in rows:
+        last[path] = (end - begin) / 1000.0
+    return [(sec, path) for path, sec in last.items()]
+
+
+def nvcc_times_by_arch(csv_text):
+    """Seconds of nvcc's device phases (cicc, ptxas) by target, and of the rest as "host", from its
+    --time CSV (source, phase, inputs, output, arch, tool, metric, unit)."""
+    by_arch = {}
+    for line in csv_text.splitlines():
+        f = [x.strip() for x in line.split(" , ")]
+        if len(f) < 8 or f[7] != "ms":
+            continue
+        key = f[1] + " " + f[4] if f[4] and ("cicc" in f[1] or "ptxas" in f[1]) else "host"
+        try:
+            by_arch[key] = by_arch.get(key, 0.0) + float(f[6]) / 1000.0
+        except ValueError:
+            continue
+    return by_arch
+
+
+def build_report(run, wall, link, jobs, by_arch=None, top=12):
+    """The build log's lines on where the build's time went."""
+    if not run:
+        return ["build time: %.0f s wall, nothing compiled (up to date)" % wall]
+    total = sum(sec for sec, _ in run)
+    lines = ["build time: %.0f s wall (%.0f s compiling, %.0f s linking); %d translation units, %.0f s of "
+             "compile time over %s jobs" % (wall, wall - link, link, len(run), total, jobs)]
+    for sec, path in sorted(run, reverse=True)[:top]:
+        rel = path[path.find("csrc/"):] if "csrc/" in path else path  # the source's path, .o for .cu/.cpp
+        lines.append("  %7.1f s  %s" % (sec, rel))
+    if by_arch:
+        lines.append("  nvcc by target: " + ", ".join("%s %.0f s" % kv for kv in sorted(by_arch.items())))
+    return lines
+
+
 def make_extension():
     with_cuda, cuda_home, nvcc_ver = want_cuda()
     debug = os.environ.get("DEBUG", "0") == "1"
@@ -262,10 +358,21 @@ def make_extension():
         gencode, arch_names = gencode_flags(archs, nvcc_ver)
         nvcc = gencode + ["-std=c++17", "-lineinfo", "--expt-relaxed-constexpr"]
         nvcc += ["-O0", "-G"] if debug else ["-O3"]
-        nvcc += os.environ.get("NVCC_FLAGS", "").split()
+        user_flags = os.environ.get("NVCC_FLAGS", "").split()
+        if len(gencode) > 1 and not any(f.startswith(("-t", "--threads")) for f in user_flags):
+            # a unit's targets compile side by side: with several, the heaviest unit would otherwise
+            # compile them one after another on one core at the build's end
+            nvcc += ["--threads", str(min(len(gencode), os.cpu_count() or 1))]
+        nvcc += user_flags
         defines += [("TILEOPS_WITH_CUDA", None)]
         if "9.0a" in arch_names.split(";"):
             defines += [("TILEOPS_HAVE_SM90A", None)]
+    ccache_line = use_ccache(cuda_home, with_cuda)
+    if with_cuda and "ccache" not in os.environ.get("PYTORCH_NVCC", ""):
+        # per-target phase times for the build's report (BuildExt); not through ccache, which would
+        # take --time's file for a second input and cache nothing
+        os.makedirs(os.path.dirname(NVCC_TIMES), exist_ok=True)
+        nvcc += ["--time", NVCC_TIMES]
     version = local_version(with_cuda)
     BuildExt.config_text = write_build_info(arch_names, "%d.%d" % nvcc_ver if with_cuda else "", version)
     log("version %s, torch %s (CUDA %s), python %s" % (version, torch.__version__, torch.version.cuda, sys.version.split()[0]))
@@ -275,6 +382,7 @@ def make_extension():
         log(ptx_note(arch_names))
     else:
         log("CUDA kernels: OFF (CPU kernels only; tileops ops on CUDA tensors will raise)")
+    log(ccache_line)
     log("cxx flags: %s; link flags: %s; debug=%s; MAX_JOBS=%s" % (" ".join(cxx), " ".join(link) or "-", debug,
                                                                 os.environ.get("MAX_JOBS", "auto")))
 
@@ -297,6 +405,36 @@ class BuildExt(cpp_extension.BuildExtension.with_options(use_ninja=True)):
     checkout (scripts/test_oldest.sh) does not rewrite the record of the editable build's _C."""
 
     config_text = None
+
+    def build_extension(self, ext):
+        """torch's build (ninja), the heavy units first (build_order), then where its time went."""
+        log_path = os.path.join(self.build_temp, ".ninja_log")
+        offset = os.path.getsize(log_path) if os.path.exists(log_path) else 0
+        times_csv = NVCC_TIMES
+        if os.path.exists(times_csv):
+            os.remove(times_csv)
+        compile_fn = self.compiler.compile
+        compiled = []
+
+        def ordered_compile(sources, *args, **kwargs):
+            begin = time.time()
+            try:
+                return compile_fn(build_order(sources), *args, **kwargs)
+            finally:
+                compiled.append(time.time() - begin)
+
+        self.compiler.compile = ordered_compile
+        start = time.time()
+        try:
+            super().build_extension(ext)
+        finally:
+            self.compiler.compile = compile_fn
+        wall = time.time() - start
+        text = open(log_path).read() if os.path.exists(log_path) else ""
+        by_arch = nvcc_times_by_arch(open(times_csv).read()) if os.path.exists(times_csv) else None
+        link = wall - sum(compiled)
+        for line in build_report(ninja_log_run(text, offset), wall, link, os.environ.get("MAX_JOBS", "auto"), by_arch):
+            log(line)
 
     def run(self):
         super().run()

@@ -122,3 +122,72 @@ def test_force_cuda_without_toolkit_stops(setup_py, monkeypatch):
     monkeypatch.setattr(setup_py.cpp_extension, "CUDA_HOME", None)
     with pytest.raises(SystemExit, match="no CUDA toolkit found"):
         setup_py.want_cuda()
+
+
+def test_ninja_log_run_takes_this_build(setup_py):
+    old = "# ninja log v7\n0\t5000\t1\t/b/temp/csrc/a.o\th\n0\t60000\t1\t/b/temp/csrc/b.o\th\n"
+    new = "0\t30000\t2\t/b/temp/csrc/c.o\th\n100\t42000\t2\t/b/temp/csrc/a.o\th\n"
+    run = setup_py.ninja_log_run(old + new, len(old))  # the lines this build appended
+    assert sorted(run) == [(30.0, "/b/temp/csrc/c.o"), (41.9, "/b/temp/csrc/a.o")]
+    # ninja rewrote the log (smaller than before): the tail whose end times never decrease
+    assert sorted(setup_py.ninja_log_run(old + new, 10 ** 6)) == sorted(run)
+    lines = setup_py.build_report(run, 50.0, 3.0, "2", {"cicc compute_90a": 20.0, "host": 9.0}, top=1)
+    assert lines[0].startswith("build time: 50 s wall (47 s compiling, 3 s linking); 2 translation units, 72 s")
+    assert lines[1].split() == ["41.9", "s", "csrc/a.o"] and "cicc compute_90a 20 s" in lines[2]
+    assert setup_py.build_report([], 1.0, 0.0, "2")[0].endswith("nothing compiled (up to date)")
+
+
+def test_nvcc_times_by_arch(setup_py):
+    head = "source file name , phase name , phase input files , phase output file , arch , tool, metric , unit\n"
+    rows = ["a.cu , cicc , a.ii , a.ptx , compute_90a , nvcc , 1500.0 , ms",
+            "a.cu , ptxas , a.ptx , a.cubin , sm_90a , nvcc , 2500.0 , ms",
+            "a.cu , cudafe++ , a.ii , a.cpp , compute_90a , nvcc , 1000.0 , ms",
+            "b.cu , cicc , b.ii , b.ptx , compute_90a , nvcc , 500.0 , ms"]
+    assert setup_py.nvcc_times_by_arch(head + "\n".join(rows)) == {
+        "cicc compute_90a": 2.0, "ptxas sm_90a": 2.5, "host": 1.0}
+
+
+def test_build_order_puts_kernel_units_first(setup_py):
+    srcs = sorted(["csrc/tileops.cpp", "csrc/cuda/conv/lowering.cu", "csrc/cuda/runtime/streams.cpp",
+                   "csrc/cuda/sm90/matmul_tf32.cu", "csrc/ops/matmul.cpp", "csrc/cuda/splitk/splitk.cu"])
+    assert setup_py.build_order(srcs) == ["csrc/cuda/sm90/matmul_tf32.cu", "csrc/cuda/conv/lowering.cu",
+                                          "csrc/cuda/splitk/splitk.cu", "csrc/cuda/runtime/streams.cpp",
+                                          "csrc/ops/matmul.cpp", "csrc/tileops.cpp"]
+
+
+def test_ccache_off(setup_py, monkeypatch):
+    monkeypatch.setenv("TILEOPS_CCACHE", "0")
+    monkeypatch.delenv("PYTORCH_NVCC", raising=False)
+    assert setup_py.use_ccache("/usr/local/cuda", True).startswith("ccache: off")
+    assert "PYTORCH_NVCC" not in os.environ
+
+
+def test_ccache_on_path(setup_py, monkeypatch, tmp_path):
+    fake = tmp_path / "bin" / "ccache"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexec \"$@\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake.parent) + os.pathsep + os.environ["PATH"])
+    for var in ("TILEOPS_CCACHE", "PYTORCH_NVCC", "CXX"):
+        monkeypatch.delenv(var, raising=False)
+    line = setup_py.use_ccache("/usr/local/cuda", True, link_dir=str(tmp_path / "links"))
+    assert line.startswith("ccache: nvcc, c++")
+    assert os.environ["PYTORCH_NVCC"] == "%s /usr/local/cuda/bin/nvcc" % fake
+    # c++ resolves to the masquerade link (ccache), first on PATH; torch's checks run it as c++
+    assert os.path.realpath(str(tmp_path / "links" / "c++")) == os.path.realpath(str(fake))
+    assert os.environ["PATH"].split(os.pathsep)[0] == str(tmp_path / "links")
+
+
+def test_each_sm90_persistent_unit_has_its_file():
+    # launch.cuh declares each (dtype, cluster) extern; a unit file must instantiate it, or the
+    # kernels would be missing at link time
+    import re
+
+    text = open(os.path.join(ROOT, "csrc", "cuda", "sm90", "launch.cuh")).read()
+    body = text.split("#define TILEOPS_SM90_PERSISTENT_UNITS(X)", 1)[1].split("\n#define", 1)[0]
+    units = re.findall(r"X\(([\w:]+), (\d)\)", body)
+    names = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "tf32"}
+    assert units == [("float", "1"), ("float", "2")]
+    for dtype, cl in units:
+        path = os.path.join(ROOT, "csrc", "cuda", "sm90", "matmul_%s_c%s.cu" % (names[dtype], cl))
+        assert "TILEOPS_SM90_PERSISTENT_UNIT(%s, %s)" % (dtype, cl) in open(path).read(), path

@@ -1,7 +1,10 @@
 // Autotuning on CUDA: device keys, CUDA-event timing on the current stream, the capture check.
 #include "autotune/cuda_timing.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/mm.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <cuda_runtime_api.h>

@@ -4,7 +4,7 @@
 // why_not is pure; its run is fwd_lowered_from(a, row), the path as it always ran from that row
 // on, so that a row whose check passes but whose kernel then declines falls through to the next.
 // The order and the reasons: docs/kernels/conv-lowered.md#forward-conv_fwd_lowered-in-order-and-why.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 

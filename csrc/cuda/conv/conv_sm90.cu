@@ -1,7 +1,7 @@
 // Implicit-GEMM conv on Hopper: the forward and the weight gradient as wgmma GEMMs whose A
 // (the conv's x) is gathered by cp.async or loaded by TMA in im2col mode (sm90/producers.cuh), tuned
 // like matmul's Hopper configs (sm90/launch.cuh).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Forward conv2d for few input channels in fp32 with TF32 off (R*S*C <= 256, any strides of x, w
 // and y): a direct SIMT kernel, with no column buffer (namespace f32 below). The 16-bit forward of
 // such problems, on tensor cores: conv_smallc_fwd.cu. docs/kernels/conv-smallc.md.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 

@@ -11,7 +11,7 @@
 // the weight gradient: conv_smallc.cuh. The same problem in fp32 (TF32 off) has a direct SIMT
 // kernel of its own (conv_smallc_f32.cu). This file also holds rows64, the Hopper forward of
 // C = 64 at unit stride (conv_rows64_kernel, conv_fwd_rows64; docs/kernels/conv-sm90.md#rows64).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 

@@ -2,7 +2,7 @@
 // an even stride along w, the ResNet stem's), with no column buffer: the forward's staged rows of x
 // (conv_smallc.cuh's QuadRows) read transposed against dY's tiles, each block's sums to a float
 // workspace, then reduced in block order into dW. docs/kernels/conv-smallc.md.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 

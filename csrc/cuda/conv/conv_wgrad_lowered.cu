@@ -2,7 +2,7 @@
 // NCHW implicit GEMM, the Hopper implicit GEMM (x and dY read in place), the quads' small-C kernel,
 // and im2col + GEMM. Each row's run is wgrad_lowered_from(a, row): the path as it always ran from
 // that row on. The reasons: docs/kernels/conv-lowered.md#weight-gradient-conv_wgrad_lowered.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 

@@ -1,11 +1,11 @@
 // The depthwise kernels' host side (conv/depthwise_fwd.cu, depthwise_strip.cu, depthwise_grad.cu),
-// for the depthwise routing tables (routing/depthwise.cu): each kernel's check, nullptr where it
+// for the depthwise routing tables (routing/depthwise.cpp): each kernel's check, nullptr where it
 // applies, else why not in a few words (pure: no launch, no allocation, no state), and its launch,
 // which assumes the check passed. The forward kernels take a forward problem f: the forward
 // itself, or a data gradient's (dgrad_as_forward: one output per channel, stride 1), whose kernel
 // they read flipped along R and S where `flip`. Host code. The kernels: docs/kernels/depthwise.md.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <string>
 #include <vector>

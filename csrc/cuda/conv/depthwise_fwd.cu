@@ -3,7 +3,7 @@
 // (channels_last and NCHW), the 16-byte vector kernel and the direct kernel, and their host side
 // (checks and launches: depthwise.h). As GEMMs each group is a sliver (NPQ x RS . RS x K/C) far too
 // thin for tiles. They run data gradients too, as forwards of dY with the kernel flipped.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 

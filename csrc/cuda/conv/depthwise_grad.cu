@@ -1,7 +1,7 @@
 // Depthwise conv2d's data gradient where it is not the flipped forward (dw_dgrad_kernel) and its
 // weight gradient (partial sums per split of the output rows, dw_wgrad_vec_kernel or
 // dw_wgrad_kernel, then dw_wgrad_finish_kernel), and their host side (depthwise.h).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/core/Contiguity.h>
 #include <c10/cuda/CUDAException.h>

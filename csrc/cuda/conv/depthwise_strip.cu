@@ -3,7 +3,7 @@
 // kernel (depthwise_fwd.cu) and a ring of whole input rows (dw_fwd_rows_kernel, sm_90); the kernels
 // and their host side (checks, launches, the autotune key and heuristic: depthwise.h). Measured:
 // docs/kernels/depthwise.md#family-conv_depthwise-the-33-stride-1-forward-and-data-gradient.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 

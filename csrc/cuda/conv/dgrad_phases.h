@@ -1,6 +1,6 @@
 // A data gradient as forward convolutions of dy, one per phase of dx: the phase math
 // (dgrad_phase) and the forward problem of a phase (dgrad_as_forward). Host code, used by
-// conv_lowered.cu and routing/depthwise.cu.
+// conv_lowered.cu and routing/depthwise.cpp.
 #pragma once
 #include <algorithm>
 #include <numeric>

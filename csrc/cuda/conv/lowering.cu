@@ -4,6 +4,7 @@
 #include "cuda/conv/lowering.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/constant_pad_nd.h>
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>

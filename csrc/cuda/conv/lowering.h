@@ -8,9 +8,9 @@
 // stride-1 convolution of a channels_last input is a plain GEMM over X itself (no copy). Rows
 // are padded to a multiple of 8 elements so TMA can read them. The column buffer is bounded:
 // larger problems run in chunks of whole images. The rows of the conv tables that use these:
-// conv_fwd_lowered.cu, conv_dgrad_lowered.cu, conv_wgrad_lowered.cu. Host code.
+// conv_fwd_lowered.cu, conv_dgrad_lowered.cpp, conv_wgrad_lowered.cu. Host code.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 

@@ -36,11 +36,15 @@ const char* simt_why_not(const GemmArgs& a);
 void simt_run(const GemmArgs& a);
 void simt_explain(const GemmArgs& a, routing::Decision& d);
 void rung_run(const GemmArgs& a);
+// Matmul on every rung but 'wgmma' (launch_rungs.cuh's launch_problem<MatmulProblem>): the one
+// translation unit that instantiates the ladder's matmul kernels defines it, and the matmul table's
+// 'mma' row calls it rather than compiling them again.
+void launch_matmul(const GemmArgs& a);
 
 // The conv tables (routing/conv_fwd.cu, conv_dgrad.cu, conv_wgrad.cu) and the forward table, which
 // a data gradient's phases take too.
 extern const routing::Table kConvFwdRoutes, kConvDgradRoutes, kConvWgradRoutes;
-// routing/depthwise.cu: the depthwise tables (groups == C > 1, is_depthwise), one per conv kind,
+// routing/depthwise.cpp: the depthwise tables (groups == C > 1, is_depthwise), one per conv kind,
 // which the conv tables' "depthwise" row routes to; their kernels: conv/depthwise.h
 bool is_depthwise(const ConvOperands& c);
 extern const routing::Table kDepthwiseFwdRoutes, kDepthwiseDgradRoutes, kDepthwiseWgradRoutes;
@@ -74,7 +78,7 @@ void conv_sm90_explain(const GemmArgs& a, routing::Decision& d);
 const char* lowered_why_not(const GemmArgs& a);
 void conv_im2col_run(const GemmArgs& a);
 void conv_im2col_explain(const GemmArgs& a, routing::Decision& d);
-// conv/conv_dgrad_lowered.cu: the data gradient's lowered rows
+// conv/conv_dgrad_lowered.cpp: the data gradient's lowered rows
 const char* dgrad_gemm_1x1_why_not(const GemmArgs& a);
 void dgrad_gemm_1x1_run(const GemmArgs& a);
 void dgrad_gemm_1x1_explain(const GemmArgs& a, routing::Decision& d);

@@ -205,9 +205,6 @@ void ladder_conv_run(const GemmArgs& a) {
   launch_problem<Problem>(a, a.conv);
 }
 
-// Matmul on every rung but 'wgmma' (matmul_ladder.cu, its own translation unit so that the
-// ladder's kernels compile beside the Hopper ones).
-void launch_matmul(const GemmArgs& a);
 // The skinny family (gemm_skinny.cuh) where 'auto' takes it: fp32 and fp64 with M <= 16 (fp32 with
 // TF32 allowed only where the skinny tensor-core family does not take it). False: it does not apply.
 bool matmul_skinny(const GemmArgs& a);

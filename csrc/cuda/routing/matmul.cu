@@ -1,11 +1,10 @@
 // The matmul routing table (CUDA): every matmul, linear, and GEMM a conv lowers to, in order.
 // The first candidate that can run the problem runs it (routing/route.h); docs/dispatch.md is
 // made from this table.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 
 #include "cuda/routing/candidates.h"
-#include "cuda/routing/launch_rungs.cuh"
 #include "cuda/skinny/gemm_skinny.cuh"  // kSkinnyMaxM
 #include "cuda/sm90/host.cuh"
 
@@ -82,7 +81,7 @@ const char* mma_why_not(const GemmArgs& a) {
   if (!tensor_core_dtype(a)) return "float64, or float32 with TF32 off";
   return nullptr;
 }
-void mma_run(const GemmArgs& a) { launch_problem<MatmulProblem>(a, a.mm); }  // auto_algo: 'mma'
+void mma_run(const GemmArgs& a) { launch_matmul(a); }  // auto_algo: 'mma' (matmul_ladder.cu's kernels)
 
 const char* rung_why_not(const GemmArgs& a) { return a.algo == Algo::Auto ? "algo auto" : nullptr; }
 void rung_explain(const GemmArgs& a, routing::Decision& d) {

@@ -1,7 +1,7 @@
 // TMA tensor maps for the Hopper kernels (CUtensorMap, encoded by the driver and kept per host
-// thread by their arguments: runtime/tma_maps.cu). Host code.
+// thread by their arguments: runtime/tma_maps.cpp). Host code.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <cuda.h>
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // copies (padding, TF32 rounding), split-K and the configs as data (kSm90Names / kSm90Configs,
 // the matmul_sm90 autotune family), persistent_choices and the matmul heuristic. Moved here from
 // matmul.cu unchanged.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <cuda.h>

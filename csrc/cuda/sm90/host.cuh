@@ -1,10 +1,10 @@
 // The Hopper (wgmma + TMA) family's host side, shared by its translation units: host.cu
-// (operand copies, configs and heuristics), ../runtime/tma_maps.cu (the maps), ../routing/matmul.cu
+// (operand copies, configs and heuristics), ../runtime/tma_maps.cpp (the maps), ../routing/matmul.cu
 // (the dispatch), matmul_{bf16,fp16,tf32}.cu (the matmul kernels of one dtype each, instantiated
 // from launch.cuh) and ../conv/conv_sm90.cu (the implicit-GEMM conv kernels). One translation
 // unit per dtype, because one for all of them was the build's critical path (docs/performance.md#build-and-device-logistics).
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <cuda.h>
 
 #include <algorithm>

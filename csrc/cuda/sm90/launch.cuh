@@ -158,28 +158,45 @@ void launch_persistent_tm128(const Sm90Config& cfg, const GemmArgs& a, const CUt
   });
 }
 
-// One persistent config of kSm90Configs, instantiated: its tile, its kind and its cluster size
-// (the GEMM's A by TMA tiles); a_rs (TF32): A unrounded, rounded in registers.
-template <typename T, bool BMN>
-void launch_persistent_config(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
-                              int ba, int bb, bool a_rs) {
+// The persistent configs of one cluster size CL (the GEMM's A by TMA tiles): cfg's tile and kind,
+// B MN-major or K-major (b_mn, 16-bit only) and, for TF32, A unrounded, rounded in registers (a_rs).
+// TF32's compile in units of their own, matmul_tf32_c<CL>.cu (TILEOPS_SM90_PERSISTENT_UNITS below):
+// with its one-tile kernels, in one unit, they were the build's critical path.
+template <typename T, int CL>
+void launch_persistent_cluster(const Sm90Config& cfg, const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb,
+                               int ba, int bb, bool b_mn, bool a_rs) {
   constexpr auto G = sm90::Gather::None;
+  TORCH_INTERNAL_ASSERT(cfg.cluster == CL, "tileops: not a persistent config of this cluster size");
   with_persistent_tile(cfg, [&](auto tm, auto bn, auto coop) {
     constexpr int TM = decltype(tm)::value, BN = decltype(bn)::value;
     constexpr bool COOP = decltype(coop)::value;
-    auto go = [&](auto rs) {
-      constexpr bool RS = decltype(rs)::value;
-      if (cfg.cluster == 2) launch_sm90_persistent<T, BMN, TM, BN, COOP, 2, G, RS>(a, ma, mb, ba, bb);
-      else launch_sm90_persistent<T, BMN, TM, BN, COOP, 1, G, RS>(a, ma, mb, ba, bb);
+    auto go = [&](auto bmn, auto rs) {
+      launch_sm90_persistent<T, decltype(bmn)::value, TM, BN, COOP, CL, G, decltype(rs)::value>(a, ma, mb, ba, bb);
     };
-    if constexpr (sm90::kTf32<T>) {
-      if (a_rs) go(std::true_type{});
-      else go(std::false_type{});
+    if constexpr (sm90::kTf32<T>) {  // TF32: B K-major (its rounded copy) only
+      TORCH_INTERNAL_ASSERT(!b_mn, "tileops: TF32's persistent kernels read B K-major");
+      if (a_rs) go(std::false_type{}, std::true_type{});
+      else go(std::false_type{}, std::false_type{});
+    } else if (b_mn) {
+      go(std::true_type{}, std::false_type{});
     } else {
-      go(std::false_type{});
+      go(std::false_type{}, std::false_type{});
     }
   });
 }
+
+// The (dtype, cluster size) pairs of launch_persistent_cluster instantiated in a translation unit of
+// their own (matmul_<dtype>_c<CL>.cu: TILEOPS_SM90_PERSISTENT_UNIT) and declared extern to every
+// other one: TF32's, whose 16 persistent kernels took ptxas ~200 s. The 16-bit ones compile with
+// their dtype's dispatch (matmul_bf16.cu, matmul_fp16.cu): ~25 s a cluster size, less than a unit's
+// own cost (~18 s) would save on two cores.
+#define TILEOPS_SM90_PERSISTENT_UNIT(T, CL)                                                                   \
+  template void launch_persistent_cluster<T, CL>(const Sm90Config&, const GemmArgs&, const CUtensorMap&, \
+                                                 const CUtensorMap&, int, int, bool, bool);
+#define TILEOPS_SM90_PERSISTENT_UNITS(X) X(float, 1) X(float, 2)
+#define TILEOPS_SM90_PERSISTENT_EXTERN(T, CL) extern TILEOPS_SM90_PERSISTENT_UNIT(T, CL)
+TILEOPS_SM90_PERSISTENT_UNITS(TILEOPS_SM90_PERSISTENT_EXTERN)
+#undef TILEOPS_SM90_PERSISTENT_EXTERN
 
 // The TMA map of a GEMM operand of `rows` rows (M for A, N for B), its strides s as (batch, row,
 // k): MN-major, boxes of 64 rows (one swizzle atom each) by BK k-rows; K-major, BK by tile_rows.
@@ -231,7 +248,10 @@ void launch_sm90_config(const GemmArgs& a, const TmaLayout& l, int i, bool a_rou
       if (cfg.persist != Persist::No) {
         const char* refusal = persistent_refusal(a, AMN);
         TORCH_CHECK(refusal == nullptr, refusal);
-        if constexpr (!AMN) launch_persistent_config<T, BMN>(cfg, a, ma, mb, ba, bb, !a_rounded);
+        if constexpr (!AMN) {
+          if (cfg.cluster == 2) launch_persistent_cluster<T, 2>(cfg, a, ma, mb, ba, bb, BMN, !a_rounded);
+          else launch_persistent_cluster<T, 1>(cfg, a, ma, mb, ba, bb, BMN, !a_rounded);
+        }
         return;
       }
       if (bn == 256) return launch_sm90<T, 256, 4, BMN, G, AMN>(a, ma, mb, ba, bb, split);

@@ -122,5 +122,12 @@ void splitk_reduce(const Acc* partial, int splits, const GemmArgs& a) {
   });  // (the launch checks its own error)
 }
 
+// The (T, Acc) pairs the families reduce: splitk.cu instantiates each once (32 kernels a pair), and
+// every other translation unit calls that one instead of compiling its own copy.
+#define TILEOPS_SPLITK_TYPES(X) X(c10::BFloat16, float) X(c10::Half, float) X(float, float) X(double, double)
+#define TILEOPS_SPLITK_EXTERN(T, Acc) extern template void splitk_reduce<T, Acc>(const Acc*, int, const GemmArgs&);
+TILEOPS_SPLITK_TYPES(TILEOPS_SPLITK_EXTERN)
+#undef TILEOPS_SPLITK_EXTERN
+
 }  // namespace cuda
 }  // namespace tileops

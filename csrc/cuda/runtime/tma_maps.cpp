@@ -1,7 +1,7 @@
 // TMA tensor maps (declared in tma_maps.h): cuTensorMapEncodeTiled / Im2col through the driver's
 // entry points, and a per-thread cache of the maps already encoded, by their arguments. Moved
 // here from matmul.cu unchanged; a .cu so that it compiles with the flags it always had.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <cuda.h>

@@ -2,7 +2,7 @@
 // stride-1 gradient as one GEMM, the phases (one forward conv of dY per phase of dx, on the forward
 // table; on Hopper all phases of a strided one in one launch), and dcols = dY . W then col2im. The
 // reasons: docs/kernels/conv-lowered.md#data-gradient-conv_dgrad_lowered.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 
 #include <algorithm>
