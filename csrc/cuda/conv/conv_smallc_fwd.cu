@@ -559,6 +559,9 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
       if (t + 1 < taps) mma_tap(t + 1, a1, a0);
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    // the rows' ldmatrix reads (generic proxy) before the next item's TMA (async proxy) into them:
+    // docs/kernels/skinny.md#the-rings-release
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     wg_sync();  // every warp's ldmatrix reads of the rows are done: the next item's rows may land
     if (item + step < g.items) fetch(item + step);
     store_item<T, A>(acc, c, sg, epi, ctile, n, 0, m0, k0c, rows16, wwarp);
