@@ -194,20 +194,9 @@ struct Conv2dBackwardFn : torch::autograd::Function<Conv2dBackwardFn> {
   }
 };
 
-// A forward-mode tangent counts too: Function::apply then says that jvp is not implemented,
-// where the direct call would drop the tangent silently.
-bool has_tangent(const Tensor& t) { return t.defined() && t._fw_grad(/*level=*/0).defined(); }
-bool has_tangent(const OptTensor& t) { return t.has_value() && has_tangent(*t); }
-bool requires_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
-bool requires_grad(const OptTensor& t) { return t.has_value() && requires_grad(*t); }
-
-// Whether a call goes through autograd at all. When not (no input needs a gradient, or grad
-// mode is off: inference), the op runs straight below autograd, without the node and context
-// Function::apply builds even for calls it does not record.
-template <typename... Ts>
-bool recorded(const Ts&... inputs) {
-  return (c10::GradMode::is_enabled() && (requires_grad(inputs) || ...)) || (has_tangent(inputs) || ...);
-}
+// recorded (common.h): whether a call goes through autograd at all. When not (no input needs a
+// gradient, or grad mode is off: inference), the op runs straight below autograd, without the
+// node and context Function::apply builds even for calls it does not record.
 
 // The defined checks come first here: autograd cannot record an input that is None.
 Tensor matmul_autograd(const Tensor& a, const Tensor& b, c10::string_view algo) {

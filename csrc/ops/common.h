@@ -2,6 +2,7 @@
 #pragma once
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
 #include <torch/library.h>
 
 #include <array>
@@ -26,7 +27,9 @@ inline std::array<int64_t, 2> int_pair(const char* op, at::IntArrayRef v, const 
   return {v[0], v.size() == 2 ? v[1] : v[0]};
 }
 
-inline void check_float_tensor(const char* op, const at::Tensor& t, const char* name) {
+// meta_ok: a meta tensor passes too (shape inference, a model built on the meta device), where an
+// op computes its result from other ops that have fake kernels (conv_family.cpp).
+inline void check_float_tensor(const char* op, const at::Tensor& t, const char* name, bool meta_ok = false) {
   check_defined(op, t, name);
   TORCH_CHECK(t.layout() == at::kStrided, "tileops.", op, ": expected ", name,
               " to be a dense (strided) tensor, got layout ", t.layout());
@@ -34,8 +37,20 @@ inline void check_float_tensor(const char* op, const at::Tensor& t, const char* 
   TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
               "tileops.", op, ": expected ", name,
               " to have a floating dtype (float16, bfloat16, float32 or float64), got ", st);
-  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "tileops.", op, ": expected ", name,
-              " on a CPU or CUDA device, got ", t.device());
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda() || (meta_ok && t.is_meta()), "tileops.", op, ": expected ",
+              name, " on a CPU or CUDA device, got ", t.device());
+}
+
+// Whether autograd records a call with these inputs: grad mode on and an input that needs a
+// gradient, or a forward-mode tangent (Function::apply then says that jvp is not implemented,
+// where a direct call would drop the tangent silently).
+inline bool has_tangent(const at::Tensor& t) { return t.defined() && t._fw_grad(/*level=*/0).defined(); }
+inline bool has_tangent(const c10::optional<at::Tensor>& t) { return t.has_value() && has_tangent(*t); }
+inline bool requires_grad(const at::Tensor& t) { return t.defined() && t.requires_grad(); }
+inline bool requires_grad(const c10::optional<at::Tensor>& t) { return t.has_value() && requires_grad(*t); }
+template <typename... Ts>
+bool recorded(const Ts&... inputs) {
+  return (c10::GradMode::is_enabled() && (requires_grad(inputs) || ...)) || (has_tangent(inputs) || ...);
 }
 
 inline void check_same(const char* op, const at::Tensor& ref, const char* ref_name, const at::Tensor& t,

@@ -100,15 +100,6 @@ std::array<int64_t, 4> transpose_geometry(const char* op, const Tensor& x, const
   return out;
 }
 
-// check_float_tensor, where a meta tensor (shape inference, a model built on the meta device)
-// passes as it does through conv2d's fake kernel.
-void check_operand(const char* op, const Tensor& t, const char* name) {
-  if (!t.defined() || !t.is_meta()) return check_float_tensor(op, t, name);
-  TORCH_CHECK(at::isReducedFloatingType(t.scalar_type()) || t.scalar_type() == at::kFloat ||
-                  t.scalar_type() == at::kDouble,
-              "tileops.", op, ": expected ", name, " to have a floating dtype, got ", t.scalar_type());
-}
-
 // The conv's input, for the data gradient's shape alone: one element seen at every index (every
 // stride 0). as_strided rather than expand: inductor passes an expand of an empty tensor to the
 // op as a dense (contiguous) buffer, which would give the output that format.
@@ -142,13 +133,6 @@ Tensor epilogue(Tensor y, const OptTensor& bias, const OptTensor& residual, Act 
     case Act::Silu: return record ? at::silu(y) : at::silu_(y);
     default: return y;
   }
-}
-
-bool records(std::initializer_list<const Tensor*> ts) {
-  if (!c10::GradMode::is_enabled()) return false;
-  for (const Tensor* t : ts)
-    if (t->defined() && t->requires_grad()) return true;
-  return false;
 }
 
 }  // namespace
@@ -187,8 +171,8 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const OptTenso
                         at::IntArrayRef padding, at::IntArrayRef output_padding, int64_t groups,
                         at::IntArrayRef dilation, c10::string_view activation, const OptTensor& residual) {
   const char* op = "conv_transpose2d";
-  check_operand(op, x_in, "x");
-  check_operand(op, weight, "weight");
+  check_float_tensor(op, x_in, "x", /*meta_ok=*/true);
+  check_float_tensor(op, weight, "weight", /*meta_ok=*/true);
   check_same(op, x_in, "x", weight, "weight");
   const Act act = parse_activation(op, activation);
   TORCH_CHECK(x_in.dim() == 3 || x_in.dim() == 4, "tileops.", op,
@@ -199,14 +183,14 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const OptTenso
              opd = int_pair(op, output_padding, "output_padding"), dl = int_pair(op, dilation, "dilation");
   const auto out = transpose_geometry(op, x, weight, st, pd, opd, dl, groups);
   if (has(bias)) {  // added after, broadcast: any strides
-    check_operand(op, *bias, "bias");
+    check_float_tensor(op, *bias, "bias", /*meta_ok=*/true);
     check_same(op, x, "x", *bias, "bias");
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == out[1], "tileops.", op, ": expected bias of shape (", out[1],
                 "), got ", bias->sizes());
   }
   OptTensor res;
   if (has(residual)) {
-    check_operand(op, *residual, "residual");
+    check_float_tensor(op, *residual, "residual", /*meta_ok=*/true);
     check_same(op, x, "x", *residual, "residual");
     const auto want = unbatched ? at::IntArrayRef(out).slice(1) : at::IntArrayRef(out);
     TORCH_CHECK(residual->sizes() == want, "tileops.", op, ": expected residual of the output's shape ", want,
@@ -218,8 +202,7 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight, const OptTenso
   const Tensor gy = with_zero_rows(x, extra);
   const Tensor y = std::get<0>(dispatch_conv2d_backward(gy, input_placeholder(x, out), weight, st, pd, dl, groups,
                                                         {true, false, false}));
-  const Tensor r = res.value_or(Tensor()), bt = bias.value_or(Tensor());
-  const Tensor z = epilogue(y, bias, res, act, records({&x_in, &weight, &bt, &r}));
+  const Tensor z = epilogue(y, bias, res, act, recorded(x_in, weight, bias, res));
   return unbatched ? z.squeeze(0) : z;
 }
 
