@@ -254,7 +254,7 @@ HEAVY_FIRST = ("csrc/cuda/sm90/", "csrc/cuda/ladder/", "csrc/cuda/routing/", "cs
 def build_order(sources):
     """sources with the heavy CUDA units first (HEAVY_FIRST's order, .cu before .cpp), else as given."""
     def rank(src):
-        rel = os.path.relpath(src, ROOT).replace(os.sep, "/")
+        rel = (os.path.relpath(src, ROOT) if os.path.isabs(src) else src).replace(os.sep, "/")
         group = next((i for i, p in enumerate(HEAVY_FIRST) if rel.startswith(p)), len(HEAVY_FIRST))
         return (group, not rel.endswith(".cu"))
     return sorted(sources, key=rank)  # stable: the given order within a group
