@@ -28,7 +28,8 @@ TORCH_LIBRARY(tileops, m) {
       "int[2] dilation, int groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
       pt2);
   // The rest of the convolution family, made of the two above (ops/conv_family.cpp): conv1d is
-  // conv2d with H = 1; a transposed conv is conv2d's data gradient, whose grad_out is x.
+  // conv2d with H = 1; a transposed conv is conv2d's data gradient, whose grad_out is x; a 3-D one
+  // is a 2-D one over (batch x depth) with the depth taps as channels.
   m.def(
       "conv1d(Tensor x, Tensor weight, Tensor? bias=None, int[1] stride=1, int[1] padding=0, "
       "int[1] dilation=1, int groups=1, str activation=\"none\", Tensor? residual=None) -> Tensor",
@@ -41,6 +42,15 @@ TORCH_LIBRARY(tileops, m) {
   m.def(
       "conv_transpose2d(Tensor x, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
       "int[2] output_padding=0, int groups=1, int[2] dilation=1, str activation=\"none\", "
+      "Tensor? residual=None) -> Tensor",
+      pt2);
+  m.def(
+      "conv3d(Tensor x, Tensor weight, Tensor? bias=None, int[3] stride=1, int[3] padding=0, "
+      "int[3] dilation=1, int groups=1, str activation=\"none\", Tensor? residual=None) -> Tensor",
+      pt2);
+  m.def(
+      "conv_transpose3d(Tensor x, Tensor weight, Tensor? bias=None, int[3] stride=1, int[3] padding=0, "
+      "int[3] output_padding=0, int groups=1, int[3] dilation=1, str activation=\"none\", "
       "Tensor? residual=None) -> Tensor",
       pt2);
 }

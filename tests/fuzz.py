@@ -259,9 +259,9 @@ def conv_case(rng: random.Random, mk: Maker, cap: float, hi: int) -> dict:
 
 
 def family_case(op: str, rng: random.Random, mk: Maker, cap: float, hi: int) -> dict:
-    """conv1d, conv_transpose1d or conv_transpose2d (conv2d's kernels: ops/conv_family.cpp): groups,
-    kernel, stride, dilation, padding (and output_padding below stride or dilation), sizes to the cap."""
-    nd = 2 if op == "conv_transpose2d" else 1
+    """conv1d, conv3d or a transposed conv (conv2d's kernels: ops/conv_family.cpp): groups, kernel,
+    stride, dilation, padding (and output_padding below stride or dilation), sizes to the cap."""
+    nd = {"conv_transpose2d": 2, "conv3d": 3, "conv_transpose3d": 3}.get(op, 1)
     transposed = op.startswith("conv_transpose")
     n = size(rng, 8)
     g_kind = rng.choices(["dense", "depthwise", "grouped"], [0.6, 0.15, 0.25])[0]
@@ -329,7 +329,7 @@ OPS = {"matmul": matmul_case, "linear": linear_case, "conv2d": conv_case}
 OP_WEIGHTS = {"matmul": 0.3, "linear": 0.3, "conv2d": 0.4}
 # The rest of the conv family, drawn only where asked for (ops=FAMILY, --ops): the draws of the
 # default ops, and so every recorded seed's replay, stay as they were.
-FAMILY = ("conv1d", "conv_transpose1d", "conv_transpose2d")
+FAMILY = ("conv1d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 for _op in FAMILY:
     OPS[_op] = lambda rng, mk, cap, hi, _op=_op: family_case(_op, rng, mk, cap, hi)
 

@@ -142,8 +142,8 @@ def conv_bwd_case(name, kind, x_shape, w_shape, stride, padding, dilation, group
 
 
 def family_case(name, kind, op, x_shape, w_shape, args, act, channels_last=False, residual=False):
-    """conv1d / conv_transpose1d / conv_transpose2d (conv2d's kernels), args after bias in torch's order.
-    channels_last: x stored channels last (3-D: (N, L, C) storage)."""
+    """conv1d / conv3d / conv_transpose1d/2d/3d (conv2d's kernels), args after bias in torch's order.
+    channels_last: x stored channels last (3-D: (N, L, C) storage, 5-D: channels_last_3d)."""
     fn, out_channels = getattr(F, op), w_shape[1] * args[3] if op.startswith("conv_transpose") else w_shape[0]
     # a transposed conv's bias, residual and activation run unfused: a 16-bit rounding after each
     steps = 1 + (op.startswith("conv_transpose") and kind in ("float16", "bfloat16")) * (2 + residual)
@@ -236,5 +236,11 @@ CASES = [
                 ((2, 2), (1, 1), (1, 1), 1, (1, 1)), "none", channels_last=True, residual=True),
     family_case("conv_transpose1d-f16-groups", "float16", "conv_transpose1d", (2, 8, 17), (8, 3, 4), (2, 1, 0, 2, 1),
                 "relu"),
+    family_case("conv3d-bf16-cl3d-residual", "bfloat16", "conv3d", (2, 16, 5, 9, 8), (24, 16, 3, 3, 3),
+                ((1, 2, 2), (1, 1, 1), (1, 1, 1), 1), "relu", channels_last=True, residual=True),
+    family_case("conv3d-f32-1x3x3-groups", "float32", "conv3d", (1, 8, 4, 7, 7), (8, 4, 1, 3, 3),
+                ((1, 1, 1), (0, 1, 1), (1, 1, 1), 2), "gelu"),
+    family_case("conv_transpose3d-f16-s2", "float16", "conv_transpose3d", (1, 8, 3, 5, 4), (8, 6, 2, 2, 2),
+                ((2, 2, 2), (0, 0, 0), (0, 0, 0), 1, (1, 1, 1)), "silu", channels_last=True),
 ]
 CPU_CASES = [c for c in CASES if not c.cuda_only]

@@ -17,6 +17,18 @@ def test_bench_overhead_cpu(tmp_path):
     assert all(r["tileops_us"] > 0 and r["torch_us"] > 0 for r in data["records"])
 
 
+def test_bench_conv_family_cpu(tmp_path):
+    """Every row of bench_conv_family (tiny sizes) runs on both sides and agrees with torch."""
+    out = tmp_path / "family.json"
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_conv_family.py"), "--device", "cpu",
+                    "--budget", "1", "--out", str(out)], check=True, capture_output=True, text=True)
+    records = json.loads(out.read_text())["records"]
+    assert {r["op"] for r in records} == {"conv1d", "conv3d", "conv_transpose2d", "conv_transpose3d"}
+    assert all(r["error"] is None and r["ratio"] > 0 for r in records), [r["error"] for r in records if r["error"]]
+    assert all(r["rel_err"] < 2e-2 for r in records if r["pass"] == "fwd"), [
+        (r["label"], r["dtype"], r["rel_err"]) for r in records if r["pass"] == "fwd"]
+
+
 def test_bench_models_profile_cpu(tmp_path):
     """--profile-only: a training step's profiler table for each model, tileops and torch alike."""
     out = tmp_path / "models.json"

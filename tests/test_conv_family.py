@@ -1,6 +1,6 @@
-"""conv1d, conv_transpose1d and conv_transpose2d (csrc/ops/conv_family.cpp: conv2d with H = 1, and
-conv2d's data gradient whose grad_out is x) against float64 references of torch's F.conv1d /
-F.conv_transpose1d / F.conv_transpose2d, on every device and dtype conv2d takes.
+"""conv1d, conv3d and conv_transpose1d/2d/3d (csrc/ops/conv_family.cpp: conv2d with H = 1, conv2d's
+data gradient whose grad_out is x, and 3-D ones as 2-D ones over batch x depth) against float64
+references of torch's F.conv1d / conv3d / conv_transpose1d/2d/3d, on every device and dtype conv2d takes.
 
 One table per op (odd sizes, strides, padding, output_padding, dilation, groups incl. depthwise),
 each row run in every dtype and layout (NC(H)W, channels_last, a strided view), unbatched, with bias,
@@ -83,6 +83,14 @@ def t2(N, C, H, W, K, kh, kw, stride=1, padding=0, output_padding=0, dilation=1,
     return Case("conv_transpose2d", N, C, (H, W), K, (kh, kw), stride, padding, dilation, groups, output_padding)
 
 
+def c3(N, C, DHW, K, k, stride=1, padding=0, dilation=1, groups=1):
+    return Case("conv3d", N, C, DHW, K, k, stride, padding, dilation, groups)
+
+
+def t3(N, C, DHW, K, k, stride=1, padding=0, output_padding=0, dilation=1, groups=1):
+    return Case("conv_transpose3d", N, C, DHW, K, k, stride, padding, dilation, groups, output_padding)
+
+
 CASES = {
     "c1_k3": c1(2, 3, 11, 5, 3, 1, 1),
     "c1_k3_s2": c1(2, 8, 13, 6, 3, 2, 1),
@@ -112,6 +120,27 @@ CASES = {
     "t2_2x2_s3_op2": t2(1, 3, 4, 4, 5, 2, 2, 3, 0, 2),  # stride > kernel: gaps
     "t2_5x5_pad3": t2(1, 4, 6, 6, 3, 5, 5, 1, 3),  # padding crops the output
     "t2_empty_batch": t2(0, 4, 5, 5, 3, 3, 3, 2, 1, 1),
+    "c3_3x3x3": c3(2, 3, (5, 6, 7), 4, (3, 3, 3), 1, 1),
+    "c3_s2": c3(1, 4, (7, 6, 5), 6, (3, 3, 3), 2, 1),
+    "c3_1x1x1": c3(2, 8, (3, 4, 5), 6, (1, 1, 1)),  # channels_last_3d: views only
+    "c3_1x3x3": c3(2, 4, (4, 5, 5), 6, (1, 3, 3), 1, (0, 1, 1)),  # r(2+1)d's spatial conv
+    "c3_3x1x1": c3(2, 6, (6, 4, 4), 4, (3, 1, 1), 1, (1, 0, 0)),  # and its temporal one
+    "c3_aniso": c3(1, 4, (7, 8, 6), 5, (2, 3, 1), (2, 1, 2), (1, 0, 0), (2, 1, 1)),
+    "c3_groups2": c3(2, 6, (4, 5, 5), 4, (3, 3, 3), 1, 1, 1, 2),
+    "c3_depthwise": c3(1, 4, (5, 5, 5), 4, (3, 3, 3), 2, 1, 1, 4),
+    "c3_stride_gt_kernel": c3(1, 3, (7, 5, 5), 4, (2, 2, 2), 3),
+    "c3_kernel_is_input": c3(1, 2, (3, 3, 3), 3, (3, 3, 3)),
+    "c3_empty_batch": c3(0, 4, (3, 4, 4), 3, (3, 3, 3), 1, 1),
+    "t3_2x2x2_s2": t3(2, 4, (3, 4, 5), 6, (2, 2, 2), 2),
+    "t3_3x3x3_s2_op1": t3(1, 4, (3, 4, 4), 3, (3, 3, 3), 2, 1, 1),
+    "t3_4x4x4_s2": t3(1, 3, (4, 3, 3), 4, (4, 4, 4), 2, 1),
+    "t3_aniso": t3(1, 4, (3, 5, 4), 3, (3, 2, 3), (1, 2, 1), (2, 0, 1), (0, 1, 0), (2, 1, 1)),  # depth padding crops
+    "t3_op_ge_stride": t3(1, 3, (3, 3, 3), 4, (3, 3, 3), 1, 0, (1, 0, 0), 2),  # zero output depths at the end
+    "t3_groups2": t3(2, 4, (3, 3, 4), 6, (3, 3, 3), 2, 1, 1, 1, 2),
+    "t3_1x1x1": t3(2, 8, (3, 4, 4), 4, (1, 1, 1)),
+    "t3_1x1x1_s2": t3(1, 4, (3, 3, 3), 4, (1, 1, 1), 2, 0, 1),  # gaps: bias only
+    "t3_s3_gaps": t3(1, 3, (3, 2, 2), 2, (2, 2, 2), 3, (1, 0, 0), 2),
+    "t3_empty_batch": t3(0, 4, (3, 3, 3), 3, (3, 3, 3), 2, 1, 1),
 }
 # CUDA: the same edges at sizes spanning several tiles, so conv2d's CUDA tables serve them.
 CUDA_CASES = {
@@ -127,6 +156,13 @@ CUDA_CASES = {
     "t2_1x1_c64": t2(4, 64, 14, 14, 96, 1, 1),
     "t2_depthwise": t2(2, 64, 15, 16, 64, 3, 3, 2, 1, 1, 1, 64),
     "t2_groups2": t2(2, 32, 9, 11, 48, 3, 3, 2, 1, 1, 1, 2),
+    "c3_3x3x3_c64": c3(2, 64, (8, 14, 14), 64, (3, 3, 3), 1, 1),  # r3d_18's layers, smaller clips
+    "c3_3x3x3_s2_c64": c3(2, 64, (8, 14, 13), 128, (3, 3, 3), 2, 1),
+    "c3_1x1x1_s2_c64": c3(2, 64, (8, 14, 14), 128, (1, 1, 1), 2),
+    "c3_1x3x3_c32": c3(2, 32, (8, 15, 14), 64, (1, 3, 3), 1, (0, 1, 1)),
+    "c3_depthwise": c3(2, 64, (6, 9, 9), 64, (3, 3, 3), 1, 1, 1, 64),
+    "t3_2x2x2_s2_c64": t3(2, 64, (4, 9, 8), 32, (2, 2, 2), 2),
+    "t3_3x3x3_s2_c64": t3(2, 64, (4, 7, 7), 64, (3, 3, 3), 2, 1, 1),
 }
 
 
@@ -225,7 +261,8 @@ def test_forward_cuda(kind, case, layout):
 
 
 @pytest.mark.parametrize("device,kind", DEVICE_KINDS)
-@pytest.mark.parametrize("case", ["c1_k3_s2", "c1_depthwise", "t1_k3_s2_op1", "t2_3x3_s2_op1", "t2_depthwise"])
+@pytest.mark.parametrize("case", ["c1_k3_s2", "c1_depthwise", "t1_k3_s2_op1", "t2_3x3_s2_op1", "t2_depthwise",
+                                  "c3_3x3x3", "t3_2x2x2_s2"])
 @pytest.mark.parametrize("act", ACTS)
 @pytest.mark.parametrize("residual", [False, True], ids=["", "residual"])
 def test_bias_activation_residual(device, kind, case, act, residual):
@@ -234,10 +271,11 @@ def test_bias_activation_residual(device, kind, case, act, residual):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("case", ["c1_k3", "c1_groups3", "t1_k4_s2", "t2_3x3_s2_op1", "t2_groups2"])
+@pytest.mark.parametrize("case", ["c1_k3", "c1_groups3", "t1_k4_s2", "t2_3x3_s2_op1", "t2_groups2", "c3_s2",
+                                  "t3_3x3x3_s2_op1"])
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
 def test_unbatched(device, case, layout):
-    """(C, L) / (C, H, W) x, as in torch; a residual of the unbatched output's shape."""
+    """(C, L) / (C, H, W) / (C, D, H, W) x, as in torch; a residual of the unbatched output's shape."""
     for kind in ("float64", "float32"):
         run_forward(CASES[case]._replace(N=1), case, device, kind, layout, "relu", residual=True, unbatched=True)
 
@@ -285,6 +323,26 @@ def test_views_not_copies(device, layout):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_3d_views_where_they_can(device):
+    """On a channels_last_3d x, a kD = 1 conv3d without depth stride or padding (r(2+1)d's spatial
+    convs, every 1x1x1) and a kD = 1 unstrided conv_transpose3d copy nothing: x, weight and output
+    are views of conv2d's (conv_transpose2d's) operands."""
+    gen, _ = fresh_generator()
+    dt = torch.float32
+    x = make((2, 8, 3, 5, 4), "channels_last", dt, device, gen)
+    w1, w2, wt = (make(s, "channels_last", dt, device, gen) for s in ((6, 8, 1, 3, 3), (6, 4, 1, 1, 1), (8, 3, 1, 2, 2)))
+    for call in (lambda: tileops.conv3d(x, w1, None, 1, (0, 1, 1)), lambda: tileops.conv3d(x, w2, None, 1, 0, 1, 2),
+                 lambda: tileops.conv_transpose3d(x, wt, None, (1, 2, 2))):
+        with Ops() as ops:
+            y = call()
+        copies = {n for n, _ in ops.seen if re.search("clone|copy|pad|cat|contiguous|zeros|add", n)}
+        assert not copies, copies
+        made = [s for n, shapes in ops.seen if "empty" in n for s in shapes]
+        assert all(torch.Size(s).numel() <= 1 for s in made), made  # conv_transpose2d's placeholder
+        check_format(y, x, "3-D views")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_conv1d_padding_modes(device):
     gen, _ = fresh_generator()
     x = randn((2, 3, 12), torch.float64, device, gen)
@@ -304,9 +362,11 @@ def test_autocast(device):
     gen, _ = fresh_generator()
     dt = torch.bfloat16
     x1, x2 = randn((2, 4, 9), torch.float32, device, gen), randn((2, 4, 5, 6), torch.float32, device, gen)
+    x3 = randn((2, 4, 3, 5, 6), torch.float32, device, gen)
     b = randn((6,), torch.float32, device, gen)
     calls = [(CASES["c1_k3"]._replace(C=4, K=6), x1), (CASES["t1_k4_s2"]._replace(C=4, K=6), x1),
-             (CASES["t2_3x3_s2_op1"]._replace(C=4, K=6), x2)]
+             (CASES["t2_3x3_s2_op1"]._replace(C=4, K=6), x2), (CASES["c3_3x3x3"]._replace(C=4, K=6), x3),
+             (CASES["t3_3x3x3_s2_op1"]._replace(C=4, K=6), x3)]
     for c, x in calls:
         w = randn(c.w_shape, torch.float32, device, gen)
         out_shape = c.torch(x.to("meta"), w.to("meta"), None).shape
@@ -328,7 +388,9 @@ def leaf(shape, device, gen, layout="contiguous", dtype=torch.float64):
 
 GRAD_CASES = ["c1_k3_s2", "c1_k5_dil2", "c1_groups3", "c1_depthwise_x2", "c1_stride_gt_kernel", "t1_k4_s2",
               "t1_op_ge_stride", "t1_groups3", "t2_3x3_s2_op1", "t2_aniso", "t2_op_ge_stride", "t2_groups2",
-              "t2_depthwise", "t2_2x2_s3_op2", "t2_5x5_pad3"]
+              "t2_depthwise", "t2_2x2_s3_op2", "t2_5x5_pad3", "c3_s2", "c3_1x1x1", "c3_aniso", "c3_groups2",
+              "c3_stride_gt_kernel", "t3_3x3x3_s2_op1", "t3_aniso", "t3_op_ge_stride", "t3_groups2", "t3_1x1x1",
+              "t3_s3_gaps"]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -357,7 +419,8 @@ def test_gradgradcheck(device, case):
 
 @pytest.mark.parametrize("device,kind", DEVICE_KINDS)
 @pytest.mark.parametrize("case", ["c1_k3_s2", "c1_depthwise", "t1_k3_s2_op1", "t2_4x4_s2", "t2_groups2",
-                                  "t2_op_ge_stride"])
+                                  "t2_op_ge_stride", "c3_3x3x3", "c3_groups2", "c3_1x1x1", "t3_3x3x3_s2_op1",
+                                  "t3_aniso"])
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
 def test_backward(device, kind, case, layout):
     """grad_input, grad_weight, grad_bias in every dtype against float64 autograd of torch's op."""
@@ -411,6 +474,14 @@ def test_opcheck(device, dtype):
                                         [1, 0], 6, [1, 2], "none")),
         (ops.conv_transpose2d.default, (t((4, 5, 6)), t((4, 2, 2, 2)), None, [2, 2], [0, 0], [0, 0], 2, [1, 1],
                                         "silu")),
+        (ops.conv3d.default, (t((2, 4, 3, 5, 4)), t((6, 2, 3, 3, 2)), t((6,)), [1, 2, 1], [1, 1, 0], [1, 1, 2], 2,
+                              "relu", t((2, 6, 3, 3, 2)))),
+        (ops.conv3d.default, (t((2, 4, 3, 5, 4), "channels_last"), t((4, 4, 1, 1, 1)), None, [1, 1, 1], [0, 0, 0],
+                              [1, 1, 1], 1, "none")),
+        (ops.conv_transpose3d.default, (t((2, 4, 3, 3, 4), "channels_last"), t((4, 3, 3, 2, 3)), t((3,)),
+                                        [2, 1, 2], [1, 0, 1], [1, 0, 0], 1, [1, 2, 1], "gelu")),
+        (ops.conv_transpose3d.default, (t((4, 2, 3, 3)), t((4, 1, 2, 2, 2)), None, [2, 2, 2], [0, 0, 0],
+                                        [0, 0, 0], 4, [1, 1, 1], "none", t((4, 4, 6, 6)))),
     ]
     for op, args in cases:
         # the AOT check compares traced 16-bit activations with eager's beyond its tolerance (test_autograd)
@@ -418,7 +489,8 @@ def test_opcheck(device, dtype):
 
 
 class Family(torch.nn.Module):
-    """conv1d -> conv_transpose1d, and conv_transpose2d, with bias, residual and activations."""
+    """conv1d -> conv_transpose1d, conv_transpose2d, and conv3d -> conv_transpose3d, with bias, residual
+    and activations."""
 
     def __init__(self):
         super().__init__()
@@ -426,17 +498,23 @@ class Family(torch.nn.Module):
         self.wt1 = torch.nn.Parameter(torch.randn(8, 4, 4) * 0.3)
         self.wt2 = torch.nn.Parameter(torch.randn(4, 6, 3, 3) * 0.3)
         self.b = torch.nn.Parameter(torch.randn(4))
+        self.w3 = torch.nn.Parameter(torch.randn(6, 4, 3, 3, 3) * 0.2)
+        self.wt3 = torch.nn.Parameter(torch.randn(6, 4, 2, 3, 2) * 0.2)
 
-    def forward(self, x1, x2):
+    def forward(self, x1, x2, x3):
         h = tileops.conv1d(x1, self.w1, None, 1, "same", activation="gelu")
         y1 = tileops.conv_transpose1d(h, self.wt1, self.b, 2, 1, 0, 1, 1, "relu", None)
         y2 = tileops.conv_transpose2d(x2, self.wt2, None, 2, 1, 1, activation="silu")
-        return y1, y2
+        h3 = tileops.conv3d(x3, self.w3, None, (1, 2, 1), 1, activation="relu")
+        y3 = tileops.conv_transpose3d(h3, self.wt3, self.b, 2, (0, 1, 0), (1, 0, 0), activation="gelu")
+        return y1, y2, y3
 
-    def reference(self, x1, x2):
+    def reference(self, x1, x2, x3):
         h = F.gelu(F.conv1d(x1, self.w1, None, 1, "same"))
-        return F.relu(F.conv_transpose1d(h, self.wt1, self.b, 2, 1)), F.silu(F.conv_transpose2d(x2, self.wt2, None,
-                                                                                                  2, 1, 1))
+        h3 = F.relu(F.conv3d(x3, self.w3, None, (1, 2, 1), 1))
+        return (F.relu(F.conv_transpose1d(h, self.wt1, self.b, 2, 1)),
+                F.silu(F.conv_transpose2d(x2, self.wt2, None, 2, 1, 1)),
+                F.gelu(F.conv_transpose3d(h3, self.wt3, self.b, 2, (0, 1, 0), (1, 0, 0))))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -456,14 +534,15 @@ def run_compiled(device, backend):
     m = Family().to(device).double()
     x1 = make((2, 4, 11), "channels_last", torch.float64, device, gen).requires_grad_()
     x2 = make((2, 4, 5, 6), "channels_last", torch.float64, device, gen).requires_grad_()
+    x3 = make((2, 4, 3, 6, 5), "channels_last", torch.float64, device, gen).requires_grad_()
     compiled = torch.compile(m, fullgraph=True, backend=backend)
-    outs = compiled(x1, x2)
-    refs, eager = m.reference(x1, x2), m(x1, x2)
+    outs = compiled(x1, x2, x3)
+    refs, eager = m.reference(x1, x2, x3), m(x1, x2, x3)
     for o, r, e in zip(outs, refs, eager):
         torch.testing.assert_close(o, r, rtol=1e-9, atol=1e-9)
         assert o.stride() == e.stride(), (o.stride(), e.stride())  # the fake kernels' strides are the real ones
-    g = torch.autograd.grad(sum(o.square().sum() for o in outs), [x1, x2, *m.parameters()])
-    g_ref = torch.autograd.grad(sum(r.square().sum() for r in refs), [x1, x2, *m.parameters()])
+    g = torch.autograd.grad(sum(o.square().sum() for o in outs), [x1, x2, x3, *m.parameters()])
+    g_ref = torch.autograd.grad(sum(r.square().sum() for r in refs), [x1, x2, x3, *m.parameters()])
     for a, e in zip(g, g_ref):
         torch.testing.assert_close(a, e, rtol=1e-9, atol=1e-9)
 
@@ -481,6 +560,7 @@ def test_errors(device):
 
     x1, w1, wt1 = r(2, 4, 9), r(6, 4, 3), r(4, 6, 3)
     x2, wt2 = r(2, 4, 5, 6), r(4, 3, 3, 3)
+    x3, w3, wt3 = r(2, 4, 3, 5, 6), r(6, 4, 3, 3, 3), r(4, 3, 3, 3, 3)
     bad = [
         (lambda: tileops.conv1d(r(2, 4, 9, 1), w1), "conv1d: expected x to be 2-D"),
         (lambda: tileops.conv1d(x1, r(6, 4, 3, 1)), "conv1d: expected weight to be 3-D"),
@@ -516,6 +596,35 @@ def test_errors(device):
         (lambda: tileops.conv_transpose2d(x2, wt2, activation="tanh"), "conv_transpose2d: expected activation"),
         (lambda: tileops.conv_transpose2d(x2.int(), wt2), "conv_transpose2d: expected x to have a floating"),
         (lambda: tileops.conv_transpose2d(x2, wt2, stride=(1, 2, 3)), "conv_transpose2d: expected stride"),
+        (lambda: tileops.conv3d(r(2, 4, 5), w3), "conv3d: expected x to be 4-D \\(C, D, H, W\\) or 5-D"),
+        (lambda: tileops.conv3d(x3, w3[0]), "conv3d: expected weight to be 5-D"),
+        (lambda: tileops.conv3d(x3, r(6, 3, 3, 3, 3)), "conv3d: expected x.shape\\[1\\] == weight.shape\\[1\\]"),
+        (lambda: tileops.conv3d(x3, r(5, 2, 3, 3, 3), groups=2), "conv3d: groups=2 must divide the output"),
+        (lambda: tileops.conv3d(x3, w3, groups=0), "conv3d: expected groups"),
+        (lambda: tileops.conv3d(x3, w3, stride=(1, 2)), "conv3d: expected stride to be an int or three ints"),
+        (lambda: torch.ops.tileops.conv3d(x3, w3, None, [1, 2]), "conv3d: expected stride to be an int or three"),
+        (lambda: tileops.conv3d(x3, w3, stride=(0, 1, 1)), "conv3d: expected stride in"),
+        (lambda: tileops.conv3d(x3, w3, padding=(0, -1, 0)), "conv3d: expected padding in"),
+        (lambda: tileops.conv3d(x3, w3, dilation=(1, 1, 0)), "conv3d: expected dilation in"),
+        (lambda: tileops.conv3d(x3, r(6, 4, 5, 3, 3)), "conv3d: the kernel .* is larger than the padded input"),
+        (lambda: tileops.conv3d(x3, r(6, 4, 3, 9, 3)), "conv3d: the kernel"),
+        (lambda: tileops.conv3d(x3, w3, padding="same", stride=2), "conv3d: padding='same' is not supported"),
+        (lambda: tileops.conv3d(x3, w3, r(5)), "conv3d.*bias"),
+        (lambda: tileops.conv3d(x3, w3, residual=r(2, 6, 3, 5, 6)), "conv3d: expected residual of the output's"),
+        (lambda: tileops.conv3d(x3, w3.double()), "conv3d: expected weight to have the same dtype"),
+        (lambda: tileops.conv3d(x3.int(), w3), "conv3d: expected x to have a floating"),
+        (lambda: tileops.conv3d(x3, w3, activation="tanh"), "conv3d.*activation"),
+        (lambda: tileops.conv_transpose3d(x3, r(3, 2, 3, 3, 3)), "conv_transpose3d.*weight.shape\\[0\\]"),
+        (lambda: tileops.conv_transpose3d(x3, wt3, stride=2, output_padding=(0, 0, 2)),
+         "conv_transpose3d: expected output_padding"),
+        (lambda: tileops.conv_transpose3d(x3, wt3, padding=(4, 0, 0)), "conv_transpose3d: the output would be"),
+        (lambda: tileops.conv_transpose3d(x3, wt3, groups=3), "conv_transpose3d: groups=3 must divide"),
+        (lambda: tileops.conv_transpose3d(x3, wt3[..., 0]), "conv_transpose3d: expected weight to be 5-D"),
+        (lambda: tileops.conv_transpose3d(r(2, 4, 5), wt3), "conv_transpose3d: expected x to be 4-D"),
+        (lambda: tileops.conv_transpose3d(x3, wt3, r(4)), "conv_transpose3d: expected bias of shape \\(3\\)"),
+        (lambda: tileops.conv_transpose3d(x3, wt3, residual=r(2, 3, 5, 7, 7)), "conv_transpose3d: expected residual"),
+        (lambda: tileops.conv_transpose3d(x3, wt3, dilation=[1, 1]), "conv_transpose3d: expected dilation"),
+        (lambda: tileops.conv_transpose3d(x3, wt3, activation="tanh"), "conv_transpose3d: expected activation"),
     ]
     for call, match in bad:
         with pytest.raises((RuntimeError, ValueError), match=match):
@@ -536,6 +645,11 @@ MODULES = [
      (2, 4, 5, 6)),
     (torch.nn.ConvTranspose2d, tileops.nn.ConvTranspose2d, (4, 4, (3, 2)), dict(stride=(2, 1), groups=4, dilation=2,
                                                                                bias=False), (4, 5, 6)),
+    (torch.nn.Conv3d, tileops.nn.Conv3d, (4, 6, 3), dict(stride=(1, 2, 2), padding=1, groups=2), (2, 4, 5, 7, 6)),
+    (torch.nn.Conv3d, tileops.nn.Conv3d, (4, 6, (1, 3, 3)), dict(padding="same", padding_mode="replicate"),
+     (4, 3, 5, 6)),
+    (torch.nn.ConvTranspose3d, tileops.nn.ConvTranspose3d, (4, 6, 3), dict(stride=2, padding=1, output_padding=1),
+     (2, 4, 3, 4, 3)),
 ]
 
 
@@ -581,6 +695,13 @@ def test_convert_family():
     torch.testing.assert_close(model(x), ref, rtol=1e-5, atol=1e-5)
     one = tileops.convert(torch.nn.ConvTranspose1d(3, 3, 2))
     assert type(one) is tileops.nn.ConvTranspose1d
+    video = torch.nn.Sequential(torch.nn.Conv3d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.ConvTranspose3d(8, 4, 2, stride=2))
+    x3 = torch.randn(2, 3, 4, 6, 5)
+    ref3 = video(x3)
+    tileops.convert(video)
+    assert [type(m) for m in video] == [tileops.nn.Conv3d, torch.nn.ReLU, tileops.nn.ConvTranspose3d]
+    torch.testing.assert_close(video(x3), ref3, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -590,7 +711,7 @@ def test_forward_ad_refused_and_inference_mode(device):
     import torch.autograd.forward_ad as fwAD
 
     gen, _ = fresh_generator()
-    for name in ("c1_k3_s2", "t1_k3_s2_op1", "t2_3x3_s2_op1"):
+    for name in ("c1_k3_s2", "t1_k3_s2_op1", "t2_3x3_s2_op1", "c3_s2", "t3_3x3x3_s2_op1"):
         c = CASES[name]
         x, w, b = (randn(s, torch.float64, device, gen) for s in (c.x_shape, c.w_shape, (c.K,)))
         with fwAD.dual_level(), pytest.raises(RuntimeError, match="jvp is not implemented"):
@@ -609,7 +730,8 @@ def _problems(fn, capfd):
 
 
 @pytest.mark.parametrize("case", ["c1_k3_s2", "c1_depthwise", "t1_k3_s2_op1", "t1_op_ge_stride", "t2_3x3_s2_op1",
-                                  "t2_op_ge_stride", "t2_groups2"])
+                                  "t2_op_ge_stride", "t2_groups2", "c3_s2", "c3_1x1x1", "c3_groups2",
+                                  "t3_3x3x3_s2_op1", "t3_aniso", "t3_1x1x1"])
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
 def test_explain_matches_a_real_call(case, layout, capfd):
     """tileops.explain names the problems a call routes, forward and backward, as its trace does."""
@@ -632,7 +754,8 @@ def test_explain_matches_a_real_call(case, layout, capfd):
 
 def test_meta_device():
     """Shapes on the meta device (a model built there), as conv2d gives them."""
-    for c in (CASES["c1_k3_s2"], CASES["t1_k3_s2_op1"], CASES["t2_3x3_s2_op1"]):
+    for c in (CASES["c1_k3_s2"], CASES["t1_k3_s2_op1"], CASES["t2_3x3_s2_op1"], CASES["c3_s2"],
+              CASES["t3_3x3x3_s2_op1"], CASES["t3_aniso"]):
         x, w, b = (torch.empty(s, device="meta") for s in (c.x_shape, c.w_shape, (c.K,)))
         ref = c.torch(x, w, b)
         assert c.tileops(x, w, b, "relu", torch.empty(ref.shape, device="meta")).shape == ref.shape

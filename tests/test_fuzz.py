@@ -31,7 +31,7 @@ def test_fuzz_cpu():
 
 
 def test_fuzz_conv_family_cpu():
-    # conv1d, conv_transpose1d, conv_transpose2d (conv2d's kernels), drawn apart from the default ops
+    # conv1d, conv3d and the transposed convs (conv2d's kernels), drawn apart from the default ops
     summary = fuzz.fuzz(400, _seed(), "cpu", cap=2.0 ** 20, hi=1024, ops=fuzz.FAMILY)
     assert summary["cases"] == 400
     assert summary["failed"] == 0, _report(summary)

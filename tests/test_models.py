@@ -39,7 +39,7 @@ F64_TOL = 1e-9  # float64 outputs and gradients: the exact check of the whole ba
 # torch against torch-in-float64 shows the same); there the float64 test is the tight check and
 # fp32 gradients must only agree to 5e-2, which a wrong backward (error ~1) still fails.
 GRAD_TOL = {"smooth": 1e-4, "relu": 5e-2}
-SMOOTH = ("vit",)
+SMOOTH = ("vit", "whisper")
 # autocast gradients: within 2x torch's error against float64, plus this floor. In a ReLU net one
 # pre-activation that rounds to the other side of zero in one model and not the other moves
 # gradients by several percent: cnn fp16 on the CPU, seed 65174373, tileops's forward as close to
@@ -80,6 +80,15 @@ SPECS = {
     "cnn": {
         "cpu": (lambda: models.cnn(10, 3, 8), (4, 3, 16, 16), True),
         "cuda": (lambda: models.cnn(10, 3, 32), (16, 3, 32, 32), True),
+    },
+    "r3d": {  # conv3d: torchvision's r3d_18 layout; on CUDA the whole r3d_18 at 2 clips of 16x112^2, eval mode
+        "cpu": (lambda: models.r3d((1, 1), width=8, num_classes=10), (2, 3, 4, 16, 16), True),
+        "cuda": (lambda: models.r3d_18(num_classes=100), (2, 3, 16, 112, 112), False),
+    },
+    "whisper": {  # conv1d: Whisper's encoder front end; on CUDA whisper-tiny's encoder over 30 s of audio
+        "cpu": (lambda: models.whisper_encoder(n_mels=16, n_ctx=16, dim=32, depth=2, heads=2, num_classes=10),
+                (4, 16, 32), True),
+        "cuda": (lambda: models.whisper_encoder(num_classes=100), (2, 80, 3000), True),
     },
 }
 # Shallow variants for torch.compile (compile time grows with the graph, not the tensors).
@@ -162,6 +171,14 @@ def test_full_size_shapes_and_convert_swaps_everything():
         assert torch.nn.Linear not in kinds and torch.nn.Conv2d not in kinds
     with pytest.raises(ValueError, match="multiple of patch"):
         models.vit(img_size=30, patch=8)
+    with torch.device("meta"):
+        video, audio = models.r3d_18(), models.whisper_encoder()
+    assert sum(p.numel() for p in video.parameters()) == 33_371_472  # torchvision r3d_18
+    for model, kind, n in ((video, tnn.Conv3d, 20), (audio, tnn.Conv1d, 2)):
+        tileops.convert(model)
+        kinds = [type(m) for m in model.modules()]
+        assert kinds.count(kind) == n, kinds
+        assert not {torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv3d} & set(kinds)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -90,7 +90,7 @@ def test_explain_cpu():
 
 def test_explain_errors():
     with pytest.raises(ValueError, match="op_name must be one of"):
-        tileops.explain("conv3d", torch.randn(2, 2))
+        tileops.explain("conv4d", torch.randn(2, 2))
     with pytest.raises(RuntimeError, match="inner dimensions differ"):
         tileops.explain("matmul", torch.randn(2, 3), torch.randn(4, 5))
 
@@ -141,7 +141,7 @@ def _hopper():
 
 def _t(shape, dtype, cl=False, gen=None):
     t = torch.randn(shape, device="cuda", generator=gen).to(dtype)
-    return t.contiguous(memory_format=torch.channels_last) if cl else t
+    return t.contiguous(memory_format=torch.channels_last if t.dim() == 4 else torch.channels_last_3d) if cl else t
 
 
 BF16, F16, F32, F64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
@@ -188,6 +188,14 @@ CASES = [
      {"stride": 2, "padding": 1}, False, None),
     ("conv_transpose1d_f32_op1", "conv_transpose1d", lambda: (_t((2, 32, 65), F32), _t((32, 16, 3), F32)),
      {"stride": 2, "padding": 1, "output_padding": 1}, False, None),
+    # conv3d as one conv2d over batch x depth, the depth taps as channels; conv_transpose3d likewise
+    ("conv3d_bf16_cl3d", "conv3d", lambda: (_t((2, 64, 8, 28, 28), BF16, True), _t((64, 64, 3, 3, 3), BF16, True)),
+     {"padding": 1}, False, None),
+    ("conv3d_f32_1x1x1_s2", "conv3d", lambda: (_t((2, 32, 8, 14, 14), F32), _t((64, 32, 1, 1, 1), F32)),
+     {"stride": 2}, False, None),
+    ("conv_transpose3d_bf16_cl3d", "conv_transpose3d", lambda: (_t((2, 64, 4, 14, 14), BF16, True),
+                                                                _t((64, 32, 2, 2, 2), BF16, True)),
+     {"stride": 2}, False, None),
 ]
 
 

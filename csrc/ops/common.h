@@ -187,7 +187,10 @@ using ConvTransposeFn = at::Tensor(const at::Tensor& x, const at::Tensor& weight
                                    at::IntArrayRef padding, at::IntArrayRef output_padding, int64_t groups,
                                    at::IntArrayRef dilation, c10::string_view activation,
                                    const c10::optional<at::Tensor>& residual);
-ConvTransposeFn conv_transpose1d, conv_transpose2d;
+ConvTransposeFn conv_transpose1d, conv_transpose2d, conv_transpose3d;
+at::Tensor conv3d(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                  c10::string_view activation, const c10::optional<at::Tensor>& residual);
 
 // The ops called again through the dispatcher, by the layers above the kernels (autocast,
 // autograd), so that every layer below the caller, tracing included, sees the call.
@@ -213,14 +216,17 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor> dispatch_conv2d_backward(
   static auto h = typed_op<decltype(conv2d_backward)>("tileops::_conv2d_backward");
   return h.call(grad_out, x, weight, stride, padding, dilation, groups, output_mask);
 }
-inline at::Tensor dispatch_conv1d(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
-                                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                                  int64_t groups, c10::string_view activation,
-                                  const c10::optional<at::Tensor>& residual) {
-  static auto h = typed_op<decltype(conv1d)>("tileops::conv1d");
+// name: "tileops::conv1d" or "tileops::conv3d" (conv2d's signature)
+template <const char* Name>
+at::Tensor dispatch_conv_nd(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                            c10::string_view activation, const c10::optional<at::Tensor>& residual) {
+  static auto h = typed_op<decltype(conv1d)>(Name);
   return h.call(x, weight, bias, stride, padding, dilation, groups, activation, residual);
 }
-// name: "tileops::conv_transpose1d" or "tileops::conv_transpose2d"
+inline constexpr char kConv1d[] = "tileops::conv1d";
+inline constexpr char kConv3d[] = "tileops::conv3d";
+// name: "tileops::conv_transpose1d", "tileops::conv_transpose2d" or "tileops::conv_transpose3d"
 template <const char* Name>
 at::Tensor dispatch_conv_transpose(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
@@ -231,6 +237,7 @@ at::Tensor dispatch_conv_transpose(const at::Tensor& x, const at::Tensor& weight
 }
 inline constexpr char kConvTranspose1d[] = "tileops::conv_transpose1d";
 inline constexpr char kConvTranspose2d[] = "tileops::conv_transpose2d";
+inline constexpr char kConvTranspose3d[] = "tileops::conv_transpose3d";
 
 }  // namespace ops
 }  // namespace tileops

@@ -37,11 +37,12 @@ struct Autocast {
   }
   // The composites (conv_family.cpp) are cast here once, so that their unfused epilogue adds a
   // bias and residual of the output's dtype.
-  static at::Tensor conv1d(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
-                           at::IntArrayRef st, at::IntArrayRef pd, at::IntArrayRef dl, int64_t groups,
-                           c10::string_view act, const c10::optional<at::Tensor>& res) {
+  template <const char* Name>
+  static at::Tensor conv_nd(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                            at::IntArrayRef st, at::IntArrayRef pd, at::IntArrayRef dl, int64_t groups,
+                            c10::string_view act, const c10::optional<at::Tensor>& res) {
     Guard g(key());
-    return dispatch_conv1d(cast(x), cast(w), cast(b), st, pd, dl, groups, act, cast(res));
+    return dispatch_conv_nd<Name>(cast(x), cast(w), cast(b), st, pd, dl, groups, act, cast(res));
   }
   template <const char* Name>
   static at::Tensor conv_transpose(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
@@ -64,9 +65,11 @@ void impl_autocast(torch::Library& m) {
   m.impl("matmul", &Autocast<DT>::matmul);
   m.impl("linear", &Autocast<DT>::linear);
   m.impl("conv2d", &Autocast<DT>::conv2d);
-  m.impl("conv1d", &Autocast<DT>::conv1d);
+  m.impl("conv1d", &Autocast<DT>::template conv_nd<kConv1d>);
+  m.impl("conv3d", &Autocast<DT>::template conv_nd<kConv3d>);
   m.impl("conv_transpose1d", &Autocast<DT>::template conv_transpose<kConvTranspose1d>);
   m.impl("conv_transpose2d", &Autocast<DT>::template conv_transpose<kConvTranspose2d>);
+  m.impl("conv_transpose3d", &Autocast<DT>::template conv_transpose<kConvTranspose3d>);
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
     y = tileops.matmul(a, b)
     y = tileops.linear(x, w, bias, activation="gelu")
     y = tileops.conv2d(x, w, bias, stride=1, padding=1, activation="relu")
-    y = tileops.conv_transpose2d(x, w, bias, stride=2)  # also conv1d, conv_transpose1d: conv2d's kernels
-    model = tileops.convert(model)          # nn.Linear / nn.Conv2d -> tileops.nn.*
+    y = tileops.conv_transpose2d(x, w, bias, stride=2)  # also conv1d, conv3d, conv_transpose1d/3d
+    model = tileops.convert(model)          # nn.Linear / nn.Conv*d / ConvTranspose*d -> tileops.nn.*
     fast = tileops.fuse_for_inference(model.eval())  # BatchNorm folded, activation + residual fused
     torch.ops.tileops.matmul(a, b)          # the registered ops themselves
     tileops.autotune.enable()               # time kernel configs once per problem class, cache them
@@ -46,7 +46,18 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
 from . import autotune, models, nn, routing  # noqa: E402
 from .fuse import fuse_for_inference  # noqa: E402
 from .nn import convert  # noqa: E402
-from .ops import ACTIVATIONS, ALGOS, conv1d, conv2d, conv_transpose1d, conv_transpose2d, linear, matmul  # noqa: E402
+from .ops import (  # noqa: E402
+    ACTIVATIONS,
+    ALGOS,
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+    linear,
+    matmul,
+)
 from .routing import explain  # noqa: E402
 
 __version__ = _C.build_info()["version"]
@@ -57,5 +68,5 @@ def build_info():
     return dict(_C.build_info())
 
 
-__all__ = ["ACTIVATIONS", "ALGOS", "autotune", "build_info", "conv1d", "conv2d", "conv_transpose1d",
-           "conv_transpose2d", "convert", "explain", "fuse_for_inference", "linear", "matmul", "models", "nn", "routing"]
+__all__ = ["ACTIVATIONS", "ALGOS", "autotune", "build_info", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+           "conv_transpose2d", "conv_transpose3d", "convert", "explain", "fuse_for_inference", "linear", "matmul", "models", "nn", "routing"]

@@ -1,7 +1,8 @@
-"""Reference models built from plain torch modules (no timm): a Vision Transformer and ResNets.
+"""Reference models built from plain torch modules (no timm, torchvision or transformers): a Vision
+Transformer, ResNets, a video ResNet (r3d) and Whisper's audio encoder.
 
-Every linear layer is an nn.Linear and every convolution an nn.Conv2d, so `tileops.convert(model)`
-swaps them all; attention is F.scaled_dot_product_attention, norms are torch's. Sizes are
+Every linear layer is an nn.Linear and every convolution an nn.Conv1d / 2d / 3d, so
+`tileops.convert(model)` swaps them all; attention is F.scaled_dot_product_attention, norms are torch's. Sizes are
 arguments, so tests build tiny variants of the same code that runs at full size:
 
     import tileops
@@ -11,7 +12,10 @@ arguments, so tests build tiny variants of the same code that runs at full size:
     m = models.vit(img_size=32, patch=8, dim=32, depth=2, heads=2, num_classes=10)
     m = models.resnet(layers=(1, 1), width=8, num_classes=10, small_input=True)
     m = models.cnn(num_classes=10, in_chans=1, width=16)     # a plain small CNN
+    m = tileops.convert(models.r3d_18())                     # torchvision's r3d_18 layout, clips (N, 3, T, H, W)
+    m = tileops.convert(models.whisper_encoder())            # Whisper tiny's encoder + a pooled class head
 """
+import math
 from typing import Sequence
 
 import torch
@@ -192,4 +196,88 @@ def cnn(num_classes=10, in_chans=1, width=16):
     )
 
 
-__all__ = ["VisionTransformer", "ResNet", "vit", "vit_s16", "resnet", "resnet50", "cnn"]
+# ---------------------------------------------------------------------------------------
+# Video ResNet (torchvision's r3d_18 layout: a (3, 7, 7) stem strided in space only, 3x3x3 basic
+# blocks, 1x1x1 strided downsampling)
+
+
+def _conv3d_bn(cin, cout, k, stride=1, padding=0):
+    return nn.Sequential(nn.Conv3d(cin, cout, k, stride=stride, padding=padding, bias=False), nn.BatchNorm3d(cout))
+
+
+class BasicBlock3d(nn.Module):
+    def __init__(self, cin, width, stride=1):
+        super().__init__()
+        self.conv1, self.conv2 = _conv3d_bn(cin, width, 3, stride, 1), _conv3d_bn(width, width, 3, 1, 1)
+        self.downsample = _conv3d_bn(cin, width, 1, stride) if stride != 1 or cin != width else nn.Identity()
+
+    def forward(self, x):
+        return F.relu(self.conv2(F.relu(self.conv1(x))) + self.downsample(x))
+
+
+class VideoResNet(nn.Module):
+    def __init__(self, layers: Sequence[int] = (2, 2, 2, 2), width=64, num_classes=400, in_chans=3):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv3d(in_chans, width, (3, 7, 7), (1, 2, 2), (1, 3, 3), bias=False),
+                                  nn.BatchNorm3d(width), nn.ReLU())
+        stages, cin = [], width
+        for i, n in enumerate(layers):
+            w = width * 2 ** i
+            stages.append(nn.Sequential(*[BasicBlock3d(cin if j == 0 else w, w, 2 if (i > 0 and j == 0) else 1)
+                                          for j in range(n)]))
+            cin = w
+        self.stages = nn.Sequential(*stages)
+        self.fc = nn.Linear(cin, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv3d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        x = self.stages(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool3d(x, 1), 1))
+
+
+def r3d(layers=(2, 2, 2, 2), width=64, num_classes=400, in_chans=3):
+    """A video ResNet of any depth and width over clips (N, C, T, H, W); the defaults are r3d_18."""
+    return VideoResNet(layers, width, num_classes, in_chans)
+
+
+def r3d_18(num_classes=400):
+    return r3d((2, 2, 2, 2), 64, num_classes)
+
+
+# ---------------------------------------------------------------------------------------
+# Whisper's audio encoder (two GELU conv1d, the second strided; sinusoidal positions; pre-norm
+# blocks; a final LayerNorm), with a mean-pooled linear head so that it trains on labels
+
+
+def sinusoids(length, channels, max_timescale=10000):
+    """Whisper's fixed positional embedding (length, channels): sines, then cosines."""
+    inc = math.log(max_timescale) / (channels // 2 - 1)
+    scaled = torch.arange(length)[:, None] * torch.exp(-inc * torch.arange(channels // 2))[None, :]
+    return torch.cat([torch.sin(scaled), torch.cos(scaled)], dim=1)
+
+
+class AudioEncoder(nn.Module):
+    def __init__(self, n_mels=80, n_ctx=1500, dim=384, depth=4, heads=6, num_classes=1000):
+        super().__init__()
+        self.conv1 = nn.Conv1d(n_mels, dim, 3, padding=1)
+        self.conv2 = nn.Conv1d(dim, dim, 3, stride=2, padding=1)
+        self.register_buffer("positional_embedding", sinusoids(n_ctx, dim))
+        self.blocks = nn.Sequential(*[Block(dim, heads) for _ in range(depth)])
+        self.ln_post = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward(self, x):  # x: (N, n_mels, 2 * n_ctx) log-mel frames
+        x = F.gelu(self.conv2(F.gelu(self.conv1(x)))).transpose(1, 2)
+        x = self.ln_post(self.blocks(x + self.positional_embedding[: x.shape[1]]))
+        return self.head(x.mean(1))
+
+
+def whisper_encoder(n_mels=80, n_ctx=1500, dim=384, depth=4, heads=6, num_classes=1000):
+    """Whisper's encoder of any size over (N, n_mels, 2 * n_ctx) inputs; the defaults are whisper-tiny's."""
+    return AudioEncoder(n_mels, n_ctx, dim, depth, heads, num_classes)
+
+
+__all__ = ["VisionTransformer", "ResNet", "VideoResNet", "AudioEncoder", "vit", "vit_s16", "resnet", "resnet50",
+           "cnn", "r3d", "r3d_18", "whisper_encoder"]

@@ -1,6 +1,6 @@
 """Drop-in modules (same constructor arguments, parameters and state_dict keys as torch's)
-and convert(), which swaps a model's nn.Linear / Conv1d / Conv2d / ConvTranspose1d / ConvTranspose2d
-for them with weights kept."""
+and convert(), which swaps a model's nn.Linear, Conv1d / 2d / 3d and ConvTranspose1d / 2d / 3d for
+them with weights kept."""
 import fnmatch
 from typing import Callable, Iterable, Optional, Union
 
@@ -69,7 +69,7 @@ class _Conv:
 
 
 class _ConvN(_Conv):
-    """Conv1d / Conv2d: padding_mode other than 'zeros' pads explicitly, as torch does."""
+    """Conv1d / 2d / 3d: padding_mode other than 'zeros' pads explicitly, as torch does."""
 
     def forward(self, x, residual=None):
         """activation(conv(x) + bias + residual); residual: optional, the output's shape."""
@@ -85,7 +85,7 @@ class _ConvN(_Conv):
 
 
 class _ConvTransposeN(_Conv):
-    """ConvTranspose1d / 2d: output_size at call time picks output_padding, as torch's forward does."""
+    """ConvTranspose1d / 2d / 3d: output_size at call time picks output_padding, as torch's forward does."""
 
     def forward(self, x, output_size=None, residual=None):
         """activation(conv_transpose(x) + bias + residual); output_size as torch (None: the smallest);
@@ -157,6 +157,28 @@ class ConvTranspose1d(_ConvTransposeN, torch.nn.ConvTranspose1d):
         self._set_activation(activation)
 
 
+class Conv3d(_ConvN, torch.nn.Conv3d):
+    """torch.nn.Conv3d computed by tileops.conv3d (one conv2d over batch x depth), with an optional fused
+    activation."""
+
+    _op = staticmethod(ops.conv3d)
+
+    def __init__(self, *args, activation="none", **kwargs):
+        super().__init__(*args, **kwargs)  # torch.nn.Conv3d's arguments, unchanged
+        self._set_activation(activation)
+
+
+class ConvTranspose3d(_ConvTransposeN, torch.nn.ConvTranspose3d):
+    """torch.nn.ConvTranspose3d computed by tileops.conv_transpose3d (one conv_transpose2d over batch x
+    depth), with an optional activation (applied after, unfused)."""
+
+    _op = staticmethod(ops.conv_transpose3d)
+
+    def __init__(self, *args, activation="none", **kwargs):
+        super().__init__(*args, **kwargs)  # torch.nn.ConvTranspose3d's arguments, unchanged
+        self._set_activation(activation)
+
+
 # Exactly these types are swapped; subclasses with their own forward are left alone.
 _SWAPS = {
     torch.nn.Linear: Linear,
@@ -165,6 +187,8 @@ _SWAPS = {
     torch.nn.Conv1d: Conv1d,
     torch.nn.ConvTranspose1d: ConvTranspose1d,
     torch.nn.ConvTranspose2d: ConvTranspose2d,
+    torch.nn.Conv3d: Conv3d,
+    torch.nn.ConvTranspose3d: ConvTranspose3d,
 }
 
 Filter = Union[None, Iterable[str], Callable[[str, torch.nn.Module], bool]]
@@ -181,8 +205,8 @@ def _matches(flt: Filter, name: str, module: torch.nn.Module) -> Optional[bool]:
 
 
 def convert(model: torch.nn.Module, include: Filter = None, exclude: Filter = None) -> torch.nn.Module:
-    """Swap every nn.Linear, Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d in `model` (in place)
-    for the tileops.nn module of the same name.
+    """Swap every nn.Linear, Conv1d / 2d / 3d and ConvTranspose1d / 2d / 3d in `model` (in place) for the
+    tileops.nn module of the same name.
 
     Parameters are shared, not copied, so weights, optimizers and state_dict keys are kept.
     include / exclude: glob patterns over qualified module names (as in named_modules(),

@@ -16,17 +16,18 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 ACTIVATIONS = ("none", "relu", "gelu", "silu")
 _IntPair = Union[int, Sequence[int]]
 _IntSingle = Union[int, Sequence[int]]
+_IntTriple = Union[int, Sequence[int]]
 
 
 def _ints(v, name, op, counts):
-    """v as a tuple of ints (numpy and Sym ints too, never floats) of a length in counts (1 or 1-2)."""
+    """v as a tuple of ints (numpy and Sym ints too, never floats) of a length in counts (1, 1-2 or 1-3)."""
     items = tuple(v) if isinstance(v, (tuple, list, torch.Size)) else (v,)
     try:
         items = tuple(operator.index(e) for e in items)
     except TypeError:
         items = ()
     if len(items) not in counts:
-        what = "an int or a pair of ints" if 2 in counts else "an int or a list of one int"
+        what = {2: "an int or a pair of ints", 3: "an int or three ints"}.get(max(counts), "an int or a list of one int")
         raise ValueError("tileops.%s: expected %s to be %s, got %r" % (op, name, what, v))
     return items
 
@@ -42,6 +43,11 @@ def _pair(v, name, op="conv2d") -> Tuple[int, int]:
 
 def _single(v, name, op) -> Tuple[int]:
     return (v,) if type(v) is int else _ints(v, name, op, (1,))
+
+
+def _triple(v, name, op) -> Tuple[int, int, int]:
+    items = (v,) if type(v) is int else _ints(v, name, op, (1, 3))
+    return items * 3 if len(items) == 1 else items
 
 
 def _string_padding(op, x, weight, padding, stride, dilation):
@@ -205,6 +211,58 @@ def conv_transpose1d(
     return torch.ops.tileops.conv_transpose1d.default(
         x, weight, bias, _single(stride, "stride", op), _single(padding, "padding", op),
         _single(output_padding, "output_padding", op), groups, _single(dilation, "dilation", op), activation, residual
+    )
+
+
+def conv3d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: Optional[torch.Tensor] = None,
+    stride: _IntTriple = 1,
+    padding: Union[_IntTriple, str] = 0,
+    dilation: _IntTriple = 1,
+    groups: int = 1,
+    activation: str = "none",
+    residual: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """activation(conv3d(x, weight) + bias + residual), as F.conv3d; x (N, C, D, H, W) or (C, D, H, W),
+    weight (out_channels, in_channels/groups, kD, kH, kW); NCDHW or channels_last_3d, output in x's
+    format. Runs as one conv2d over (batch x output depth) whose input channels are (channel, depth
+    tap), so on conv2d's kernels with its fused epilogue; x's depth taps are gathered into channels
+    first (a copy of x per depth tap; none for a kD = 1 kernel, unstrided and unpadded in depth, on a
+    channels_last_3d x).
+
+    padding may be an int, three ints, 'valid' or 'same' (stride 1 only, as in torch)."""
+    op = "conv3d"
+    stride, dilation = _triple(stride, "stride", op), _triple(dilation, "dilation", op)
+    if isinstance(padding, str):
+        x, padding = _string_padding(op, x, weight, padding, stride, dilation)
+    return torch.ops.tileops.conv3d.default(
+        x, weight, bias, stride, _triple(padding, "padding", op), dilation, groups, activation, residual
+    )
+
+
+def conv_transpose3d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: Optional[torch.Tensor] = None,
+    stride: _IntTriple = 1,
+    padding: _IntTriple = 0,
+    output_padding: _IntTriple = 0,
+    groups: int = 1,
+    dilation: _IntTriple = 1,
+    activation: str = "none",
+    residual: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """activation(conv_transpose3d(x, weight) + bias + residual), as F.conv_transpose3d; x (N, C_in, D,
+    H, W) or (C_in, D, H, W), weight (C_in, C_out/groups, kD, kH, kW); NCDHW or channels_last_3d,
+    output in x's format. Runs as one conv_transpose2d over (batch x input depth) whose output channels
+    are (channel, depth tap), each tap then added into the output depths it reaches; bias, residual and
+    activation unfused, as conv_transpose2d's."""
+    op = "conv_transpose3d"
+    return torch.ops.tileops.conv_transpose3d.default(
+        x, weight, bias, _triple(stride, "stride", op), _triple(padding, "padding", op),
+        _triple(output_padding, "output_padding", op), groups, _triple(dilation, "dilation", op), activation, residual
     )
 
 

@@ -14,15 +14,15 @@ import contextlib
 from typing import Any, Dict, Iterator, List, Optional
 
 import torch
-from torch._prims_common import suggest_memory_format
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _C
-from .ops import _pair, _single
+from .ops import _pair
 
 __all__ = ["explain", "tables", "trace"]
 
-_OPS = ("matmul", "linear", "conv2d", "conv1d", "conv_transpose1d", "conv_transpose2d")
+_OPS = ("matmul", "linear", "conv2d", "conv1d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 
 
 def tables() -> List[Dict[str, Any]]:
@@ -49,10 +49,8 @@ def explain(op_name: str, *args: Any, backward: Optional[bool] = None, **kwargs:
             return _explain_matmul(*args, backward=backward, **kwargs)
         if op_name == "linear":
             return _explain_linear(*args, backward=backward, **kwargs)
-        if op_name == "conv1d":
-            return _explain_conv1d(*args, backward=backward, **kwargs)
-        if op_name.startswith("conv_transpose"):
-            return _explain_conv_transpose(op_name, *args, backward=backward, **kwargs)
+        if op_name != "conv2d":  # the rest of the conv family, made of conv2d's calls
+            return _explain_composite(op_name, args, kwargs, backward)
         return _explain_conv2d(*args, backward=backward, **kwargs)
 
 
@@ -79,46 +77,59 @@ def _explain_conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, group
                                                 groups, activation, residual, backward)]
 
 
-def _explain_conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, activation="none",
-                    residual=None, *, backward):
-    """conv1d's decisions: those of the conv2d with H = 1 it runs (csrc/ops/conv_family.cpp)."""
-    op = "conv1d"
-    stride, dilation = _single(stride, "stride", op)[0], _single(dilation, "dilation", op)[0]
-    padding = padding if isinstance(padding, str) else (0, _single(padding, "padding", op)[0])
-    d = x.dim() - 1
-    return _explain_conv2d(x.unsqueeze(d), weight.unsqueeze(2), bias, (1, stride), padding, (1, dilation), groups,
-                           activation, None if residual is None else residual.unsqueeze(d), backward=backward)
+class _Calls(TorchDispatchMode):
+    """The conv2d and _conv2d_backward calls that run below it, with their arguments, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.ops.tileops.conv2d.default, torch.ops.tileops._conv2d_backward.default):
+            # every argument, the defaults the dispatcher leaves out included
+            self.calls.append((func, [args[i] if i < len(args) else kwargs.get(a.name, a.default_value)
+                                      for i, a in enumerate(func._schema.arguments)]))
+        return func(*args, **kwargs)
 
 
-def _explain_conv_transpose(op, x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
-                            activation="none", residual=None, *, backward):
-    """A transposed conv's decisions: conv2d's data gradient with x as grad_out (its forward), then, for its
-    gradients, conv2d of the output's gradient (x's) and conv2d's weight gradient (weight's), as
-    csrc/ops/conv_family.cpp and Conv2dBackwardFn run them. Bias, residual and activation route nothing."""
-    n = _single if op == "conv_transpose1d" else _pair
-    st, pd, opd, dl = (list(n(v, name, op)) for v, name in ((stride, "stride"), (padding, "padding"),
-                                                             (output_padding, "output_padding"), (dilation, "dilation")))
-    with FakeTensorMode() as mode:  # the op's own checks and output shape, nothing run
-        fake = [None if t is None else mode.from_tensor(t) for t in (x, weight, bias, residual)]
-        out = tuple(getattr(torch.ops.tileops, op)(*fake[:3], st, pd, opd, groups, dl, activation, fake[3]).shape)
-    if op == "conv_transpose1d":  # conv_transpose2d with H = 1
-        d = x.dim() - 1
-        x, weight, out = x.unsqueeze(d), weight.unsqueeze(2), (*out[:d], 1, out[d])
-        st, pd, opd, dl = [1] + st, [0] + pd, [0] + opd, [1] + dl
-    if x.dim() == 3:
-        x, out = x.unsqueeze(0), (1, *out)
-    fmt = suggest_memory_format(x)
-    gy = x
-    if any(o >= s for o, s in zip(opd, st)):  # x with zero rows added (the op's one copy)
-        rows = [x.shape[2 + i] + opd[i] // st[i] for i in range(2)]
-        gy = torch.empty((*x.shape[:2], *rows), dtype=x.dtype, device=x.device, memory_format=fmt)
-    placeholder = x.new_empty(1).as_strided(out, (0, 0, 0, 0))
-    ds = list(_C._explain_conv2d_backward(gy, placeholder, weight, st, pd, dl, groups, [True, False, False]))
-    if backward:
-        g = torch.empty(out, dtype=x.dtype, device=x.device, memory_format=fmt)  # the output's gradient
-        ds += _C._explain_conv2d(g, weight, None, st, pd, dl, groups, "none", None, False)  # x's gradient
-        ds += _C._explain_conv2d_backward(gy, g, weight, st, pd, dl, groups, [False, True, False])  # weight's
-    return [dict(d) for d in ds]
+def _explain_composite(op, args, kwargs, backward):
+    """A composite conv's decisions (csrc/ops/conv_family.cpp): the conv2d and _conv2d_backward calls
+    it makes, found by running it (and, with backward, its gradients) on fake tensors, each then
+    explained on empty tensors of the shapes and strides it was handed. Nothing is computed, and the
+    composite's own reshapes decide the layouts, so this cannot drift from what a real call runs."""
+    from . import ops  # the functional wrapper: 'same' padding and argument forms as a call has them
+
+    device = next(a.device for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor))
+    with FakeTensorMode() as mode:
+        def fake(a):
+            if not isinstance(a, torch.Tensor):
+                return a
+            f = mode.from_tensor(a)
+            return f.requires_grad_() if backward and f.is_floating_point() else f
+
+        fargs, fkwargs = [fake(a) for a in args], {k: fake(v) for k, v in kwargs.items()}
+        with torch.enable_grad(), _Calls() as seen:
+            y = getattr(ops, op)(*fargs, **fkwargs)
+            if backward:
+                leaves = [t for t in fargs + list(fkwargs.values()) if isinstance(t, torch.Tensor) and t.requires_grad]
+                torch.autograd.grad(y, leaves, torch.empty_like(y))
+
+    def real(t):  # an empty tensor on the caller's device with a fake one's shape, strides and dtype
+        return t if not isinstance(t, torch.Tensor) else torch.empty_strided(t.shape, t.stride(), dtype=t.dtype,
+                                                                               device=device)
+
+    out = []
+    for func, a in seen.calls:
+        a = [real(v) for v in a]
+        if func is torch.ops.tileops.conv2d.default:
+            x, w, b, st, pd, dl, groups, act, res = a
+            ds = _C._explain_conv2d(x, w, b, list(st), list(pd), list(dl), groups, act, res, False)
+        else:
+            gy, x, w, st, pd, dl, groups, mask = a
+            ds = _C._explain_conv2d_backward(gy, x, w, list(st), list(pd), list(dl), groups, list(mask))
+        out += [dict(d) for d in ds]
+    return out
 
 
 @contextlib.contextmanager

@@ -36,8 +36,8 @@
 #     wgrad        time_candidates: the weight gradients' candidates (conv_wgrad_sm90), batch 32, 64
 #     kernels      scripts/dev/profile_conv_kernels.py: each ResNet conv pass's kernels, tileops and
 #                  cuDNN, at batch 32
-#     conv, models, matmul   the whole bench_conv / bench_models / bench_matmul (several minutes
-#                  each: one a call)
+#     conv, models, matmul, conv_family   the whole bench_conv / bench_models / bench_matmul /
+#                  bench_conv_family (several minutes each: one a call)
 #     suite_a, suite_b  the CUDA suite (-m cuda, TILEOPS_REQUIRE_CUDA) in two halves by file, each
 #                  under one call's 10 minutes (the whole ran past 420 s at 73% on an H100):
 #                  junit_suite_a.xml / _b.xml and their summaries (junit_summary.py)
@@ -143,7 +143,7 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     matmul_m*) mkdir -p "$OUTDIR/${s#matmul_}"
       step "bench_$s" 280 $PY benchmarks/bench_matmul.py --out "$OUTDIR/${s#matmul_}/matmul.json" ;;
     skinny) step skinny 180 $PY scripts/dev/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
-    conv|models|matmul) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
+    conv|models|matmul|conv_family) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
     suite_a|suite_b) if [ $s = suite_a ]; then files=$(ls tests/test_[a-h]*.py); else files=$(ls tests/test_[i-z]*.py); fi
       step "t_$s" 560 $PY -m pytest -q -p no:cacheprovider -m cuda --durations=20 --junitxml="$OUTDIR/junit_$s.xml" $files
       $PY scripts/device/junit_summary.py "$OUTDIR/junit_$s.xml" "$OUTDIR/summary_$s.json" || rc=1 ;;
