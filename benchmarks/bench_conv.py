@@ -19,14 +19,12 @@ import argparse
 import math
 import os
 import re
-import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 import tileops
-from common import gpu_dir_name, progress, set_precision, timed, write_json
+from common import gpu_dir_name, run_rows, set_precision, timed
 
 # group, label, C, H (= W), K, R (= S), stride, padding, groups
 LAYERS = [
@@ -189,24 +187,7 @@ def main():
     todo = [t for t in rows(args.quick, args.tf32) if not args.filter or re.search(args.filter, row_key(*t))]
     if dry:
         todo = [(tiny(t[0]), min(t[1], 2)) + t[2:] for t in todo if t[1] <= 32]
-    records, t_start = [], time.perf_counter()
-    for i, (layer, n, kind, layout, pss) in enumerate(todo):
-        progress(i, len(todo), row_key(layer, n, kind, layout, pss))
-        left = args.budget - (time.perf_counter() - t_start)  # spread what is left over the rows left
-        budget = 0.01 if dry else max(0.05, min(0.2, 0.5 * left / (len(todo) - i)))
-        records.append(run_row(layer, n, kind, layout, pss, args.device, budget))
-        if not dry:
-            torch.cuda.empty_cache()
-    progress(len(todo), len(todo), "done in %.0f s" % (time.perf_counter() - t_start))
-    write_json(out, records)
-    print_summary(records)
-    print("wrote", out)
-    try:
-        from plot import main as plot
-
-        plot(out)
-    except Exception as e:  # the JSON is the result; a missing matplotlib must not lose it
-        print("no plot: %s: %s" % (type(e).__name__, e), file=sys.stderr)
+    run_rows(todo, row_key, run_row, args.device, args.budget, out, print_summary)
 
 
 if __name__ == "__main__":

@@ -15,15 +15,13 @@ import argparse
 import math
 import os
 import re
-import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 import tileops
 from bench_conv import geomean, rel_err
-from common import gpu_dir_name, progress, set_precision, timed, write_json
+from common import gpu_dir_name, run_rows, set_precision, timed
 
 # group, label, op, x shape (N, C, *spatial), weight shape, args after bias in torch's order
 # (conv: stride, padding, dilation, groups; transposed: stride, padding, output_padding, groups, dilation)
@@ -184,24 +182,8 @@ def main():
         t[0][0], t[0][1], t[1], t[2], t[3]))]
     if dry:
         todo = [(tiny(t[0]),) + t[1:] for t in todo]
-    records, t_start = [], time.perf_counter()
-    for i, (layer, kind, layout, pss) in enumerate(todo):
-        progress(i, len(todo), "%s %s %s" % (layer[1], kind, pss))
-        left = args.budget - (time.perf_counter() - t_start)
-        budget = 0.01 if dry else max(0.05, min(0.2, 0.5 * left / (len(todo) - i)))
-        records.append(run_row(layer, kind, layout, pss, args.device, budget))
-        if not dry:
-            torch.cuda.empty_cache()
-    progress(len(todo), len(todo), "done in %.0f s" % (time.perf_counter() - t_start))
-    write_json(out, records)
-    print_summary(records)
-    print("wrote", out)
-    try:
-        from plot import main as plot
-
-        plot(out)
-    except Exception as e:  # the JSON is the result; a missing matplotlib must not lose it
-        print("no plot: %s: %s" % (type(e).__name__, e), file=sys.stderr)
+    run_rows(todo, lambda layer, kind, layout, pss: "%s %s %s" % (layer[1], kind, pss), run_row, args.device,
+             args.budget, out, print_summary)
 
 
 if __name__ == "__main__":

@@ -150,3 +150,27 @@ def print_table(records, cols):
     print("  ".join("%-12s" % c for c in cols))
     for r in records:
         print("  ".join(("%-12.4g" % r[c]) if isinstance(r[c], float) else "%-12s" % (r[c],) for c in cols))
+
+
+def run_rows(todo, label, run_row, device, budget_s, out, print_summary):
+    """Each row of `todo` through run_row(*row, device, seconds), the timing budget spread over the rows
+    left (a CPU dry run: a token budget), then the JSON, the summary and a PNG beside the JSON."""
+    dry = device != "cuda"
+    records, t_start = [], time.perf_counter()
+    for i, row in enumerate(todo):
+        progress(i, len(todo), label(*row))
+        left = budget_s - (time.perf_counter() - t_start)  # spread what is left over the rows left
+        records.append(run_row(*row, device, 0.01 if dry else max(0.05, min(0.2, 0.5 * left / (len(todo) - i)))))
+        if not dry:
+            torch.cuda.empty_cache()
+    progress(len(todo), len(todo), "done in %.0f s" % (time.perf_counter() - t_start))
+    write_json(out, records)
+    print_summary(records)
+    print("wrote", out)
+    try:
+        from plot import main as plot
+
+        plot(out)
+    except Exception as e:  # the JSON is the result; a missing matplotlib must not lose it
+        print("no plot: %s: %s" % (type(e).__name__, e), file=sys.stderr)
+    return records

@@ -140,6 +140,7 @@ CASES = {
     "t3_1x1x1": t3(2, 8, (3, 4, 4), 4, (1, 1, 1)),
     "t3_1x1x1_s2": t3(1, 4, (3, 3, 3), 4, (1, 1, 1), 2, 0, 1),  # gaps: bias only
     "t3_s3_gaps": t3(1, 3, (3, 2, 2), 2, (2, 2, 2), 3, (1, 0, 0), 2),
+    "t3_lands_nowhere": t3(1, 3, (2, 2, 2), 4, (1, 3, 3), (2, 1, 1), 1),  # the padding crops every tap: bias only
     "t3_empty_batch": t3(0, 4, (3, 3, 3), 3, (3, 3, 3), 2, 1, 1),
 }
 # CUDA: the same edges at sizes spanning several tiles, so conv2d's CUDA tables serve them.
@@ -390,7 +391,7 @@ GRAD_CASES = ["c1_k3_s2", "c1_k5_dil2", "c1_groups3", "c1_depthwise_x2", "c1_str
               "t1_op_ge_stride", "t1_groups3", "t2_3x3_s2_op1", "t2_aniso", "t2_op_ge_stride", "t2_groups2",
               "t2_depthwise", "t2_2x2_s3_op2", "t2_5x5_pad3", "c3_s2", "c3_1x1x1", "c3_aniso", "c3_groups2",
               "c3_stride_gt_kernel", "t3_3x3x3_s2_op1", "t3_aniso", "t3_op_ge_stride", "t3_groups2", "t3_1x1x1",
-              "t3_s3_gaps"]
+              "t3_s3_gaps", "t3_lands_nowhere"]
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -16,6 +16,7 @@ the exact check of every gradient is the float64 test.
 """
 import contextlib
 import copy
+import math
 import os
 import re
 
@@ -245,6 +246,9 @@ def test_autocast_parity(device, name, dtype):
     for n, g in grads(tile).items():
         assert g is not None and torch.isfinite(g).all(), "%s: gradient of %s missing or not finite" % (name, n)
         e_tile, e_torch = rel(g, g_exact[n]), rel(g_ref[n], g_exact[n])
+        # torch 2.11's own CPU bf16 conv3d weight gradient is sometimes not finite (x (2, 16, 2, 4, 4),
+        # 3x3x3 padding 1 under autocast: 6 of 40 draws): tileops is then held to the floor alone
+        e_torch = e_torch if math.isfinite(e_torch) else 0.0
         floor = AUTOCAST_GRAD_FLOOR[smoothness(name)]
         assert e_tile <= 2 * e_torch + floor, "%s seed %d: gradient of %s is %.3g off float64, torch's %.3g" % (
             name, seed, n, e_tile, e_torch)

@@ -356,10 +356,13 @@ Tensor conv_transpose3d(const Tensor& x_in, const Tensor& weight, const OptTenso
     y = at::empty({N, K, Do, out[3], out[4]}, z.options().memory_format(fmt)).zero_();
     for (int64_t t = 0; t < T; ++t) {
       const int64_t off = t * dl[0] - pd[0];  // the output depth of input depth 0's tap t
-      const int64_t lo = off >= 0 ? 0 : (st[0] - 1 - off) / st[0];
+      const int64_t lo = off >= 0 ? 0 : (st[0] - 1 - off) / st[0];  // the input depths that land: lo..hi
       const int64_t hi = Do - 1 - off >= 0 ? std::min(D - 1, (Do - 1 - off) / st[0]) : -1;
-      if (lo <= hi)
-        y.slice(2, lo * st[0] + off, hi * st[0] + off + 1, st[0]).add_(taps.select(5, t).slice(2, lo, hi + 1));
+      const int64_t n = std::max<int64_t>(0, hi - lo + 1);
+      // also a tap that lands nowhere adds (an empty slice): the output stays a function of x and
+      // weight for autograd (zero gradients), as torch's is
+      Tensor into = n > 0 ? y.slice(2, lo * st[0] + off, (lo + n - 1) * st[0] + off + 1, st[0]) : y.narrow(2, 0, 0);
+      into.add_(taps.select(5, t).narrow(2, n > 0 ? lo : 0, n));
     }
   }
   const Tensor out_y = epilogue(y, bias, res, act, recorded(x_in, weight, bias, res));
