@@ -41,6 +41,15 @@ LAYERS = [
     ("patch", "patch14 3->768 @224", 3, 224, 768, 14, 14, 0, 1),
     ("depthwise", "dw3x3 32@112", 32, 112, 32, 3, 1, 1, 32),
     ("depthwise", "dw3x3 96@56", 96, 56, 96, 3, 1, 1, 96),
+    # issue 61's grouped layers (ResNeXt-50 32x4d, RegNet group width 16, groups 2)
+    ("grouped", "ResNeXt g32 128@56", 128, 56, 128, 3, 1, 1, 32),
+    ("grouped", "ResNeXt g32 256@28", 256, 28, 256, 3, 1, 1, 32),
+    ("grouped", "ResNeXt g32 512@14", 512, 14, 512, 3, 1, 1, 32),
+    ("grouped", "ResNeXt g32 1024@7", 1024, 7, 1024, 3, 1, 1, 32),
+    ("grouped", "ResNeXt 3x3/2 g32 256@56", 256, 56, 256, 3, 2, 1, 32),
+    ("grouped", "RegNet gw16 64@56 (g4)", 64, 56, 64, 3, 1, 1, 4),
+    ("grouped", "RegNet gw16 320@14 (g20)", 320, 14, 320, 3, 1, 1, 20),
+    ("grouped", "groups 2 256@28", 256, 28, 256, 3, 1, 1, 2),
 ]
 BATCHES = [1, 32, 64]
 KINDS = [("bfloat16", "channels_last"), ("float16", "channels_last"), ("float32", "nchw")]  # fp32: TF32 off
@@ -67,7 +76,7 @@ def tiny(layer):
     """The CPU dry run's version of a layer: same kernel, stride and padding, few channels, small image."""
     group, label, C, H, K, R, st, pd, g = layer
     C2 = C if C <= 4 else 8
-    K2, g2 = (C2, C2) if g > 1 else (min(K, 16), 1)
+    K2, g2 = (C2, C2) if g == C else (8, 2) if g > 1 else (min(K, 16), 1)  # depthwise, grouped, dense
     return group, label, C2, max(H // 8, R), K2, R, st, pd, g2
 
 
@@ -138,7 +147,7 @@ def summary(records):
     out = []
     ok = [r for r in records if r["ratio"]]
     for pss in PASSES:
-        for group in ["resnet", "stem", "patch", "depthwise", "all"]:
+        for group in ["resnet", "stem", "patch", "depthwise", "grouped", "all"]:
             for kind in [k for k, _ in KINDS + [TF32]]:
                 rs = [r for r in ok if r["pass"] == pss and r["dtype"] == kind and group in ("all", r["group"])]
                 sel = [r["ratio"] for r in rs]

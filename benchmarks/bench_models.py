@@ -2,8 +2,11 @@
 
     python benchmarks/bench_models.py [--out benchmarks/results/<gpu>/models.json] [--quick] [--profile]
 
-ViT-S/16 at batch 128 under bf16 autocast; ResNet-50 channels_last under bf16 autocast at batch
-64. For each: a training step (forward, backward, AdamW step), eager and torch.compile'd (default
+ViT-S/16 at batch 128 and ResNet-50 channels_last at batch 64, under bf16 autocast; also (MODELS
+lists their batches and inputs) ResNeXt-50 32x4d and RegNetY-400MF (grouped convs), r3d_18 (conv3d,
+channels_last_3d clips of 16x112^2), Whisper-tiny's encoder (conv1d over 30 s of log-mel frames) and
+a Llama-style 8x1024 decoder (seq 512, next-token loss). --models picks some (the whole list runs
+past one 10-minute device call). For each: a training step (forward, backward, AdamW step), eager and torch.compile'd (default
 mode), and inference (eval, no_grad) at batch 1 and 64, eager, "fused" (tileops.fuse_for_inference
 against stock eager) and compiled with --compile-inference.
 Each row builds both (same weights) side by side and times them in alternating rounds (--rounds:
@@ -29,14 +32,30 @@ import tileops
 from common import gpu_dir_name, gpu_name, print_table, progress, set_precision, time_ms, write_json
 from tileops import models
 
-# name, constructor, training batch, memory format; inputs are 224x224 RGB, 1000 classes
+# name, constructor, training batch, memory format, input: ("image", side) RGB images, ("clip", frames,
+# side) RGB clips, ("audio", mels, frames) log-mel frames, all with 10 classes; ("tokens", vocab, length)
+# token ids whose next-token logits are scored at every position
 MODELS = [
-    ("vit_s16", models.vit_s16, 128, torch.contiguous_format),
-    ("resnet50", models.resnet50, 64, torch.channels_last),
+    ("vit_s16", models.vit_s16, 128, torch.contiguous_format, ("image", 224)),
+    ("resnet50", models.resnet50, 64, torch.channels_last, ("image", 224)),
+    ("resnext50_32x4d", models.resnext50_32x4d, 32, torch.channels_last, ("image", 224)),
+    ("regnet_y_400mf", models.regnet_y_400mf, 64, torch.channels_last, ("image", 224)),
+    ("r3d_18", models.r3d_18, 16, torch.channels_last_3d, ("clip", 16, 112)),
+    ("whisper_tiny_encoder", models.whisper_encoder, 32, torch.contiguous_format, ("audio", 80, 3000)),
+    ("llama_8x1024", models.llama, 8, torch.contiguous_format, ("tokens", 32000, 512)),
 ]
 TINY = [  # --tiny: a smoke test of this script (runs on the CPU too)
-    ("vit_tiny", lambda: models.vit(img_size=32, patch=8, dim=32, depth=2, heads=2, num_classes=10), 8, torch.contiguous_format),
-    ("resnet_tiny", lambda: models.resnet((1, 1), width=8, num_classes=10, small_input=True), 8, torch.channels_last),
+    ("vit_tiny", lambda: models.vit(img_size=32, patch=8, dim=32, depth=2, heads=2, num_classes=10), 8,
+     torch.contiguous_format, ("image", 32)),
+    ("resnet_tiny", lambda: models.resnet((1, 1), width=8, num_classes=10, small_input=True), 8, torch.channels_last,
+     ("image", 32)),
+    ("resnext_tiny", lambda: models.resnet((1, 1), width=16, num_classes=10, small_input=True, groups=4,
+                                           width_per_group=16), 8, torch.channels_last, ("image", 32)),
+    ("r3d_tiny", lambda: models.r3d((1, 1), width=8, num_classes=10), 4, torch.channels_last_3d, ("clip", 4, 16)),
+    ("whisper_tiny", lambda: models.whisper_encoder(n_mels=16, n_ctx=16, dim=32, depth=2, heads=2, num_classes=10), 4,
+     torch.contiguous_format, ("audio", 16, 32)),
+    ("llama_tiny", lambda: models.llama(vocab=64, dim=32, depth=2, heads=4, kv_heads=2, hidden=48, max_len=32), 4,
+     torch.contiguous_format, ("tokens", 64, 16)),
 ]
 
 
@@ -51,7 +70,7 @@ def sync(device):
 
 def make(spec, impl, device, train):
     """A fresh model (seed 0: both impls get the same weights) and its optimizer."""
-    name, ctor, _, fmt = spec
+    name, ctor, _, fmt, _ = spec
     torch.manual_seed(0)
     with torch.device(device):  # initialised on the device: fast, and the same for both impls
         model = ctor()
@@ -62,19 +81,27 @@ def make(spec, impl, device, train):
     return model, opt
 
 
-def inputs(spec, batch, device, img):
-    _, _, _, fmt = spec
+def inputs(spec, batch, device):
+    """(x, labels) of a batch of the model's input kind (see MODELS)."""
+    _, _, _, fmt, (kind, *dims) = spec
     gen = torch.Generator().manual_seed(1)
-    x = torch.randn(batch, 3, img, img, generator=gen).to(device=device, memory_format=fmt)
-    y = torch.randint(0, 10, (batch,), generator=gen).to(device)
-    return x, y
+    if kind == "tokens":
+        vocab, length = dims
+        x, y = (torch.randint(0, vocab, (batch, length), generator=gen) for _ in range(2))
+        return x.to(device), y.to(device)
+    if kind == "image":
+        shape = (3, dims[0], dims[0])
+    else:  # clip: (3, frames, side, side); audio: (mels, frames)
+        shape = (3, dims[0], dims[1], dims[1]) if kind == "clip" else tuple(dims)
+    x = torch.randn(batch, *shape, generator=gen).to(device=device, memory_format=fmt)
+    return x, torch.randint(0, 10, (batch,), generator=gen).to(device)
 
 
 def train_step_fn(model, opt, x, y, device):
     def step():
         with autocast(device):
             out = model(x)
-        loss = F.cross_entropy(out.float(), y)
+        loss = F.cross_entropy(out.float().flatten(0, -2), y.flatten())  # logits (N, C) or (N, T, V)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -105,7 +132,7 @@ def prepare(spec, impl, mode, pass_, batch, args):
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     model, opt = make(spec, impl, args.device, pass_ == "train")
-    x, y = inputs(spec, batch, args.device, args.img)
+    x, y = inputs(spec, batch, args.device)
     convert_peak = None
     if mode == "fused" and impl == "tileops":  # BatchNorm folded, activations and residual adds fused
         model = tileops.fuse_for_inference(model)
@@ -143,7 +170,7 @@ def record(spec, mode, pass_, batch, args):
     """One row: both impls built side by side (one first call each), then timed in alternating
     rounds; ms = the median of the round medians, spread = their (min, max)."""
     rec = {"model": spec[0], "mode": mode, "pass": pass_, "batch": batch, "dtype": "bfloat16",
-           "layout": "channels_last" if spec[3] == torch.channels_last else "contiguous"}
+           "layout": "contiguous" if spec[3] == torch.contiguous_format else str(spec[3]).replace("torch.", "")}
     torch._dynamo.reset()
     fns, once = {}, 0.0
     try:
@@ -176,7 +203,7 @@ def record(spec, mode, pass_, batch, args):
 def profile_step(spec, impl, args, path):
     """Profiler table (key_averages) of one training step of `impl` after a warm-up step."""
     model, opt = make(spec, impl, args.device, True)
-    x, y = inputs(spec, spec[2], args.device, args.img)
+    x, y = inputs(spec, spec[2], args.device)
     step = train_step_fn(model, opt, x, y, args.device)
     step()
     sync(args.device)
@@ -195,7 +222,7 @@ def profile_step(spec, impl, args, path):
             continue
     with open(path, "a") as f:
         f.write("=== %s: one %s training step, batch %d, bf16 autocast, %s ===\n%s\n\n" % (
-            spec[0], impl, spec[2], "channels_last" if spec[3] == torch.channels_last else "contiguous", table))
+            spec[0], impl, spec[2], str(spec[3]).replace("torch.", ""), table))
     del model, opt
     gc.collect()
 
@@ -247,7 +274,7 @@ def main():
                     "training step of each model, tileops and torch")
     ap.add_argument("--profile-only", action="store_true", help="--profile without the timed rows")
     ap.add_argument("--models", default=None, help="comma-separated subset, e.g. vit_s16")
-    ap.add_argument("--tiny", action="store_true", help="tiny models at 32x32 (smoke test; with --device cpu)")
+    ap.add_argument("--tiny", action="store_true", help="tiny models and inputs (smoke test; with --device cpu)")
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args()
     if args.device == "cuda":
@@ -257,7 +284,6 @@ def main():
     if args.quick:
         args.reps = min(args.reps, 5)
         args.rounds = min(args.rounds, 3)
-    args.img = 32 if args.tiny else 224
     out = args.out or os.path.join(os.path.dirname(__file__), "results", gpu_dir_name(), "models.json")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     set_precision("bfloat16")  # TF32 off: the fp32 parts run as fp32 in both

@@ -82,6 +82,15 @@ SPECS = {
         "cpu": (lambda: models.cnn(10, 3, 8), (4, 3, 16, 16), True),
         "cuda": (lambda: models.cnn(10, 3, 32), (16, 3, 32, 32), True),
     },
+    "resnext": {  # grouped 3x3 convs (4 channels a group on the CPU; ResNeXt-50 32x4d on CUDA, eval mode)
+        "cpu": (lambda: models.resnet((1, 1), width=16, num_classes=10, small_input=True, groups=4,
+                                      width_per_group=16), (4, 3, 16, 16), True),
+        "cuda": (lambda: models.resnext50_32x4d(num_classes=100), (2, 3, 224, 224), False),
+    },
+    "regnet": {  # grouped convs of group width 8, squeeze-and-excitation; RegNetY-400MF on CUDA, eval mode
+        "cpu": (lambda: models.regnet((1, 1), (16, 32), group_width=8, stem=8, num_classes=10), (4, 3, 16, 16), True),
+        "cuda": (lambda: models.regnet_y_400mf(num_classes=100), (4, 3, 224, 224), False),
+    },
     "r3d": {  # conv3d: torchvision's r3d_18 layout; on CUDA the whole r3d_18 at 2 clips of 16x112^2, eval mode
         "cpu": (lambda: models.r3d((1, 1), width=8, num_classes=10), (2, 3, 4, 16, 16), True),
         "cuda": (lambda: models.r3d_18(num_classes=100), (2, 3, 16, 112, 112), False),
@@ -174,7 +183,15 @@ def test_full_size_shapes_and_convert_swaps_everything():
         models.vit(img_size=30, patch=8)
     with torch.device("meta"):
         video, audio = models.r3d_18(), models.whisper_encoder()
+        rx, rg = models.resnext50_32x4d(), models.regnet_y_400mf()
     assert sum(p.numel() for p in video.parameters()) == 33_371_472  # torchvision r3d_18
+    assert sum(p.numel() for p in rx.parameters()) == 25_028_904  # torchvision resnext50_32x4d
+    assert sum(p.numel() for p in rg.parameters()) == 4_344_144  # torchvision regnet_y_400mf
+    for model, n_conv, groups in ((rx, 53, 32), (rg, 85, None)):  # RegNet: 16 blocks of 5, 4 projections, the stem
+        tileops.convert(model)
+        convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+        assert len(convs) == n_conv and all(type(m) is tnn.Conv2d for m in convs)
+        assert any(1 < m.groups < m.in_channels for m in convs) and (groups is None or max(m.groups for m in convs) == groups)
     for model, kind, n in ((video, tnn.Conv3d, 20), (audio, tnn.Conv1d, 2)):
         tileops.convert(model)
         kinds = [type(m) for m in model.modules()]
@@ -213,6 +230,33 @@ def test_float64_parity_forward_and_gradients(device, name):
     e = rel(out, out_ref)
     assert e <= F64_TOL, "%s seed %d: output relative error %.3g" % (name, seed, e)
     check_grads(tile, ref, F64_TOL, "%s seed %d float64" % (name, seed))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+def test_llama_parity(device, dtype):
+    """A Llama-style decoder (grouped-query attention, SwiGLU, RMSNorm, tied to nothing): every
+    nn.Linear swapped; logits and every parameter's gradient as the stock model's (float64: to
+    rounding; fp32: FWD_TOL and the smooth GRAD_TOL)."""
+    _, seed = fresh_generator()
+    cfg = (dict(vocab=64, dim=32, depth=2, heads=4, kv_heads=2, hidden=48, max_len=32) if device == "cpu" else
+           dict(vocab=4096, dim=512, depth=2, heads=8, kv_heads=2, hidden=1408, max_len=256))
+    torch.manual_seed(seed)
+    ref = models.llama(**cfg).to(device=device, dtype=dtype)
+    tile = tileops.convert(copy.deepcopy(ref))
+    assert not any(type(m) is torch.nn.Linear for m in tile.modules())
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, cfg["vocab"], (2, cfg["max_len"] // 2), generator=gen).to(device)
+    upstream = torch.randn((*tokens.shape, cfg["vocab"]), generator=gen, dtype=torch.float64).to(device)
+    outs = []
+    for m in (ref, tile):
+        out = m(tokens)
+        out.backward(upstream.to(out.dtype))
+        outs.append(out)
+    tol, gtol = (F64_TOL, F64_TOL) if dtype == torch.float64 else (FWD_TOL, GRAD_TOL["smooth"])
+    e = rel(outs[1], outs[0])
+    assert e <= tol, "llama seed %d: logits relative error %.3g" % (seed, e)
+    check_grads(tile, ref, gtol, "llama seed %d %s" % (seed, dtype))
 
 
 @pytest.mark.parametrize("device", DEVICES)

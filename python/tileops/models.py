@@ -117,8 +117,9 @@ def vit_s16(num_classes=1000, img_size=224):
 # ResNet (torchvision's layout: stride on the 3x3 conv of a bottleneck, "v1.5")
 
 
-def _conv_bn(cin, cout, k, stride=1):
-    return nn.Sequential(nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False), nn.BatchNorm2d(cout))
+def _conv_bn(cin, cout, k, stride=1, groups=1):
+    return nn.Sequential(nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, groups=groups, bias=False),
+                         nn.BatchNorm2d(cout))
 
 
 class BasicBlock(nn.Module):
@@ -135,13 +136,15 @@ class BasicBlock(nn.Module):
 
 
 class Bottleneck(nn.Module):
+    """1x1, 3x3 (grouped for ResNeXt: `groups` groups of `width_per_group` channels per 64 of width), 1x1."""
+
     expansion = 4
 
-    def __init__(self, cin, width, stride=1):
+    def __init__(self, cin, width, stride=1, groups=1, width_per_group=64):
         super().__init__()
-        cout = width * self.expansion
-        self.conv1, self.conv2 = _conv_bn(cin, width, 1), _conv_bn(width, width, 3, stride)
-        self.conv3 = _conv_bn(width, cout, 1)
+        cout, inner = width * self.expansion, width * width_per_group // 64 * groups
+        self.conv1, self.conv2 = _conv_bn(cin, inner, 1), _conv_bn(inner, inner, 3, stride, groups)
+        self.conv3 = _conv_bn(inner, cout, 1)
         self.downsample = _conv_bn(cin, cout, 1, stride) if stride != 1 or cin != cout else nn.Identity()
 
     def forward(self, x):
@@ -150,7 +153,8 @@ class Bottleneck(nn.Module):
 
 
 class ResNet(nn.Module):
-    def __init__(self, block, layers: Sequence[int], width=64, num_classes=1000, in_chans=3, small_input=False):
+    def __init__(self, block, layers: Sequence[int], width=64, num_classes=1000, in_chans=3, small_input=False,
+                 **block_kw):
         super().__init__()
         if small_input:  # 3x3 stem, no max-pool: for 8x8 .. 32x32 images
             self.stem = nn.Sequential(_conv_bn(in_chans, width, 3), nn.ReLU())
@@ -161,7 +165,7 @@ class ResNet(nn.Module):
             w = width * 2 ** i
             blocks = []
             for j in range(n):
-                blocks.append(block(cin, w, 2 if (i > 0 and j == 0) else 1))
+                blocks.append(block(cin, w, 2 if (i > 0 and j == 0) else 1, **block_kw))
                 cin = w * block.expansion
             stages.append(nn.Sequential(*blocks))
         self.stages = nn.Sequential(*stages)
@@ -175,13 +179,78 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-def resnet(layers=(3, 4, 6, 3), width=64, num_classes=1000, in_chans=3, small_input=False, bottleneck=True):
-    """A ResNet of any depth and width; the defaults are ResNet-50."""
-    return ResNet(Bottleneck if bottleneck else BasicBlock, layers, width, num_classes, in_chans, small_input)
+def resnet(layers=(3, 4, 6, 3), width=64, num_classes=1000, in_chans=3, small_input=False, bottleneck=True,
+           groups=1, width_per_group=64):
+    """A ResNet of any depth and width; the defaults are ResNet-50. groups / width_per_group (bottleneck
+    only): ResNeXt's grouped 3x3 convs."""
+    kw = dict(groups=groups, width_per_group=width_per_group) if bottleneck else {}
+    return ResNet(Bottleneck if bottleneck else BasicBlock, layers, width, num_classes, in_chans, small_input, **kw)
 
 
 def resnet50(num_classes=1000):
     return resnet((3, 4, 6, 3), 64, num_classes)
+
+
+def resnext50_32x4d(num_classes=1000):
+    return resnet((3, 4, 6, 3), 64, num_classes, groups=32, width_per_group=4)
+
+
+# ---------------------------------------------------------------------------------------
+# RegNet-Y (torchvision's layout: bottleneck blocks of grouped 3x3 convs of a fixed group width,
+# squeeze-and-excitation sized from the block's input width, ReLU after the residual add)
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, channels, squeeze):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Conv2d(channels, squeeze, 1), nn.Conv2d(squeeze, channels, 1)
+
+    def forward(self, x):
+        return x * torch.sigmoid(self.fc2(F.relu(self.fc1(F.adaptive_avg_pool2d(x, 1)))))
+
+
+class RegNetBlock(nn.Module):
+    def __init__(self, cin, cout, stride, group_width, se_ratio=0.25):
+        super().__init__()
+        self.a = nn.Sequential(_conv_bn(cin, cout, 1), nn.ReLU())
+        self.b = nn.Sequential(_conv_bn(cout, cout, 3, stride, cout // group_width), nn.ReLU())
+        self.se = SqueezeExcite(cout, int(round(se_ratio * cin)))
+        self.c = _conv_bn(cout, cout, 1)
+        self.proj = _conv_bn(cin, cout, 1, stride) if stride != 1 or cin != cout else nn.Identity()
+
+    def forward(self, x):
+        return F.relu(self.proj(x) + self.c(self.se(self.b(self.a(x)))))
+
+
+class RegNet(nn.Module):
+    def __init__(self, depths: Sequence[int], widths: Sequence[int], group_width, stem=32, num_classes=1000,
+                 in_chans=3):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_chans, stem, 3, 2, 1, bias=False), nn.BatchNorm2d(stem), nn.ReLU())
+        stages, cin = [], stem
+        for d, w in zip(depths, widths):
+            stages.append(nn.Sequential(*[RegNetBlock(cin if j == 0 else w, w, 2 if j == 0 else 1, group_width)
+                                          for j in range(d)]))
+            cin = w
+        self.stages = nn.Sequential(*stages)
+        self.fc = nn.Linear(cin, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        x = self.stages(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def regnet(depths=(1, 3, 6, 6), widths=(48, 104, 208, 440), group_width=8, stem=32, num_classes=1000):
+    """A RegNet-Y of any stage depths and widths (each a multiple of group_width); the defaults are
+    RegNetY-400MF's."""
+    return RegNet(depths, widths, group_width, stem, num_classes)
+
+
+def regnet_y_400mf(num_classes=1000):
+    return regnet(num_classes=num_classes)
 
 
 def cnn(num_classes=10, in_chans=1, width=16):
@@ -270,7 +339,7 @@ class AudioEncoder(nn.Module):
 
     def forward(self, x):  # x: (N, n_mels, 2 * n_ctx) log-mel frames
         x = F.gelu(self.conv2(F.gelu(self.conv1(x)))).transpose(1, 2)
-        x = self.ln_post(self.blocks(x + self.positional_embedding[: x.shape[1]]))
+        x = self.ln_post(self.blocks(x + self.positional_embedding.narrow(0, 0, x.shape[1])))  # narrow: fx traces it
         return self.head(x.mean(1))
 
 
@@ -279,5 +348,93 @@ def whisper_encoder(n_mels=80, n_ctx=1500, dim=384, depth=4, heads=6, num_classe
     return AudioEncoder(n_mels, n_ctx, dim, depth, heads, num_classes)
 
 
-__all__ = ["VisionTransformer", "ResNet", "VideoResNet", "AudioEncoder", "vit", "vit_s16", "resnet", "resnet50",
-           "cnn", "r3d", "r3d_18", "whisper_encoder"]
+# ---------------------------------------------------------------------------------------
+# A Llama-style decoder (RMSNorm, rotary positions, grouped-query causal attention by SDPA, SwiGLU
+# MLP, no biases), returning next-token logits (N, T, vocab)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps, self.weight = eps, nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps).to(x.dtype) * self.weight
+
+
+def _rotate(x, cos, sin):
+    a, b = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-b, a], dim=-1) * sin
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, dim, heads, kv_heads):
+        super().__init__()
+        if dim % heads or heads % kv_heads:
+            raise ValueError("tileops.models.llama: dim %d, heads %d, kv_heads %d do not divide" % (dim, heads, kv_heads))
+        self.heads, self.kv_heads, self.hd = heads, kv_heads, dim // heads
+        self.q_proj = nn.Linear(dim, heads * self.hd, bias=False)
+        self.k_proj = nn.Linear(dim, kv_heads * self.hd, bias=False)
+        self.v_proj = nn.Linear(dim, kv_heads * self.hd, bias=False)
+        self.o_proj = nn.Linear(heads * self.hd, dim, bias=False)
+
+    def forward(self, x, cos, sin):
+        b, t = x.shape[0], x.shape[1]
+        q = self.q_proj(x).view(b, t, self.heads, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.kv_heads, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.kv_heads, self.hd).transpose(1, 2)
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        rep = self.heads // self.kv_heads  # grouped-query: each key/value head serves `rep` query heads
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(y.transpose(1, 2).reshape(b, t, self.heads * self.hd))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, dim, heads, kv_heads, hidden):
+        super().__init__()
+        self.input_norm, self.post_norm = RMSNorm(dim), RMSNorm(dim)
+        self.attn = LlamaAttention(dim, heads, kv_heads)
+        self.gate_proj = nn.Linear(dim, hidden, bias=False)
+        self.up_proj = nn.Linear(dim, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x, cos, sin):
+        x = x + self.attn(self.input_norm(x), cos, sin)
+        h = self.post_norm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab=32000, dim=1024, depth=8, heads=16, kv_heads=4, hidden=2816, max_len=2048):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList([LlamaBlock(dim, heads, kv_heads, hidden) for _ in range(depth)])
+        self.norm = RMSNorm(dim)
+        self.lm_head = nn.Linear(dim, vocab, bias=False)
+        hd = dim // heads
+        inv = 1.0 / 10000 ** (torch.arange(0, hd, 2).float() / hd)
+        ang = torch.outer(torch.arange(max_len).float(), inv)
+        self.register_buffer("cos", torch.cat([ang, ang], -1).cos(), persistent=False)
+        self.register_buffer("sin", torch.cat([ang, ang], -1).sin(), persistent=False)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+
+    def forward(self, tokens):  # (N, T) token ids -> (N, T, vocab) logits
+        x = self.embed(tokens)
+        t = tokens.shape[1]
+        cos, sin = self.cos.narrow(0, 0, t).to(x.dtype), self.sin.narrow(0, 0, t).to(x.dtype)
+        for blk in self.blocks:
+            x = blk(x, cos, sin)
+        return self.lm_head(self.norm(x))
+
+
+def llama(vocab=32000, dim=1024, depth=8, heads=16, kv_heads=4, hidden=2816, max_len=2048):
+    """A Llama-style decoder of any size; the defaults are issue 61's 8 layers of width 1024, SwiGLU 2816."""
+    return Llama(vocab, dim, depth, heads, kv_heads, hidden, max_len)
+
+
+__all__ = ["VisionTransformer", "ResNet", "RegNet", "VideoResNet", "AudioEncoder", "Llama", "vit", "vit_s16",
+           "resnet", "resnet50", "resnext50_32x4d", "regnet", "regnet_y_400mf", "cnn", "r3d", "r3d_18",
+           "whisper_encoder", "llama"]

@@ -36,8 +36,10 @@
 #     wgrad        time_candidates: the weight gradients' candidates (conv_wgrad_sm90), batch 32, 64
 #     kernels      scripts/dev/profile_conv_kernels.py: each ResNet conv pass's kernels, tileops and
 #                  cuDNN, at batch 32
-#     conv, models, matmul, conv_family   the whole bench_conv / bench_models / bench_matmul /
-#                  bench_conv_family (several minutes each: one a call)
+#     conv, models, matmul, conv_family   the whole bench_conv / bench_models (ViT-S/16, ResNet-50) /
+#                  bench_matmul / bench_conv_family (several minutes each: one a call)
+#     models_grouped, models_family, models_llama   bench_models' other rows: ResNeXt-50 and
+#                  RegNetY-400MF; r3d_18 and Whisper-tiny's encoder; the Llama-style decoder
 #     suite_a, suite_b  the CUDA suite (-m cuda, TILEOPS_REQUIRE_CUDA) in two halves by file, each
 #                  under one call's 10 minutes (the whole ran past 420 s at 73% on an H100):
 #                  junit_suite_a.xml / _b.xml and their summaries (junit_summary.py)
@@ -143,7 +145,12 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
     matmul_m*) mkdir -p "$OUTDIR/${s#matmul_}"
       step "bench_$s" 280 $PY benchmarks/bench_matmul.py --out "$OUTDIR/${s#matmul_}/matmul.json" ;;
     skinny) step skinny 180 $PY scripts/dev/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
-    conv|models|matmul|conv_family) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
+    conv|matmul|conv_family) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
+    models) step bench_models 560 $PY benchmarks/bench_models.py --models vit_s16,resnet50 --out "$OUTDIR/models.json" ;;
+    models_grouped|models_family|models_llama)
+      m=$(case $s in models_grouped) echo resnext50_32x4d,regnet_y_400mf ;; models_family) echo r3d_18,whisper_tiny_encoder ;;
+          *) echo llama_8x1024 ;; esac)
+      step "bench_$s" 560 $PY benchmarks/bench_models.py --models "$m" --out "$OUTDIR/$s.json" ;;
     suite_a|suite_b) if [ $s = suite_a ]; then files=$(ls tests/test_[a-h]*.py); else files=$(ls tests/test_[i-z]*.py); fi
       step "t_$s" 560 $PY -m pytest -q -p no:cacheprovider -m cuda --durations=20 --junitxml="$OUTDIR/junit_$s.xml" $files
       $PY scripts/device/junit_summary.py "$OUTDIR/junit_$s.xml" "$OUTDIR/summary_$s.json" || rc=1 ;;
