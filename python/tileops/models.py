@@ -152,7 +152,25 @@ class Bottleneck(nn.Module):
         return F.relu(self.conv3(y) + self.downsample(x))
 
 
-class ResNet(nn.Module):
+class _Backbone(nn.Module):
+    """What the CNNs share: stem -> stages -> global average pool -> fc, their convs He-initialised.
+    A subclass sets self.stem, then calls _head with its stages."""
+
+    _pool = staticmethod(F.adaptive_avg_pool2d)
+
+    def _head(self, stages, cin, num_classes):
+        self.stages = nn.Sequential(*stages)
+        self.fc = nn.Linear(cin, num_classes)
+        for m in self.modules():
+            if isinstance(m, (nn.Conv2d, nn.Conv3d)):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        x = self.stages(self.stem(x))
+        return self.fc(torch.flatten(self._pool(x, 1), 1))
+
+
+class ResNet(_Backbone):
     def __init__(self, block, layers: Sequence[int], width=64, num_classes=1000, in_chans=3, small_input=False,
                  **block_kw):
         super().__init__()
@@ -168,15 +186,7 @@ class ResNet(nn.Module):
                 blocks.append(block(cin, w, 2 if (i > 0 and j == 0) else 1, **block_kw))
                 cin = w * block.expansion
             stages.append(nn.Sequential(*blocks))
-        self.stages = nn.Sequential(*stages)
-        self.fc = nn.Linear(cin, num_classes)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-
-    def forward(self, x):
-        x = self.stages(self.stem(x))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        self._head(stages, cin, num_classes)
 
 
 def resnet(layers=(3, 4, 6, 3), width=64, num_classes=1000, in_chans=3, small_input=False, bottleneck=True,
@@ -222,7 +232,7 @@ class RegNetBlock(nn.Module):
         return F.relu(self.proj(x) + self.c(self.se(self.b(self.a(x)))))
 
 
-class RegNet(nn.Module):
+class RegNet(_Backbone):
     def __init__(self, depths: Sequence[int], widths: Sequence[int], group_width, stem=32, num_classes=1000,
                  in_chans=3):
         super().__init__()
@@ -232,15 +242,7 @@ class RegNet(nn.Module):
             stages.append(nn.Sequential(*[RegNetBlock(cin if j == 0 else w, w, 2 if j == 0 else 1, group_width)
                                           for j in range(d)]))
             cin = w
-        self.stages = nn.Sequential(*stages)
-        self.fc = nn.Linear(cin, num_classes)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-
-    def forward(self, x):
-        x = self.stages(self.stem(x))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        self._head(stages, cin, num_classes)
 
 
 def regnet(depths=(1, 3, 6, 6), widths=(48, 104, 208, 440), group_width=8, stem=32, num_classes=1000):
@@ -284,7 +286,9 @@ class BasicBlock3d(nn.Module):
         return F.relu(self.conv2(F.relu(self.conv1(x))) + self.downsample(x))
 
 
-class VideoResNet(nn.Module):
+class VideoResNet(_Backbone):
+    _pool = staticmethod(F.adaptive_avg_pool3d)
+
     def __init__(self, layers: Sequence[int] = (2, 2, 2, 2), width=64, num_classes=400, in_chans=3):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv3d(in_chans, width, (3, 7, 7), (1, 2, 2), (1, 3, 3), bias=False),
@@ -295,15 +299,7 @@ class VideoResNet(nn.Module):
             stages.append(nn.Sequential(*[BasicBlock3d(cin if j == 0 else w, w, 2 if (i > 0 and j == 0) else 1)
                                           for j in range(n)]))
             cin = w
-        self.stages = nn.Sequential(*stages)
-        self.fc = nn.Linear(cin, num_classes)
-        for m in self.modules():
-            if isinstance(m, nn.Conv3d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-
-    def forward(self, x):
-        x = self.stages(self.stem(x))
-        return self.fc(torch.flatten(F.adaptive_avg_pool3d(x, 1), 1))
+        self._head(stages, cin, num_classes)
 
 
 def r3d(layers=(2, 2, 2, 2), width=64, num_classes=400, in_chans=3):
