@@ -350,8 +350,15 @@ Tensor conv_transpose3d(const Tensor& x_in, const Tensor& weight, const OptTenso
   // (N, K, D, H_out, W_out, T): input depth d's tap t lands on output depth d * stride - padding + t * dilation
   const Tensor taps = z.unflatten(0, {N, D}).unflatten(2, {K, T}).permute({0, 2, 1, 4, 5, 3});
   Tensor y;
-  if (T == 1 && st[0] == 1 && pd[0] == 0 && opd[0] == 0) {
-    y = taps.select(5, 0).contiguous(fmt);
+  if (st[0] == T && dl[0] == 1 && pd[0] == 0 && opd[0] == 0) {
+    // the taps tile the output depths without overlap or gap (a 3-D U-Net's k2 s2, every kD = 1
+    // unstrided): output depth d * kD + t is tap t of input depth d, one copy (a view where kD = 1)
+    if (T == 1) {
+      y = taps.select(5, 0).contiguous(fmt);
+    } else {
+      y = at::empty({N, K, Do, out[3], out[4]}, z.options().memory_format(fmt));
+      y.view({N, K, D, T, out[3], out[4]}).copy_(taps.permute({0, 1, 2, 5, 3, 4}));
+    }
   } else {  // each tap added into the output depths it reaches (of a zeroed output), strided by the stride
     y = at::empty({N, K, Do, out[3], out[4]}, z.options().memory_format(fmt)).zero_();
     for (int64_t t = 0; t < T; ++t) {
