@@ -32,7 +32,30 @@ def pytest_configure(config):
         raise pytest.UsageError("TILEOPS_REQUIRE_CUDA=1 but torch.cuda.is_available() is False")
 
 
+def _shard():
+    """TILEOPS_SHARD="i/n" (0 <= i < n): this process runs every n-th collected test from the i-th on,
+    so n processes, one a shard, run the suite between them at once (scripts/device/gpu_focus.sh's
+    step `suite`: on one GPU the tests mostly wait on the host, which has cores to spare). Round-robin
+    over the collected order spreads each test's parametrizations over the shards."""
+    spec = os.environ.get("TILEOPS_SHARD", "")
+    if not spec:
+        return None
+    try:
+        i, n = (int(v) for v in spec.split("/"))
+    except ValueError:
+        i, n = -1, 0
+    if not 0 <= i < n:
+        raise pytest.UsageError("TILEOPS_SHARD=%r: expected i/n with 0 <= i < n, e.g. 0/4" % spec)
+    return i, n
+
+
 def pytest_collection_modifyitems(config, items):
+    shard = _shard()
+    if shard is not None:
+        i, n = shard
+        keep = items[i::n]
+        config.hook.pytest_deselected(items=[t for k, t in enumerate(items) if k % n != i])
+        items[:] = keep
     no_gpu = pytest.mark.skip(reason="no CUDA GPU visible (torch.cuda.is_available() is False)")
     few_gpus = pytest.mark.skip(reason=MULTIGPU_SKIP)
     for item in items:

@@ -40,6 +40,9 @@
 #                  bench_matmul / bench_conv_family (several minutes each: one a call)
 #     models_grouped, models_family, models_llama   bench_models' other rows: ResNeXt-50 and
 #                  RegNetY-400MF; r3d_18 and Whisper-tiny's encoder; the Llama-style decoder
+#     suite        the whole CUDA suite (-m cuda, TILEOPS_REQUIRE_CUDA) as SHARDS (default 4) pytest
+#                  processes at once on the one GPU (tests/conftest.py: TILEOPS_SHARD), each with its
+#                  junit_suite<i>.xml and summary_suite<i>.json
 #     suite_a, suite_b  the CUDA suite (-m cuda, TILEOPS_REQUIRE_CUDA) in two halves by file, each
 #                  under one call's 10 minutes (the whole ran past 420 s at 73% on an H100):
 #                  junit_suite_a.xml / _b.xml and their summaries (junit_summary.py)
@@ -151,6 +154,15 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
       m=$(case $s in models_grouped) echo resnext50_32x4d,regnet_y_400mf ;; models_family) echo r3d_18,whisper_tiny_encoder ;;
           *) echo llama_8x1024 ;; esac)
       step "bench_$s" 560 $PY benchmarks/bench_models.py --models "$m" --out "$OUTDIR/$s.json" ;;
+    suite) n=${SHARDS:-4}  # the whole CUDA suite, n pytest processes on the one GPU at once (TILEOPS_SHARD)
+      for i in $(seq 0 $((n - 1))); do
+        TILEOPS_SHARD=$i/$n step "t_suite$i" 560 $PY -m pytest -q -p no:cacheprovider -m cuda --durations=10 \
+          --junitxml="$OUTDIR/junit_suite$i.xml" tests &
+      done
+      wait
+      for i in $(seq 0 $((n - 1))); do
+        $PY scripts/device/junit_summary.py "$OUTDIR/junit_suite$i.xml" "$OUTDIR/summary_suite$i.json" || rc=1
+      done ;;
     suite_a|suite_b) if [ $s = suite_a ]; then files=$(ls tests/test_[a-h]*.py); else files=$(ls tests/test_[i-z]*.py); fi
       step "t_$s" 560 $PY -m pytest -q -p no:cacheprovider -m cuda --durations=20 --junitxml="$OUTDIR/junit_$s.xml" $files
       $PY scripts/device/junit_summary.py "$OUTDIR/junit_$s.xml" "$OUTDIR/summary_$s.json" || rc=1 ;;
