@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from common import gpu_dir_name, run_rows, set_precision, timed
+from common import add_portable_arg, apply_portable, gpu_dir_name, run_rows, set_precision, timed
 
 # group, label, C, H (= W), K, R (= S), stride, padding, groups
 LAYERS = [
@@ -186,6 +186,7 @@ def main():
     ap.add_argument("--tf32", action="store_true", help="also rows of fp32 tensors with TF32 on (dtype 'tf32')")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: dry run on tiny sizes")
     ap.add_argument("--budget", type=float, default=120.0, help="seconds of timed calls to aim for in all")
+    add_portable_arg(ap)
     args = ap.parse_args()
     dry = args.device == "cpu"
     assert dry or torch.cuda.is_available(), "bench_conv.py times CUDA kernels; no GPU is visible (--device cpu: dry run)"
@@ -193,6 +194,7 @@ def main():
     if dry:
         torch.set_num_threads(1)  # tiny problems: thread start-up would dominate
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", gpu_dir_name(), "conv.json")
+    out = apply_portable(args, out, default_out=args.out is None)
     todo = [t for t in rows(args.quick, args.tf32) if not args.filter or re.search(args.filter, row_key(*t))]
     if dry:
         todo = [(tiny(t[0]), min(t[1], 2)) + t[2:] for t in todo if t[1] <= 32]

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 import tileops
 from bench_conv import geomean, rel_err
-from common import gpu_dir_name, run_rows, set_precision, timed
+from common import add_portable_arg, apply_portable, gpu_dir_name, run_rows, set_precision, timed
 
 # group, label, op, x shape (N, C, *spatial), weight shape, args after bias in torch's order
 # (conv: stride, padding, dilation, groups; transposed: stride, padding, output_padding, groups, dilation)
@@ -169,6 +169,7 @@ def main():
     ap.add_argument("--filter", default=None, help="regex on 'group label dtype layout pass'")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: dry run on tiny sizes")
     ap.add_argument("--budget", type=float, default=120.0, help="seconds of timed calls to aim for in all")
+    add_portable_arg(ap)
     args = ap.parse_args()
     dry = args.device == "cpu"
     assert dry or torch.cuda.is_available(), "bench_conv_family.py times CUDA kernels (--device cpu: dry run)"
@@ -177,6 +178,7 @@ def main():
         torch.set_num_threads(1)
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", gpu_dir_name(),
                                    "conv_family.json")
+    out = apply_portable(args, out, default_out=args.out is None)
     todo = [(layer, kind, layout, pss) for pss in PASSES for kind, layout in KINDS for layer in LAYERS]
     todo = [t for t in todo if not args.filter or re.search(args.filter, "%s %s %s %s %s" % (
         t[0][0], t[0][1], t[1], t[2], t[3]))]

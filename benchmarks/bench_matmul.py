@@ -15,7 +15,18 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from common import gpu_dir_name, gpu_name, print_table, progress, set_precision, timed, torch_act, write_json
+from common import (
+    add_portable_arg,
+    apply_portable,
+    gpu_dir_name,
+    gpu_name,
+    print_table,
+    progress,
+    set_precision,
+    timed,
+    torch_act,
+    write_json,
+)
 
 KINDS = ["float32", "tf32", "float16", "bfloat16"]
 SHAPES = [  # label, batch, M, N, K
@@ -113,9 +124,11 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="squares up to 4096 only")
     ap.add_argument("--filter", default=None, help="regex on 'op label dtype' (ladder rows: 'ladder algo dtype')")
+    add_portable_arg(ap)
     args = ap.parse_args()
     assert torch.cuda.is_available(), "bench_matmul.py times CUDA kernels; no GPU is visible"
     out = args.out or os.path.join(os.path.dirname(__file__), "results", gpu_dir_name(), "matmul.json")
+    out = apply_portable(args, out, default_out=args.out is None)
     shapes = [s for s in SHAPES if not (args.quick and s[2] * s[3] * s[4] > 4096 ** 3)]
     todo = [("matmul", s, k) for k in KINDS for s in shapes]
     todo += [("linear+gelu", s, "bfloat16") for s in SHAPES if s[0].startswith("ViT")]

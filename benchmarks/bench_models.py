@@ -29,7 +29,17 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from common import gpu_dir_name, gpu_name, print_table, progress, set_precision, time_ms, write_json
+from common import (
+    add_portable_arg,
+    apply_portable,
+    gpu_dir_name,
+    gpu_name,
+    print_table,
+    progress,
+    set_precision,
+    time_ms,
+    write_json,
+)
 from tileops import models
 
 # name, constructor, training batch, memory format, input: ("image", side) RGB images, ("clip", frames,
@@ -276,6 +286,7 @@ def main():
     ap.add_argument("--models", default=None, help="comma-separated subset, e.g. vit_s16")
     ap.add_argument("--tiny", action="store_true", help="tiny models and inputs (smoke test; with --device cpu)")
     ap.add_argument("--device", default="cuda")
+    add_portable_arg(ap)
     args = ap.parse_args()
     if args.device == "cuda":
         assert torch.cuda.is_available(), "bench_models.py times CUDA training steps; no GPU is visible"
@@ -286,6 +297,7 @@ def main():
         args.rounds = min(args.rounds, 3)
     out = args.out or os.path.join(os.path.dirname(__file__), "results", gpu_dir_name(), "models.json")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    out = apply_portable(args, out, default_out=args.out is None)
     set_precision("bfloat16")  # TF32 off: the fp32 parts run as fp32 in both
     torch.backends.cudnn.benchmark = True
     specs = TINY if args.tiny else MODELS

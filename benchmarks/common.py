@@ -128,9 +128,28 @@ def meta():
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "tileops": tileops.build_info(),
+        "portable": tileops.routing.portable(),  # TILEOPS_PORTABLE=1: routed as before Hopper
         "python": sys.version.split()[0],
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def add_portable_arg(ap):
+    ap.add_argument("--portable", action="store_true", help="TILEOPS_PORTABLE=1: tileops routed as on a GPU "
+                    "before Hopper (no TMA, wgmma, clusters); the default output is <name>_portable.json")
+
+
+def apply_portable(args, out, default_out):
+    """--portable: TILEOPS_PORTABLE=1 set before tileops routes anything (it reads the switch once), and
+    the default output renamed <name>_portable.json. Returns the output path."""
+    if not args.portable:
+        return out
+    import tileops
+
+    os.environ["TILEOPS_PORTABLE"] = "1"
+    if not tileops.routing.portable():
+        raise SystemExit("--portable: tileops had read TILEOPS_PORTABLE before it was set; set it in the environment")
+    return os.path.splitext(out)[0] + "_portable.json" if default_out else out
 
 
 def write_json(path, records):

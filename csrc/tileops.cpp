@@ -135,6 +135,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_route_trace", [](bool on) { tileops::routing::set_tracing(on); }, py::arg("on"),
         "Turns TILEOPS_TRACE's per-call routing log on or off for this process.");
   m.def("_route_tracing", [] { return tileops::routing::tracing(); });
+  m.def("_portable_only", [] { return tileops::routing::portable_only(); },
+        "Whether TILEOPS_PORTABLE=1 routes every op as on a GPU before Hopper (read once).");
   namespace ops_ = tileops::ops;
   m.def("_explain_matmul", torch::wrap_pybind_function([](const at::Tensor& a, const at::Tensor& b,
                                                           const std::string& algo, bool backward) {

@@ -161,7 +161,8 @@ def test_kernel_path(arch_list, capability, path):
 
 def test_report_says_which_path_a_gpu_gets():
     b = build(arch_list=DEFAULT)
-    assert doctor.describe_kernel_path(b, (9, 0)).startswith("native cubin (sm_90a)")
+    assert doctor.describe_kernel_path(b, (9, 0), portable=False).startswith("native cubin (sm_90a)")
+    assert "TILEOPS_PORTABLE=1" in doctor.describe_kernel_path(b, (9, 0), portable=True)
     newer = doctor.describe_kernel_path(b, (12, 0))
     assert newer.startswith("PTX JIT (compute_90 -> sm_120") and "portable kernels only" in newer
     assert doctor.describe_kernel_path(build(arch_list="9.0a"), (10, 0)).startswith("none")

@@ -247,3 +247,77 @@ def test_explain_issue60_grad_weight():
         family = {"skinny_tc": "matmul_skinny_tc", "sm90": "matmul_sm90"}[mm["kernel"]]
         assert mm["config"] in tileops.autotune.candidates(family), mm
         assert mm["why"].startswith(("heuristic", "pinned", "cached")), mm
+
+
+# ----------------------------------------------------------------------------------------------
+# TILEOPS_PORTABLE=1: every op routed as on a GPU before Hopper (read once: a process of its own)
+
+HOPPER_ONLY = {"sm90", "skinny_tc", "sm90_implicit", "sm90_implicit_strided"}  # the candidates that need sm_90a
+PORTABLE_PROBE = r"""
+import json, sys
+import torch, torch.nn.functional as F
+import tileops
+sys.path.insert(0, "tests")
+from test_routing import _flat
+torch.manual_seed(0)
+bf = torch.bfloat16
+cl = lambda t: t.contiguous(memory_format=torch.channels_last)
+r = lambda *s: torch.randn(*s, device="cuda", dtype=bf)
+cases = [
+    ("matmul", (r(1024, 1024), r(1024, 1024)), {}, torch.matmul),
+    ("matmul", (r(8, 4096), r(4096, 4096)), {}, torch.matmul),  # skinny
+    ("conv2d", (cl(r(8, 64, 56, 56)), cl(r(64, 64, 3, 3))), {"padding": 1}, F.conv2d),
+    ("conv2d", (cl(r(4, 3, 64, 64)), cl(r(32, 3, 7, 7))), {"stride": 2, "padding": 3}, F.conv2d),  # small C
+    ("conv2d", (cl(r(2, 96, 56, 56)), cl(r(96, 1, 3, 3))), {"padding": 1, "groups": 96}, F.conv2d),  # depthwise
+]
+chains, errs = [], []
+for op, args, kw, ref in cases:
+    leaves = [a.detach().requires_grad_() for a in args]
+    chains += [(d["op"], d["kernel"], d["config"]) for d in _flat(tileops.explain(op, *leaves, **kw))]
+    y = getattr(tileops, op)(*leaves, **kw)
+    y.backward(torch.ones_like(y))
+    want = ref(*[a.double() for a in args], **kw)
+    errs.append(float((y.double() - want).norm() / want.norm()))
+print(json.dumps({"portable": tileops.routing.portable(), "chains": chains, "errs": errs}))
+"""
+
+
+def _portable_probe(env_value):
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TILEOPS_PORTABLE=env_value, PYTHONPATH=os.pathsep.join(
+        [os.path.join(ROOT, "python"), os.path.join(ROOT, "tests"), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", PORTABLE_PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_portable_switch_read_from_the_environment():
+    import subprocess
+    import sys
+
+    code = "import tileops; print(tileops.routing.portable())"
+    for value, want in (("1", "True"), ("0", "False"), ("", "False")):
+        env = dict(os.environ, TILEOPS_PORTABLE=value, PYTHONPATH=os.path.join(ROOT, "python"))
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert out.stdout.strip() == want, (value, out.stdout, out.stderr[-2000:])
+
+
+@pytest.mark.cuda
+def test_portable_switch_routes_no_hopper_kernel():
+    """Under TILEOPS_PORTABLE=1 the calls that take the Hopper kernels here (a large and a skinny bf16
+    GEMM, a channels_last 3x3 conv, a stem, a depthwise conv; forward and gradients) run the portable
+    ones, with torch's results; on an H100 the same calls without the switch take Hopper kernels (so
+    the switch is what changed them)."""
+    on = _portable_probe("1")
+    assert on["portable"] is True
+    used = {k for _, k, _ in on["chains"]}
+    assert not used & HOPPER_ONLY, on["chains"]
+    assert not any(cfg == "rows" for _, _, cfg in on["chains"]), on["chains"]  # the depthwise row ring (TMA)
+    assert max(on["errs"]) < 2e-2, on["errs"]
+    if _hopper():
+        off = _portable_probe("0")
+        assert off["portable"] is False and {k for _, k, _ in off["chains"]} & HOPPER_ONLY, off["chains"]

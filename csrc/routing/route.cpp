@@ -95,6 +95,11 @@ bool tracing() {
 }
 void set_tracing(bool on) { trace_state().store(on ? 1 : 0); }
 
+bool portable_only() {
+  static const bool on = autotune::env_flag("TILEOPS_PORTABLE", false);
+  return on;
+}
+
 void trace_line(const std::string& text) {
   if (recorder == nullptr) std::fprintf(stderr, "tileops route %s  %s\n", std::string(2 * depth, ' ').c_str(), text.c_str());
 }

@@ -80,6 +80,14 @@ bool explaining();
 std::vector<Decision> explain(const std::function<void()>& call);
 bool tracing();
 void set_tracing(bool on);
+
+// TILEOPS_PORTABLE=1 (read once): every op is routed as on a GPU before Hopper (sm_80 to sm_89),
+// whatever the GPU: no candidate that uses TMA, wgmma, thread-block clusters or dependent launches
+// runs, so an H100 runs and times the kernels an A100 or an RTX 4090 would
+// (docs/dispatch.md#tileops_portable1-the-pre-hopper-routes). kPortableOnly: the reason such a
+// candidate gives.
+bool portable_only();
+inline constexpr char kPortableOnly[] = "TILEOPS_PORTABLE=1: routed as on a GPU before Hopper";
 // A line of the trace, at the current depth (a family reporting its config while it runs).
 void trace_line(const std::string& text);
 

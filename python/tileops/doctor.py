@@ -241,8 +241,11 @@ def arch_covers(arch_list, capability):
     return kernel_path(arch_list, capability)[0] != "none"
 
 
-def describe_kernel_path(build, capability):
-    """One line for the report: which code of this tileops build a GPU of `capability` runs."""
+def describe_kernel_path(build, capability, portable=None):
+    """One line for the report: which code of this tileops build a GPU of `capability` runs.
+    portable (default: TILEOPS_PORTABLE=1 in the environment): routed as before Hopper."""
+    if portable is None:
+        portable = os.environ.get("TILEOPS_PORTABLE", "0") == "1"
     if not build:
         return "unknown (tileops._C did not load)"
     if not build.get("with_cuda"):
@@ -250,6 +253,8 @@ def describe_kernel_path(build, capability):
     kind, code = kernel_path(build.get("arch_list"), capability)
     sm = "sm_%d%d" % tuple(capability)
     hopper = "the Hopper (wgmma/TMA) and portable kernels" if tuple(capability) == (9, 0) else "the portable kernels"
+    if portable and tuple(capability) == (9, 0):
+        hopper = "the portable kernels only (TILEOPS_PORTABLE=1: routed as before Hopper)"
     if kind == "native" and code.endswith("a"):
         return f"native cubin ({code}): {hopper}"
     if kind == "native":

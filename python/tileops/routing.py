@@ -20,7 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import _C
 from .ops import _pair
 
-__all__ = ["explain", "tables", "trace"]
+__all__ = ["explain", "portable", "tables", "trace"]
 
 _OPS = ("matmul", "linear", "conv2d", "conv1d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 
@@ -130,6 +130,13 @@ def _explain_composite(op, args, kwargs, backward):
             ds = _C._explain_conv2d_backward(gy, x, w, list(st), list(pd), list(dl), groups, list(mask))
         out += [dict(d) for d in ds]
     return out
+
+
+def portable() -> bool:
+    """Whether this process routes every op as on a GPU before Hopper (TILEOPS_PORTABLE=1, read at the
+    first call that asks): no TMA, wgmma, clusters or dependent launches, so an H100 runs the kernels
+    an A100 or an RTX 4090 would (docs/dispatch.md#tileops_portable1-the-pre-hopper-routes)."""
+    return bool(_C._portable_only())
 
 
 @contextlib.contextmanager

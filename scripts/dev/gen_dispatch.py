@@ -32,6 +32,17 @@ anything; `TILEOPS_TRACE=1` (or `with tileops.routing.trace():`) logs the same f
 Dtypes: 16-bit is fp16 and bf16; TF32 is fp32 with `torch.backends.cuda.matmul.allow_tf32` (matmul,
 linear) or `torch.backends.cudnn.allow_tf32` (conv2d) set. Hopper is compute capability 9.0 with a
 build that includes `9.0a`; elsewhere (sm_80/86/89, and newer GPUs through PTX) the portable rows run.
+
+## TILEOPS_PORTABLE=1: the pre-Hopper routes
+
+With `TILEOPS_PORTABLE=1` in the environment (read once per process; `tileops.routing.portable()`
+says whether it is on) every table routes as on a GPU before Hopper, whatever the GPU: the
+candidates that need sm_90a (`skinny_tc`, `sm90`, `sm90_implicit`, `sm90_implicit_strided`, the
+Hopper data gradient inside `phases`) pass with the reason "TILEOPS_PORTABLE=1: routed as on a GPU
+before Hopper"; the depthwise row ring (config `rows`) and `rows64` are not taken; the small-C
+kernel multiplies with mma.sync instead of wgmma; no kernel is a dependent launch. An H100 then runs,
+tests and times what an A100 or an RTX 30/40 runs: `scripts/device/gpu_focus.sh` steps
+`suite_portable`, `matmul_portable`, `conv_portable`, `models_portable` (the benchmarks' `--portable`).
 """
 
 

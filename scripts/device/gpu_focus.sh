@@ -43,6 +43,9 @@
 #     suite        the whole CUDA suite (-m cuda, TILEOPS_REQUIRE_CUDA) as SHARDS (default 4) pytest
 #                  processes at once on the one GPU (tests/conftest.py: TILEOPS_SHARD), each with its
 #                  junit_suite<i>.xml and summary_suite<i>.json
+#     suite_portable  the same with TILEOPS_PORTABLE=1 (every op routed as before Hopper)
+#     matmul_portable, conv_portable, models_portable   bench_matmul / bench_conv / bench_models
+#                  (ViT-S/16, ResNet-50) with --portable
 #     suite_a, suite_b  the CUDA suite (-m cuda, TILEOPS_REQUIRE_CUDA) in two halves by file, each
 #                  under one call's 10 minutes (the whole ran past 420 s at 73% on an H100):
 #                  junit_suite_a.xml / _b.xml and their summaries (junit_summary.py)
@@ -154,15 +157,19 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
       m=$(case $s in models_grouped) echo resnext50_32x4d,regnet_y_400mf ;; models_family) echo r3d_18,whisper_tiny_encoder ;;
           *) echo llama_8x1024 ;; esac)
       step "bench_$s" 560 $PY benchmarks/bench_models.py --models "$m" --out "$OUTDIR/$s.json" ;;
-    suite) n=${SHARDS:-4}  # the whole CUDA suite, n pytest processes on the one GPU at once (TILEOPS_SHARD)
+    suite|suite_portable) n=${SHARDS:-4}  # n pytest processes on the one GPU at once (TILEOPS_SHARD)
+      p=$([ $s = suite_portable ] && echo 1 || echo 0)
       for i in $(seq 0 $((n - 1))); do
-        TILEOPS_SHARD=$i/$n step "t_suite$i" 560 $PY -m pytest -q -p no:cacheprovider -m cuda --durations=10 \
-          --junitxml="$OUTDIR/junit_suite$i.xml" tests &
+        TILEOPS_PORTABLE=$p TILEOPS_SHARD=$i/$n step "t_$s$i" 560 $PY -m pytest -q -p no:cacheprovider -m cuda \
+          --durations=10 --junitxml="$OUTDIR/junit_$s$i.xml" tests &
       done
       wait
       for i in $(seq 0 $((n - 1))); do
-        $PY scripts/device/junit_summary.py "$OUTDIR/junit_suite$i.xml" "$OUTDIR/summary_suite$i.json" || rc=1
+        $PY scripts/device/junit_summary.py "$OUTDIR/junit_$s$i.xml" "$OUTDIR/summary_$s$i.json" || rc=1
       done ;;
+    matmul_portable|conv_portable|models_portable)  # the bench with TILEOPS_PORTABLE=1 (--portable)
+      extra=$([ $s = models_portable ] && echo "--models vit_s16,resnet50")
+      step "bench_$s" 560 $PY "benchmarks/bench_${s%_portable}.py" --portable $extra --out "$OUTDIR/$s.json" ;;
     suite_a|suite_b) if [ $s = suite_a ]; then files=$(ls tests/test_[a-h]*.py); else files=$(ls tests/test_[i-z]*.py); fi
       step "t_$s" 560 $PY -m pytest -q -p no:cacheprovider -m cuda --durations=20 --junitxml="$OUTDIR/junit_$s.xml" $files
       $PY scripts/device/junit_summary.py "$OUTDIR/junit_$s.xml" "$OUTDIR/summary_$s.json" || rc=1 ;;

@@ -311,7 +311,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc_kernel(Con
 __device__ __forceinline__ int quad_b(int n, int k) {
   return (k >> 6) * (kNB * 64) + n * 64 + ((((k & 63) >> 3) ^ (n & 7)) << 3) + (k & 7);
 }
-template <typename T, Act A, int KR>
+// WG: the products by wgmma where the build has sm_90a code (false: mma.sync there too, as before
+// Hopper; TILEOPS_PORTABLE=1 launches it so).
+template <typename T, Act A, int KR, bool WG>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(ConvOperands c, SmallC g, Epilogue<T> epi) {
   extern __shared__ __align__(16) unsigned char smallc_raw_smem[];
   unsigned char* smallc_smem = smallc_raw_smem + ((1024 - (smem_u32(smallc_raw_smem) & 1023)) & 1023);
@@ -334,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
     bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
   stage_weight(Bs, c, g, k0c, [](int ch, int r, int s) { return r * KR + 4 * s + ch; }, quad_b, 64);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // B's stores, before wgmma reads them
+  if constexpr (WG) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // B's stores, before wgmma reads them
 #endif
 
   // A rows: lanes 8i..8i+7 address matrix i (pixels +8 for odd i, columns +8 for i >= 2); the taps of
@@ -373,34 +375,36 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
         }
     };
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    // Row r's wgmma group reads one register set while row r + 1's fragments load into the other
-    // (once row r - 1's group, the last reader of that set, has retired).
-    using Tag = std::conditional_t<std::is_same<T, c10::Half>::value, __half, __nv_bfloat16>;
-    const uint64_t desc0 = sm90::make_desc(Bs, 16, 1024);
-    auto mma_row = [&](int r, const uint32_t (&a)[kSteps][kMT][4], uint32_t (&next)[kSteps][kMT][4]) {
-      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-      for (int kk = 0; kk < kSteps; ++kk) {
-        const int k = r * KR + 16 * kk;  // a descriptor's address field counts 16 bytes
-        const uint64_t db = desc0 + uint64_t(((k >> 6) * (kNB * 128) + (k & 63) * 2) >> 4);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt)
-          sm90::wgmma_m64n64_rs(reinterpret_cast<float(&)[32]>(acc[mt]), a[kk][mt], db, 1, static_cast<Tag*>(nullptr));
+    if constexpr (WG) {
+      // Row r's wgmma group reads one register set while row r + 1's fragments load into the other
+      // (once row r - 1's group, the last reader of that set, has retired).
+      using Tag = std::conditional_t<std::is_same<T, c10::Half>::value, __half, __nv_bfloat16>;
+      const uint64_t desc0 = sm90::make_desc(Bs, 16, 1024);
+      auto mma_row = [&](int r, const uint32_t (&a)[kSteps][kMT][4], uint32_t (&next)[kSteps][kMT][4]) {
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  #pragma unroll
+        for (int kk = 0; kk < kSteps; ++kk) {
+          const int k = r * KR + 16 * kk;  // a descriptor's address field counts 16 bytes
+          const uint64_t db = desc0 + uint64_t(((k >> 6) * (kNB * 128) + (k & 63) * 2) >> 4);
+  #pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+            sm90::wgmma_m64n64_rs(reinterpret_cast<float(&)[32]>(acc[mt]), a[kk][mt], db, 1, static_cast<Tag*>(nullptr));
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        if (r + 1 < g.R) {
+          asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+          load_a(r + 1, next);
+        }
+      };
+      uint32_t a0[kSteps][kMT][4], a1[kSteps][kMT][4];
+      load_a(0, a0);
+      for (int r = 0; r < g.R; r += 2) {
+        mma_row(r, a0, a1);
+        if (r + 1 < g.R) mma_row(r + 1, a1, a0);
       }
-      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-      if (r + 1 < g.R) {
-        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-        load_a(r + 1, next);
-      }
-    };
-    uint32_t a0[kSteps][kMT][4], a1[kSteps][kMT][4];
-    load_a(0, a0);
-    for (int r = 0; r < g.R; r += 2) {
-      mma_row(r, a0, a1);
-      if (r + 1 < g.R) mma_row(r + 1, a1, a0);
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#else
+      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    } else
+#endif
     for (int r = 0; r < g.R; ++r) {
       uint32_t a[kSteps][kMT][4];
       load_a(r, a);
@@ -418,7 +422,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
           }
         }
     }
-#endif
     store_item<T, A>(acc, c, g, epi, ctile, cur.n, cur.p, cur.qc * kQT, k0c, rows16, threadIdx.x / 32);
   }
 }
@@ -572,7 +575,7 @@ template <typename T, Act AC, int MT>
 std::atomic<uint64_t> rows64_set_on{0};
 
 // Devices on which each kernel's dynamic shared-memory limit is set (allow_smem).
-template <typename T, Act AC, int KR = 0>
+template <typename T, Act AC, int KR = 0, bool WG = false>
 std::atomic<uint64_t> smem_set_on{0};
 
 // What the forward's checks computed: the geometry (the quads' where kr > 0), the shared memory a
@@ -636,9 +639,12 @@ void smallc_fwd_run(const GemmArgs& a) {
           allow_smem(kernel, size_t(kMaxSmem), set_on);
           kernel<<<p.grid, kThreads, p.smem, stream>>>(c, g, epilogue_of<T>(a));
         };
+        const bool wg = !routing::portable_only();  // wgmma where built for sm_90a, unless as before Hopper
         if (p.kr == 0) launch(conv_smallc_kernel<T, AC>, smem_set_on<T, AC>);
-        else if (p.kr == 16) launch(conv_smallc4_kernel<T, AC, 16>, smem_set_on<T, AC, 16>);
-        else launch(conv_smallc4_kernel<T, AC, 32>, smem_set_on<T, AC, 32>);
+        else if (p.kr == 16 && wg) launch(conv_smallc4_kernel<T, AC, 16, true>, smem_set_on<T, AC, 16, true>);
+        else if (p.kr == 16) launch(conv_smallc4_kernel<T, AC, 16, false>, smem_set_on<T, AC, 16, false>);
+        else if (wg) launch(conv_smallc4_kernel<T, AC, 32, true>, smem_set_on<T, AC, 32, true>);
+        else launch(conv_smallc4_kernel<T, AC, 32, false>, smem_set_on<T, AC, 32, false>);
       });
     }
   });
@@ -656,7 +662,7 @@ bool conv_fwd_rows64(const GemmArgs& a) {
   if ((a.dtype != at::kHalf && a.dtype != at::kBFloat16) || c.groups != 1 || c.C != 64 || c.R * c.S > 9) return false;
   if (c.sh != 1 || c.sw != 1 || c.dh != 1 || c.dw != 1 || c.N * c.P * c.Q == 0 || c.K == 0) return false;
   const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
-  if (dev->major != 9 || dev->minor != 0) return false;
+  if (routing::portable_only() || dev->major != 9 || dev->minor != 0) return false;
   if (!nhwc_dense(c.xs, c.C, c.H, c.W) || !nhwc_dense(c.ys, c.K, c.P, c.Q) ||
       reinterpret_cast<uintptr_t>(c.x) % 16 != 0 || reinterpret_cast<uintptr_t>(c.y) % 16 != 0 || c.K % 8 != 0 ||
       reinterpret_cast<uintptr_t>(a.mm.b) % 16 != 0 || a.mm.sb[2] % 8 != 0 ||

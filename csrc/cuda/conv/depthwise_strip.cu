@@ -18,6 +18,7 @@
 #include "cuda/conv/depthwise.h"
 #include "cuda/ptx/mbarrier.cuh"
 #include "cuda/runtime/cuda_util.h"
+#include "routing/route.h"  // portable_only
 
 namespace tileops::cuda::depthwise {
 namespace {
@@ -379,6 +380,7 @@ const char* strip_why_not(const GemmArgs& f) {
 const char* rows_why_not(const GemmArgs& f) {
   const auto& c = f.conv;
   const int64_t es = c10::elementSize(f.dtype), row = c.W * c.C * es, units = (c.Q + kTQ - 1) / kTQ * (c.C / kStripV);
+  if (routing::portable_only()) return routing::kPortableOnly;
   if (at::cuda::getCurrentDeviceProperties()->major < 9) return "before sm_90";
   if (row % 16 != 0 || reinterpret_cast<uintptr_t>(c.x) % 16 != 0) return "x's rows not 16-byte aligned runs";
   if (row > kRowsMaxRow) return "x's rows over 24 KiB";

@@ -18,6 +18,7 @@ const char* sm90_unavailable(const GemmArgs& a) {
   const bool tf32 = a.dtype == at::kFloat && (a.allow_tf32 || a.algo == Algo::Wgmma);
   if (a.dtype != at::kHalf && a.dtype != at::kBFloat16 && !tf32)
     return "it takes float16, bfloat16 and float32 (as TF32) only";
+  if (routing::portable_only()) return routing::kPortableOnly;
   const auto* prop = at::cuda::getCurrentDeviceProperties();
   // sm_90a code runs on 9.0 only: a newer GPU (sm_100, sm_120) running the build's compute_90 PTX,
   // or its own cubin, takes the portable rows below (docs/architecture.md, Build).

@@ -15,6 +15,7 @@
 
 #include "autotune/policy.h"
 #include "cuda/runtime/streams.h"
+#include "routing/route.h"  // portable_only
 
 namespace tileops {
 namespace cuda {
@@ -25,9 +26,10 @@ bool streams_on() {
   return on;
 }
 
-// TILEOPS_PDL=0: every kernel launched the ordinary way (cuda_util.h); read once.
+// TILEOPS_PDL=0 (or TILEOPS_PORTABLE=1: as before Hopper): every kernel launched the ordinary way
+// (cuda_util.h); read once.
 bool dependent_launches() {
-  static const bool on = autotune::env_flag("TILEOPS_PDL", true);
+  static const bool on = autotune::env_flag("TILEOPS_PDL", true) && !routing::portable_only();
   return on && at::cuda::getCurrentDeviceProperties()->major >= 9;
 }
 

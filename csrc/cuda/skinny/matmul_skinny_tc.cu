@@ -125,6 +125,7 @@ const char* skinny_tc_why_not(const GemmArgs& a) {
   // the SIMT kernel is ahead as cuBLAS's fp32 GEMV is (docs/kernels/skinny.md#tf32-eligibility).
   const bool tf32 = a.dtype == at::kFloat && a.allow_tf32;
   if (a.dtype != at::kHalf && a.dtype != at::kBFloat16 && !tf32) return "float64, or float32 with TF32 off";
+  if (routing::portable_only()) return routing::kPortableOnly;
   if (at::cuda::getCurrentDeviceProperties()->major > 9)
     return "sm_90a code runs on compute capability 9.0 only: a newer GPU takes the portable kernels";
   if (at::cuda::getCurrentDeviceProperties()->major != 9) return "not a compute capability 9.x GPU";
