@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from common import add_portable_arg, apply_portable, gpu_dir_name, run_rows, set_precision, timed
+from common import add_portable_arg, apply_portable, gpu_dir_name, run_rows, time_row
 
 # group, label, C, H (= W), K, R (= S), stride, padding, groups
 LAYERS = [
@@ -111,30 +111,11 @@ def build(layer, n, kind, pss, layout, device):
     return (lambda: step(tileops.conv2d)), (lambda: step(F.conv2d)), 3 * flops
 
 
-def rel_err(mine, theirs):
-    """||tileops - torch|| / ||torch|| of the outputs (a wrong fast kernel shows here first)."""
-    a, b = mine().float(), theirs().float()
-    return float((a - b).norm() / b.norm().clamp_min(1e-30))
-
-
 def run_row(layer, n, kind, layout, pss, device, budget_s):
     group, label, C, H, K, R, st, pd, g = layer
     rec = dict(op="conv2d", group=group, label=label, dtype=kind, layout=layout, N=n, C=C, H=H, W=H, K=K, R=R,
                S=R, stride=st, padding=pd, groups=g, **{"pass": pss})
-    rec.update(tileops_ms=None, torch_ms=None, ratio=None, tileops_tflops=None, torch_tflops=None, error=None)
-    try:
-        set_precision(kind)  # fp32 rows: TF32 off for both; tf32 rows: on for both
-        mine, theirs, flops = build(layer, n, kind, pss, layout, device)
-        if pss != "fwd+bwd":
-            rec["rel_err"] = rel_err(mine, theirs)
-        t_mine, call_mine, reps_mine = timed(mine, device, budget_s)
-        t_torch, call_torch, reps_torch = timed(theirs, device, budget_s)
-        rec.update(tileops_ms=t_mine, torch_ms=t_torch, ratio=t_torch / t_mine, tileops_tflops=flops / t_mine / 1e9,
-                   torch_tflops=flops / t_torch / 1e9, reps=[reps_mine, reps_torch], tileops_call_ms=call_mine,
-                   torch_call_ms=call_torch, call_ratio=call_torch / call_mine)
-    except Exception as e:  # record it and go on: one bad row must not lose the others
-        rec["error"] = ("%s: %s" % (type(e).__name__, e))[:500]
-    return rec
+    return time_row(rec, kind, lambda: build(layer, n, kind, pss, layout, device), pss != "fwd+bwd", device, budget_s)
 
 
 def geomean(xs):

@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from bench_conv import geomean, rel_err
-from common import add_portable_arg, apply_portable, gpu_dir_name, run_rows, set_precision, timed
+from bench_conv import geomean
+from common import add_portable_arg, apply_portable, gpu_dir_name, run_rows, time_row
 
 # group, label, op, x shape (N, C, *spatial), weight shape, args after bias in torch's order
 # (conv: stride, padding, dilation, groups; transposed: stride, padding, output_padding, groups, dilation)
@@ -115,20 +115,7 @@ def run_row(layer, kind, layout, pss, device, budget_s):
     group, label, op, xs, ws, args = layer
     rec = dict(op=op, group=group, label=label, dtype=kind, layout=layout, x=list(xs), w=list(ws),
                args=[list(a) if isinstance(a, tuple) else a for a in args], **{"pass": pss})
-    rec.update(tileops_ms=None, torch_ms=None, ratio=None, tileops_tflops=None, torch_tflops=None, error=None)
-    try:
-        set_precision(kind)  # fp32 rows: TF32 off for both
-        mine, theirs, flops = build(layer, kind, layout, pss, device)
-        if pss == "fwd":
-            rec["rel_err"] = rel_err(mine, theirs)
-        t_mine, call_mine, reps_mine = timed(mine, device, budget_s)
-        t_torch, call_torch, reps_torch = timed(theirs, device, budget_s)
-        rec.update(tileops_ms=t_mine, torch_ms=t_torch, ratio=t_torch / t_mine, tileops_tflops=flops / t_mine / 1e9,
-                   torch_tflops=flops / t_torch / 1e9, reps=[reps_mine, reps_torch], tileops_call_ms=call_mine,
-                   torch_call_ms=call_torch, call_ratio=call_torch / call_mine)
-    except Exception as e:  # record it and go on: one bad row must not lose the others
-        rec["error"] = ("%s: %s" % (type(e).__name__, e))[:500]
-    return rec
+    return time_row(rec, kind, lambda: build(layer, kind, layout, pss, device), pss == "fwd", device, budget_s)
 
 
 def summary(records):

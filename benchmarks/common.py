@@ -171,6 +171,33 @@ def print_table(records, cols):
         print("  ".join(("%-12.4g" % r[c]) if isinstance(r[c], float) else "%-12s" % (r[c],) for c in cols))
 
 
+def rel_err(mine, theirs):
+    """||tileops - torch|| / ||torch|| of the outputs (a wrong fast kernel shows here first)."""
+    a, b = mine().float(), theirs().float()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def time_row(rec, kind, build, check, device, budget_s):
+    """Fills rec (a benchmark row) with both sides' times: build() -> (tileops fn, torch fn, flops);
+    check: also the outputs' relative difference (rel_err). Precision flags set for `kind` first
+    (fp32 rows: TF32 off for both; tf32 rows: on for both). An error is recorded, not raised: one bad
+    row must not lose the others. Returns rec."""
+    rec.update(tileops_ms=None, torch_ms=None, ratio=None, tileops_tflops=None, torch_tflops=None, error=None)
+    try:
+        set_precision(kind)
+        mine, theirs, flops = build()
+        if check:
+            rec["rel_err"] = rel_err(mine, theirs)
+        t_mine, call_mine, reps_mine = timed(mine, device, budget_s)
+        t_torch, call_torch, reps_torch = timed(theirs, device, budget_s)
+        rec.update(tileops_ms=t_mine, torch_ms=t_torch, ratio=t_torch / t_mine, tileops_tflops=flops / t_mine / 1e9,
+                   torch_tflops=flops / t_torch / 1e9, reps=[reps_mine, reps_torch], tileops_call_ms=call_mine,
+                   torch_call_ms=call_torch, call_ratio=call_torch / call_mine)
+    except Exception as e:
+        rec["error"] = ("%s: %s" % (type(e).__name__, e))[:500]
+    return rec
+
+
 def run_rows(todo, label, run_row, device, budget_s, out, print_summary):
     """Each row of `todo` through run_row(*row, device, seconds), the timing budget spread over the rows
     left (a CPU dry run: a token budget), then the JSON, the summary and a PNG beside the JSON."""
