@@ -409,7 +409,8 @@ def test_gradcheck(device, case, layout):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("case", ["c1_k3_s2", "t1_k3_s2_op1", "t2_3x3_s2_op1", "t2_groups2"])
+@pytest.mark.parametrize("case", ["c1_k3_s2", "t1_k3_s2_op1", "t2_3x3_s2_op1", "t2_groups2", "c3_s2", "t3_3x3x3_s2_op1",
+                                  "t3_2x2x2_s2"])
 def test_gradgradcheck(device, case):
     """Second derivatives: conv2d's and _conv2d_backward's own backwards are tileops ops again."""
     c = CASES[case]

@@ -140,6 +140,14 @@ TILEOPS_HD void with_act(Act a, Fn&& fn) {
   }
 }
 
+// with_act for a kernel on problem type P: where P never takes a fused activation (P::kFused false:
+// the gradients), fn(None) alone, so no kernel carries activation variants no call can reach.
+template <class P, typename Fn>
+TILEOPS_HD void with_act_of(Act a, Fn&& fn) {
+  if constexpr (P::kFused) with_act(a, fn);
+  else fn(std::integral_constant<Act, Act::None>{});
+}
+
 // Calls fn(std::true_type{}) where there is a bias, else fn(std::false_type{}): the test made once
 // outside a kernel's epilogue loop rather than for every output.
 template <typename Fn>

@@ -10,6 +10,9 @@
 //   RowC row_c(g, m);  T* c(const RowC&, n)     where the result goes
 //   int64_t bias_index(g, n)
 // Callers guarantee m < M, n < N, k < K; tails are predicated by the caller.
+//   kFused                    whether the op layer ever gives this kind an activation to fuse
+//                             (false: the gradients); kernels then instantiate the identity's
+//                             epilogue alone (epilogue.h: with_act_of)
 #pragma once
 #include <cstdint>
 
@@ -58,6 +61,7 @@ TILEOPS_HD bool nchw_dense(const int64_t* st, int64_t C, int64_t H, int64_t W) {
 
 template <typename T>
 struct MatmulProblem {
+  static constexpr bool kFused = true;
   const T* A;
   const T* B;
   T* C;
@@ -99,6 +103,7 @@ struct ConvBase : ConvOperands {
 // so channels_last inputs are read along contiguous memory).
 template <typename T>
 struct ConvFwdProblem : ConvBase<T> {
+  static constexpr bool kFused = true;
   using ConvBase<T>::ConvBase;
   struct RowA { const T* base; int64_t h0, w0; };
   using ColB = const T*;
@@ -133,6 +138,7 @@ struct ConvFwdProblem : ConvBase<T> {
 // the output; elsewhere A reads 0.
 template <typename T>
 struct ConvDgradProblem : ConvBase<T> {
+  static constexpr bool kFused = false;
   using ConvBase<T>::ConvBase;
   struct RowA { const T* base; int64_t hp, wp; };
   using ColB = const T*;
@@ -169,6 +175,7 @@ struct ConvDgradProblem : ConvBase<T> {
 // Weight gradient: M = Kg output channels, N = Cg*R*S weight taps (s fastest), K = N*P*Q.
 template <typename T>
 struct ConvWgradProblem : ConvBase<T> {
+  static constexpr bool kFused = false;
   using ConvBase<T>::ConvBase;
   using RowA = const T*;
   struct ColB { const T* base; int64_t hoff, woff; };

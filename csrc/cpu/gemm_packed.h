@@ -414,11 +414,17 @@ namespace {
 inline void run_packed(const GemmArgs& a) {
   const bool use_gemv = gemv_why_not(a) == nullptr, use_dw = depthwise_why_not(a) == nullptr;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.dtype, "tileops_gemm_cpu_packed", [&] {
-    with_act(a.act, [&](auto act) {
-      constexpr Act A = decltype(act)::value;
-      if (use_gemv) return gemv<scalar_t, A>(MatmulProblem<scalar_t>(a.mm), a);
-      if (use_dw) return depthwise<scalar_t, A>(a);
-      visit_problem<scalar_t>(a, [&](const auto& p) { gemm_packed<scalar_t, std::decay_t<decltype(p)>, A>(p, a); });
+    if (use_gemv || use_dw) {
+      return with_act(a.act, [&](auto act) {
+        constexpr Act A = decltype(act)::value;
+        if (use_gemv) return gemv<scalar_t, A>(MatmulProblem<scalar_t>(a.mm), a);
+        depthwise<scalar_t, A>(a);
+      });
+    }
+    visit_problem<scalar_t>(a, [&](const auto& p) {
+      using P = std::decay_t<decltype(p)>;
+      TORCH_INTERNAL_ASSERT(P::kFused || a.act == Act::None, "tileops: internal error: an activation on a gradient");
+      with_act_of<P>(a.act, [&](auto act) { gemm_packed<scalar_t, P, decltype(act)::value>(p, a); });
     });
   });
 }

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
       __syncthreads();
     }
 
-    with_act(epi.act, [&](auto act) {  // the activation is a template argument from here on
+    with_act_of<P>(epi.act, [&](auto act) {  // the activation is a template argument from here on
       constexpr Act A = decltype(act)::value;
 #pragma unroll
       for (int i = 0; i < TM; ++i) {

@@ -137,7 +137,7 @@ template <typename T, class Cfg, class P>
 __device__ __forceinline__ void tc_store(const P& p, const Epilogue<T>& epi, int64_t g,
                                          const float (&acc)[Cfg::FM][Cfg::FN][4], int64_t wm, int64_t wn, int lane,
                                          int64_t M, int64_t N) {
-  with_act(epi.act, [&](auto act) {
+  with_act_of<P>(epi.act, [&](auto act) {
     tc_each_output<Cfg>(acc, wm, wn, lane, M, N, [&](int64_t m) { return p.row_c(g, m); },
                         [&](const auto& row, int64_t n, float v) {
                           epi.template store<decltype(act)::value>(p.c(row, n), v, p.bias_index(g, n));

@@ -179,6 +179,8 @@ void launch_problem(const GemmArgs& a, const Operands& ops) {
   TORCH_CHECK(algo != Algo::Mma || a.dtype != at::kDouble,
               "tileops.matmul: algo='mma' (tensor cores, alias 'wmma') takes float32 (run as TF32), float16 and "
               "bfloat16, got float64");
+  TORCH_INTERNAL_ASSERT(Problem<float>::kFused || a.act == Act::None,
+                        "tileops: internal error: an activation on a gradient problem");  // with_act_of drops it
   with_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     const Problem<T> p(ops);
