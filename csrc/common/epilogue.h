@@ -140,12 +140,17 @@ TILEOPS_HD void with_act(Act a, Fn&& fn) {
   }
 }
 
-// with_act for a kernel on problem type P: where P never takes a fused activation (P::kFused false:
-// the gradients), fn(None) alone, so no kernel carries activation variants no call can reach.
+// with_act where ACTS, else fn(None) alone: a kernel that never takes a fused activation (a
+// gradient's) then carries no activation variants no call can reach.
+template <bool ACTS, typename Fn>
+TILEOPS_HD void with_act_if(Act a, Fn&& fn) {
+  if constexpr (ACTS) with_act(a, fn);
+  else fn(std::integral_constant<Act, Act::None>{});
+}
+// ... for a kernel on problem type P (P::kFused false: the gradients).
 template <class P, typename Fn>
 TILEOPS_HD void with_act_of(Act a, Fn&& fn) {
-  if constexpr (P::kFused) with_act(a, fn);
-  else fn(std::integral_constant<Act, Act::None>{});
+  with_act_if<P::kFused>(a, fn);
 }
 
 // Calls fn(std::true_type{}) where there is a bias, else fn(std::false_type{}): the test made once

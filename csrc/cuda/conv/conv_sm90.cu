@@ -153,6 +153,7 @@ void launch_conv(const GemmArgs& g, bool im2col, const CUtensorMap& ma, const CU
 template <typename T, int BN, int STAGES>
 void launch_phases(const std::vector<GemmArgs>& ph, const std::vector<int>& order, const std::vector<CUtensorMap>& ma,
                    const CUtensorMap& mb, const std::vector<int64_t>& b_k0) {
+  TORCH_INTERNAL_ASSERT(ph[0].act == Act::None, "tileops: internal error: an activation on a data gradient");
   auto kernel = sm90::gemm_sm90_phases_kernel<T, BN, STAGES>;
   constexpr size_t smem = sm90::smem_bytes<BN, STAGES, T>();
   static std::atomic<uint64_t> set_on{0};
@@ -385,6 +386,7 @@ void conv_wgrad_sm90_explain(const GemmArgs& g, routing::Decision& d) {
 
 bool conv_wgrad_sm90(const GemmArgs& g) {
   if (conv_wgrad_sm90_why_not(g) != nullptr) return false;
+  TORCH_INTERNAL_ASSERT(g.act == Act::None, "tileops: internal error: an activation on a weight gradient");
   const int64_t sb[3] = {0, g.mm.sb[2], g.mm.sb[1]};  // (batch, row = n, k)
   // The tile width over output channels and how A arrives (family "conv_wgrad_sm90"), as the
   // forward's; split-K where splitk_factor says (the reduction N*P*Q is long, the output R*S*C x K

@@ -60,7 +60,10 @@ struct SplitK {
 // is B's first column (conv_im2col_producer); tm_c: C's map where store is Store::Tma.
 // gemm_sm90_kernel and gemm_sm90_phases_kernel launch it.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G, bool A_MN_MAJOR, BLoad BL = BLoad::Tma>
+// ACTS: false where the tile is never given an activation (the data gradient's phases), as a weight
+// gradient's gather (G) never is: only the identity's epilogue is instantiated then.
+template <typename T, int BN, bool B_MN_MAJOR, int STAGES, Gather G, bool A_MN_MAJOR, BLoad BL = BLoad::Tma,
+          bool ACTS = true>
 __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
                                                const CUtensorMap* tm_c, const MatmulProblem<T>& p, int64_t M,
                                                int64_t N, int64_t K, const Epilogue<T>& epi, int batch_a,
@@ -69,6 +72,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
   static_assert(!(B_MN_MAJOR && kTf32<T>), "wgmma .tf32 reads K-major B only");
   // CONV: A comes from a conv input; GATHER: by the producer warpgroup's cp.async copies
   constexpr bool CONV = G != Gather::None, GATHER = G == Gather::ConvFwd || G == Gather::ConvWgrad;
+  constexpr bool FUSED = ACTS && G != Gather::ConvWgrad && G != Gather::ConvWgradIm2col;  // with_act_if
   // B_REGS: the producer's 128 threads load B (tf32_b_producer), and keep their registers
   constexpr bool B_REGS = BL != BLoad::Tma;
   constexpr bool REBALANCE = !GATHER && !B_REGS && blocks_per_sm<BN, STAGES, T>() == 1;
@@ -238,7 +242,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       if (store == Store::Cols) {  // no residual, no bias (cols_stores)
         constexpr int RP = 64 + 8;
         T* cstage = As + (wg - 1) * BN * RP;
-        with_act(epi.act, [&](auto act) {
+        with_act_if<FUSED>(epi.act, [&](auto act) {
           stage_fragment<decltype(act)::value, BN, ColumnStaging<RP>, false>(d, cstage, 0, nullptr, false, epi, t);
         });
         asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
@@ -259,7 +263,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
     if (store == Store::Tma) {  // no residual (the host's condition); the stages' bytes are free
       using Staging = SwizzledStaging<64, int(sizeof(T))>;
       T* sstage = As + (wg - 1) * 64 * BN;  // 1 KiB aligned: BN * 64 * sizeof(T) bytes a warpgroup
-      with_act(epi.act, [&](auto act) {
+      with_act_if<FUSED>(epi.act, [&](auto act) {
         stage_fragment<decltype(act)::value, BN, Staging, false>(d, sstage, 0, bias_s, has_bias, epi, t);
       });
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged writes, visible to TMA
@@ -274,7 +278,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
     if (has_res) {
       stage_fragment<Act::None, BN, PaddedStaging<CP>, true>(d, fstage, 0, bias_s, has_bias, epi, t);
     } else {
-      with_act(epi.act, [&](auto act) {
+      with_act_if<FUSED>(epi.act, [&](auto act) {
         stage_fragment<decltype(act)::value, BN, PaddedStaging<CP>, false>(d, stage, 0, bias_s, has_bias, epi, t);
       });
     }
@@ -285,7 +289,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       store_staged<64, BN, PaddedStaging<CP>>(stage, p, g, m0 + (wg - 1) * 64, n0, M, N, vec_store, interior, t);
       return;
     }
-    with_act(epi.act, [&](auto act) {  // residual: vec_store also means the residual is 16-byte aligned
+    with_act_if<FUSED>(epi.act, [&](auto act) {  // residual: vec_store also means the residual is 16-byte aligned
       constexpr Act A = decltype(act)::value;
 #pragma unroll 2
       for (int i = t; i < 64 * (BN / VEC); i += 128) {
@@ -385,9 +389,10 @@ __global__ void __launch_bounds__(THREADS, (blocks_per_sm<BN, STAGES, T>()))
     }
     return;
   }
-  gemm_sm90_tile<T, BN, false, STAGES, Gather::ConvFwdIm2col, false>(f.a, tm_b, nullptr, f.p, f.M, N, f.K, epi, 1,
-                                                                     1, vec_store ? Store::Rows : Store::Elements,
-                                                                     SplitK{}, f.conv, 0, f.b_k0);
+  // a data gradient: never an activation (ACTS false)
+  gemm_sm90_tile<T, BN, false, STAGES, Gather::ConvFwdIm2col, false, BLoad::Tma, false>(
+      f.a, tm_b, nullptr, f.p, f.M, N, f.K, epi, 1, 1, vec_store ? Store::Rows : Store::Elements, SplitK{}, f.conv, 0,
+      f.b_k0);
 #else
   __trap();  // built without sm_90a: the host never launches this
 #endif
