@@ -1,5 +1,7 @@
 // Every tileops schema, in one place, and the Python module (build facts, device query).
-#include <torch/extension.h>
+#include <torch/csrc/Exceptions.h>    // torch::wrap_pybind_function
+#include <torch/csrc/utils/pybind.h>  // pybind11 with at::Tensor and optional casters
+#include <torch/library.h>
 
 #include "autotune/policy.h"
 #include "ops/explain.h"
