@@ -1,6 +1,17 @@
 // Argument checks and dispatch shared by every op. Errors name the op and the argument.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>  // not ATen.h: its every op's declaration doubled each unit's parse
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/gelu_backward.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/silu.h>
+#include <ATen/ops/silu_backward.h>
+#include <ATen/ops/threshold_backward.h>
+#include <ATen/TensorOperators.h>  // a + b, a * b, 1 - a
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <torch/library.h>

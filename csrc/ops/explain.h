@@ -2,7 +2,7 @@
 // routing::Decision lists (explain.cpp), launching nothing. backward: also the problems of its
 // gradients (every input's).
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <array>
 #include <vector>
