@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import tileops
-from common import add_portable_arg, apply_portable, gpu_dir_name, run_rows, time_row
+from common import add_portable_arg, add_row_bench_args, apply_portable, gpu_dir_name, run_rows, time_row
 
 # group, label, C, H (= W), K, R (= S), stride, padding, groups
 LAYERS = [
@@ -154,9 +154,6 @@ def print_summary(records):
         print("  %-14s %-10s %-9s %6.3fx  (n=%d; %.3f..%.3f)  call %s" % (
             s["pass_"], s["group"], s["dtype"], s["geomean"], s["n"], s["worst"], s["best"],
             "%.3fx" % s["call_geomean"] if s["call_geomean"] else "-"))
-    errors = [r for r in records if r["error"]]
-    if errors:
-        print("\n%d rows failed (see 'error' in the JSON)" % len(errors))
 
 
 def main():
@@ -165,8 +162,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="batch 32 only, bf16 and fp32 only")
     ap.add_argument("--filter", default=None, help="regex on 'group label dtype layout bN pass'")
     ap.add_argument("--tf32", action="store_true", help="also rows of fp32 tensors with TF32 on (dtype 'tf32')")
-    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: dry run on tiny sizes")
-    ap.add_argument("--budget", type=float, default=120.0, help="seconds of timed calls to aim for in all")
+    add_row_bench_args(ap)
     add_portable_arg(ap)
     args = ap.parse_args()
     dry = args.device == "cpu"

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 import tileops
 from bench_conv import geomean
-from common import add_portable_arg, apply_portable, gpu_dir_name, run_rows, time_row
+from common import add_portable_arg, add_row_bench_args, apply_portable, gpu_dir_name, run_rows, time_row
 
 # group, label, op, x shape (N, C, *spatial), weight shape, args after bias in torch's order
 # (conv: stride, padding, dilation, groups; transposed: stride, padding, output_padding, groups, dilation)
@@ -145,17 +145,13 @@ def print_summary(records):
     for s in summary(records):
         print("  %-10s %-8s %-9s %6.3fx  (n=%d; %.3f..%.3f)" % (s["group"], s["pass_"], s["dtype"], s["geomean"],
                                                                s["n"], s["worst"], s["best"]))
-    errors = [r for r in records if r["error"]]
-    if errors:
-        print("\n%d rows failed (see 'error' in the JSON)" % len(errors))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=None)
     ap.add_argument("--filter", default=None, help="regex on 'group label dtype layout pass'")
-    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: dry run on tiny sizes")
-    ap.add_argument("--budget", type=float, default=120.0, help="seconds of timed calls to aim for in all")
+    add_row_bench_args(ap)
     add_portable_arg(ap)
     args = ap.parse_args()
     dry = args.device == "cpu"

@@ -134,6 +134,12 @@ def meta():
     }
 
 
+def add_row_bench_args(ap):
+    """The arguments of the row benchmarks (run_rows): --device (cpu: a dry run on tiny sizes), --budget."""
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: dry run on tiny sizes")
+    ap.add_argument("--budget", type=float, default=120.0, help="seconds of timed calls to aim for in all")
+
+
 def add_portable_arg(ap):
     ap.add_argument("--portable", action="store_true", help="TILEOPS_PORTABLE=1: tileops routed as on a GPU "
                     "before Hopper (no TMA, wgmma, clusters); the default output is <name>_portable.json")
@@ -212,6 +218,9 @@ def run_rows(todo, label, run_row, device, budget_s, out, print_summary):
     progress(len(todo), len(todo), "done in %.0f s" % (time.perf_counter() - t_start))
     write_json(out, records)
     print_summary(records)
+    errors = [r for r in records if r["error"]]
+    if errors:
+        print("\n%d rows failed (see 'error' in the JSON)" % len(errors))
     print("wrote", out)
     try:
         from plot import main as plot
