@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) conv_smallc4_kernel(Co
     bias[i] = epi.bias != nullptr && k0c + i < g.K ? static_cast<float>(epi.bias[k0c + i]) : 0.f;
   stage_weight(Bs, c, g, k0c, [](int ch, int r, int s) { return r * KR + 4 * s + ch; }, quad_b, 64);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (WG) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // B's stores, before wgmma reads them
+  if constexpr (WG) fence_proxy_async_smem();  // B's stores, before wgmma reads them
 #endif
 
   // A rows: lanes 8i..8i+7 address matrix i (pixels +8 for odd i, columns +8 for i >= 2); the taps of
@@ -508,7 +508,7 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();  // the weight, the bias, the barriers
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async wrote B, wgmma reads it
+  fence_proxy_async_smem();  // cp.async wrote B, wgmma reads it
   uint32_t parity = 0;
 
   using Tag = std::conditional_t<std::is_same<T, c10::Half>::value, __half, __nv_bfloat16>;
@@ -564,7 +564,7 @@ __global__ void __launch_bounds__(2 * kThreads, 1) conv_rows64_kernel(const __gr
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     // the rows' ldmatrix reads (generic proxy) before the next item's TMA (async proxy) into them:
     // docs/kernels/skinny.md#the-rings-release
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    fence_proxy_async_smem();
     wg_sync();  // every warp's ldmatrix reads of the rows are done: the next item's rows may land
     if (item + step < g.items) fetch(item + step);
     store_item<T, A>(acc, c, sg, epi, ctile, n, 0, m0, k0c, rows16, wwarp);

@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(kRowsUnits + 32) dw_fwd_rows_kernel(ConvOperan
       }
       // the row's loads (generic proxy) before the producer's next bulk copy into the slot (async
       // proxy): docs/kernels/skinny.md#the-rings-release
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      fence_proxy_async_smem();
       __syncwarp();
       if (t % 32 == 0) mbar_arrive(&empty[slot]);
       if (++slot == pl.ring) slot = 0, parity ^= 1;

@@ -13,6 +13,13 @@ namespace cuda {
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
 }
+// Orders this thread's shared-memory accesses by ordinary instructions (st.shared, ldmatrix,
+// cp.async) before the async proxy's that follow (TMA loads and stores, bulk copies, wgmma's operand
+// reads): data written becomes visible to them, and reads are done before they overwrite the bytes
+// (a ring stage released to its producer: docs/kernels/skinny.md#the-rings-release).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
 // After a thread's mbar_inits: they are visible to the async proxy (TMA's complete_tx) and to the
 // cluster's other blocks before the barrier (block or cluster) that follows.
 __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }

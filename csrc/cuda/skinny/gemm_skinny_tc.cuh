@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(SkinnyTcShape<WARPS, STAGES, int(sizeof(T)), T
         // ptxas issued it while the last k step's ldmatrix were still in flight, so a TMA write could
         // land first (issue 60: wrong weight gradients beside memory-heavy kernels;
         // docs/kernels/skinny.md#the-rings-release).
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        fence_proxy_async_smem();
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[st]);
       }

@@ -159,7 +159,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       auto acquire = [&](auto u, int kt) {
         const int s = kt % STAGES;
         mbar_wait(&full[s], (kt / STAGES) & 1);
-        if constexpr (B_REGS) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // see tf32_b_producer
+        if constexpr (B_REGS) fence_proxy_async_smem();  // see tf32_b_producer
 #pragma unroll
         for (int kk = 0; kk < BK / KSTEP; ++kk)
           load_a_tf32(af[decltype(u)::value][kk], a_half + s * BM * BK, kk, t / 32, t % 32);
@@ -190,7 +190,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       for (int kt = 0; kt < ktiles; ++kt) {
         const int s = kt % STAGES;
         mbar_wait(&full[s], (kt / STAGES) & 1);
-        if constexpr (GATHER) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // see conv_producer
+        if constexpr (GATHER) fence_proxy_async_smem();  // see conv_producer
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
         for (int kk = 0; kk < BK / KSTEP; ++kk) {
@@ -266,7 +266,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const CUtensorMap& tm_a, const CU
       with_act_if<FUSED>(epi.act, [&](auto act) {
         stage_fragment<decltype(act)::value, BN, Staging, false>(d, sstage, 0, bias_s, has_bias, epi, t);
       });
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged writes, visible to TMA
+      fence_proxy_async_smem();  // staged writes, visible to TMA
       asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
       if (t == 0) {
         tma_store_staged<64, BN>(sstage, tm_c, n0, m0 + (wg - 1) * 64, g);

@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int h = 0; h < H; ++h)
           stage_fragment<decltype(act)::value, BN, Staging, false>(d[h], stage, h * 64, bias_s, has_bias, epi, t);
       });
-      if (c_by_tma) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged writes, visible to TMA
+      if (c_by_tma) fence_proxy_async_smem();  // staged writes, visible to TMA
       asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
       if (c_by_tma) {  // one thread hands the staged block to TMA (tails clipped) and moves on
         if (t == 0) tma_store_staged<WROWS, SCOLS>(stage, &tm_c, int(o.n0), int(m0), o.g);
