@@ -282,13 +282,17 @@ print(json.dumps({"portable": tileops.routing.portable(), "chains": chains, "err
 """
 
 
+# where this process's tileops lives (the tree's python/, or an installed wheel): subprocesses import that one
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(tileops.__file__)))
+
+
 def _portable_probe(env_value):
     import json
     import subprocess
     import sys
 
     env = dict(os.environ, TILEOPS_PORTABLE=env_value, PYTHONPATH=os.pathsep.join(
-        [os.path.join(ROOT, "python"), os.path.join(ROOT, "tests"), os.environ.get("PYTHONPATH", "")]))
+        [_PACKAGE_ROOT, os.path.join(ROOT, "tests"), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, "-c", PORTABLE_PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -301,7 +305,8 @@ def test_portable_switch_read_from_the_environment():
 
     code = "import tileops; print(tileops.routing.portable())"
     for value, want in (("1", "True"), ("0", "False"), ("", "False")):
-        env = dict(os.environ, TILEOPS_PORTABLE=value, PYTHONPATH=os.path.join(ROOT, "python"))
+        env = dict(os.environ, TILEOPS_PORTABLE=value, PYTHONPATH=os.pathsep.join(
+            [_PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")]))
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
         assert out.stdout.strip() == want, (value, out.stdout, out.stderr[-2000:])
 
