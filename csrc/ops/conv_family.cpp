@@ -199,8 +199,8 @@ std::array<int64_t, 5> conv3d_geometry(const char* op, const Tensor& x, const Te
   return out;
 }
 
-// A transposed conv's bias and residual (added after, broadcast: any strides) checked under its own
-// name against its output's shape `out` (batched); returns the residual batched as the output.
+// A 3-D or transposed conv's bias and residual checked under its own name against its output's shape
+// `out` (batched); returns the residual batched as the output.
 template <size_t N>
 OptTensor checked_extras(const char* op, const Tensor& x, bool unbatched, const std::array<int64_t, N>& out,
                          const OptTensor& bias, const OptTensor& residual) {
@@ -296,16 +296,9 @@ Tensor conv3d(const Tensor& x_in, const Tensor& weight, const OptTensor& bias, a
                        : taps.permute({0, 2, 1, 5, 3, 4}).reshape({N * Do, C * T, H, W});
   const Tensor w2 = cl ? weight.permute({0, 3, 4, 1, 2}).reshape({K, R, S, Cg * T}).permute({0, 3, 1, 2})
                        : weight.reshape({K, Cg * T, R, S});
-  OptTensor res2;
-  if (has(residual)) {
-    check_float_tensor(op, *residual, "residual", /*meta_ok=*/true);
-    check_same(op, x, "x", *residual, "residual");
-    const auto want = x_in.dim() == 4 ? at::IntArrayRef(out).slice(1) : at::IntArrayRef(out);
-    TORCH_CHECK(residual->sizes() == want, "tileops.", op, ": expected residual of the output's shape ", want,
-                ", got ", residual->sizes());
-    const Tensor r = x_in.dim() == 4 ? residual->unsqueeze(0) : *residual;
-    res2 = r.permute({0, 2, 1, 3, 4}).reshape({N * Do, K, out[3], out[4]});
-  }
+  // the residual checked as a transposed conv's (its bias is conv2d's to check), then as conv2d's
+  OptTensor res2 = checked_extras(op, x, x_in.dim() == 4, out, c10::nullopt, residual);
+  if (res2) res2 = res2->permute({0, 2, 1, 3, 4}).reshape({N * Do, K, out[3], out[4]});
   const Tensor y2 = as_2d(
       op, "conv2d",
       [&] {

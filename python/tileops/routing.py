@@ -17,7 +17,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _C
+from . import _C, ops
 from .ops import _pair
 
 __all__ = ["explain", "portable", "tables", "trace"]
@@ -98,8 +98,6 @@ def _explain_composite(op, args, kwargs, backward):
     it makes, found by running it (and, with backward, its gradients) on fake tensors, each then
     explained on empty tensors of the shapes and strides it was handed. Nothing is computed, and the
     composite's own reshapes decide the layouts, so this cannot drift from what a real call runs."""
-    from . import ops  # the functional wrapper: 'same' padding and argument forms as a call has them
-
     device = next(a.device for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor))
     with FakeTensorMode() as mode:
         def fake(a):
