@@ -156,7 +156,8 @@ class _Backbone(nn.Module):
     """What the CNNs share: stem -> stages -> global average pool -> fc, their convs He-initialised.
     A subclass sets self.stem, then calls _head with its stages."""
 
-    _pool = staticmethod(F.adaptive_avg_pool2d)
+    def _pool(self, x):  # a method, not staticmethod(F...): torch 2.7's export traces that as a user function
+        return F.adaptive_avg_pool2d(x, 1)
 
     def _head(self, stages, cin, num_classes):
         self.stages = nn.Sequential(*stages)
@@ -167,7 +168,7 @@ class _Backbone(nn.Module):
 
     def forward(self, x):
         x = self.stages(self.stem(x))
-        return self.fc(torch.flatten(self._pool(x, 1), 1))
+        return self.fc(torch.flatten(self._pool(x), 1))
 
 
 class ResNet(_Backbone):
@@ -287,7 +288,8 @@ class BasicBlock3d(nn.Module):
 
 
 class VideoResNet(_Backbone):
-    _pool = staticmethod(F.adaptive_avg_pool3d)
+    def _pool(self, x):
+        return F.adaptive_avg_pool3d(x, 1)
 
     def __init__(self, layers: Sequence[int] = (2, 2, 2, 2), width=64, num_classes=400, in_chans=3):
         super().__init__()
