@@ -214,16 +214,26 @@ CUDA_CASES = {
     "depthwise_3x5_aniso": Conv(1, 8, 12, 14, 8, 3, 5, (1, 2), (1, 2), groups=8),
     "depthwise_96@56": Conv(2, 96, 56, 56, 96, 3, 3, 1, 1, groups=96),
     "depthwise_32@112_b1": Conv(1, 32, 112, 112, 32, 3, 3, 1, 1, groups=32),
-    # grouped with more than one channel per group: the generic path
+    # grouped with more than one channel per group: one dense conv over a block-diagonal weight
+    # (kernels/grouped.md) in the tensor-core dtypes, whose rows then vary with the dense problem
+    # (C % 64 == 0: the implicit GEMM; else im2col), the ladder in fp64 / fp32 and past 64 groups
     "groups2": Conv(2, 32, 14, 14, 64, 3, 3, 1, 1, groups=2),
     "groups4": Conv(2, 32, 15, 13, 32, 3, 3, 2, 1, groups=4),
     "groups4_1x1": Conv(2, 64, 14, 14, 64, 1, 1, groups=4),
+    "resnext_g32_128@14": Conv(2, 128, 14, 14, 128, 3, 3, 1, 1, groups=32),
+    "resnext_g32_s2_256": Conv(2, 256, 15, 13, 256, 3, 3, 2, 1, groups=32),
+    "regnet_g6_48": Conv(2, 48, 11, 9, 48, 3, 3, 1, 1, groups=6),
+    "groups8_kg16": Conv(1, 64, 10, 10, 128, 3, 3, 1, 1, groups=8),
+    "groups3_dil2": Conv(2, 24, 13, 12, 36, 3, 3, 1, 2, 2, groups=3),
+    "groups64_cg2": Conv(1, 128, 7, 9, 128, 3, 3, 1, 1, groups=64),
+    "groups128_ladder": Conv(1, 256, 6, 5, 256, 3, 3, 1, 1, groups=128),
 }
 
 BWD_CASES = ["1x1", "1x1_stride2", "1x1_pad1", "1x1_big_k65", "3x3", "3x3_s2", "3x3_big", "3x3_m_tail",
              "batch1", "batch1_56", "long_reduction", "2x2_stride3", "dilated", "kernel_3x5_stride_2x1", "aniso",
              "odd_13x17_c5_k65", "c3_k7", "c100_7x7", "nchw_c130_k70", "nchw_c1024_k120@7", "stem7x7", "stem7x7_224", "patch16", "patch14", "runs_c5_3x3_s3_p1",
-             "runs_c6_4x4_tail", "tiles_c16_2x2", "chunked_cols", "groups2", "depthwise", "depthwise_x2", "depthwise_s2", "depthwise_5x5_s2", "depthwise_7x7",
+             "runs_c6_4x4_tail", "tiles_c16_2x2", "chunked_cols", "groups2", "groups4", "resnext_g32_128@14",
+             "resnext_g32_s2_256", "regnet_g6_48", "groups8_kg16", "groups3_dil2", "groups64_cg2", "groups128_ladder", "depthwise", "depthwise_x2", "depthwise_s2", "depthwise_5x5_s2", "depthwise_7x7",
              "depthwise_dil2", "depthwise_c67", "depthwise_96@56", "depthwise_7x7_c192", "resnet_3x3_64@56", "3x3_c64_pad130",
              "3x3_s2_k64_odd", "3x3_s2_k64_p0", "3x3_s2_k64_p2", "3x3_s2_k64_dil2", "resnet_3x3s2_128@56",
              "q3_3x3_s2", "q2_5x5_s2_wide", "q1_3x5_s2_dil", "q4_3x8_sw4", "stem7x7_b3"]
@@ -672,12 +682,14 @@ def test_conv2d_backward_op_cuda(kind, case, layout):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("kind", ["float32", "bfloat16"])
-@pytest.mark.parametrize("case", ["3x3_big", "3x3_c64_dilated", "3x3_s2_k64_odd", "3x3_s2_k64_dil2", "batch1_56"])
+@pytest.mark.parametrize("case", ["3x3_big", "3x3_c64_dilated", "3x3_s2_k64_odd", "3x3_s2_k64_dil2", "batch1_56",
+                                  "resnext_g32_s2_256", "regnet_g6_48"])
 @pytest.mark.parametrize("w_layout", ["contiguous", "channels_last", "sliced", "misaligned"])
 def test_conv2d_backward_weight_layouts_cuda(kind, case, w_layout):
     """The data gradient reads each phase's taps, flipped, through the weight's strides (one
     tap_transpose per phase) and the weight gradient writes grad_weight through its strides:
-    every weight layout, stride 1 and the strided phases (pinned), split-K (batch1_56) included."""
+    every weight layout, stride 1 and the strided phases (pinned), split-K (batch1_56) included; grouped
+    convs read and write the weight's diagonal blocks through its strides (kernels/grouped.md)."""
     with autotune.pinned("conv_dgrad", "phases"):
         run_backward_op(CUDA_CASES[case], case, "cuda", kind, "channels_last", w_layout=w_layout)
 

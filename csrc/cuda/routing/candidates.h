@@ -52,6 +52,11 @@ extern const routing::Table kDepthwiseFwdRoutes, kDepthwiseDgradRoutes, kDepthwi
 inline const char* depthwise_why_not(const GemmArgs& a) {
   return is_depthwise(a.conv) ? nullptr : "not depthwise (groups != channels)";
 }
+// conv/grouped_dense.cpp: every conv table's "grouped_dense" row (1 < groups < C on tensor cores):
+// one dense conv over a block-diagonal weight, routed back into the same table with groups == 1
+const char* grouped_dense_why_not(const GemmArgs& a);
+void grouped_dense_run(const GemmArgs& a);
+void grouped_dense_explain(const GemmArgs& a, routing::Decision& d);
 // The last row of every conv table: the ladder's implicit GEMM takes any problem.
 inline const char* ladder_why_not(const GemmArgs&) { return nullptr; }
 void ladder_explain(const GemmArgs& a, routing::Decision& d);  // routing/launch_rungs.cuh's rung

@@ -10,6 +10,8 @@ const routing::Table kConvFwdRoutes(
     {
         {"depthwise", "groups == C (the depthwise table)", "kernels/depthwise.md", depthwise_why_not,
          routing::route_to<kDepthwiseFwdRoutes>, routing::explain_by_running<routing::route_to<kDepthwiseFwdRoutes>>},
+        {"grouped_dense", "1 < groups < C on tensor cores, <= 64 groups: one dense conv, block-diagonal weight",
+         "kernels/grouped.md", grouped_dense_why_not, grouped_dense_run, grouped_dense_explain},
         {"nchw_1x1", "1x1 stride-1 unpadded, NCHW x and y, no bias: a batched GEMM per image",
          "kernels/conv-lowered.md#forward-conv_fwd_lowered-in-order-and-why", conv_nchw_1x1_why_not, conv_nchw_1x1_run,
          routing::explain_by_running<conv_nchw_1x1_run>},
@@ -33,7 +35,8 @@ const routing::Table kConvFwdRoutes(
         {"im2col_gemm", "groups == 1, fp16/bf16/fp32: a column buffer, then the matmul table",
          "kernels/conv-lowered.md#forward-conv_fwd_lowered-in-order-and-why", lowered_why_not, conv_im2col_run,
          conv_im2col_explain},
-        {"ladder", "everything else (fp64, grouped): the implicit GEMM of the ladder's rungs", "kernels/ladder.md#the-rungs",
+        {"ladder", "everything else (fp64; grouped in fp32 without TF32 or over 64 groups): the ladder's implicit GEMM",
+         "kernels/ladder.md#the-rungs",
          ladder_why_not, ladder_conv_run<ConvFwdProblem>, ladder_explain},
     });
 

@@ -13,6 +13,8 @@ const routing::Table kConvWgradRoutes(
     {
         {"depthwise", "groups == C (the depthwise table)", "kernels/depthwise.md", depthwise_why_not,
          routing::route_to<kDepthwiseWgradRoutes>, routing::explain_by_running<routing::route_to<kDepthwiseWgradRoutes>>},
+        {"grouped_dense", "1 < groups < C on tensor cores, <= 64 groups: one dense conv, block-diagonal weight",
+         "kernels/grouped.md", grouped_dense_why_not, grouped_dense_run, grouped_dense_explain},
         {"simt_f32", "fp32 (TF32 off) NCHW, at most 128 output channels or 1x1: the SIMT implicit GEMM", kDoc,
          wgrad_simt_f32_why_not, wgrad_simt_f32_run},
         {"sm90_implicit", "16-bit on Hopper, C % 64 == 0, dY channels_last: x and dY read in place",
@@ -22,7 +24,8 @@ const routing::Table kConvWgradRoutes(
          wgrad_smallc_why_not, wgrad_smallc_run},
         {"im2col_gemm", "groups == 1, fp16/bf16/fp32, a column buffer within 2^28 elements: the matmul table", kDoc,
          wgrad_im2col_why_not, wgrad_im2col_run, wgrad_im2col_explain},
-        {"ladder", "everything else (fp64, grouped, huge or empty reductions): the ladder's implicit GEMM",
+        {"ladder",
+         "everything else (fp64, grouped the dense row leaves, huge or empty reductions): the ladder's implicit GEMM",
          "kernels/ladder.md#the-rungs", ladder_why_not, ladder_conv_run<ConvWgradProblem>, ladder_explain},
     });
 
