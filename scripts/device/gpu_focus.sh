@@ -40,6 +40,8 @@
 #                  bench_matmul / bench_conv_family (several minutes each: one a call)
 #     models_grouped, models_family, models_llama   bench_models' other rows: ResNeXt-50 and
 #                  RegNetY-400MF; r3d_18 and Whisper-tiny's encoder; the Llama-style decoder
+#     grouped      the grouped-conv tests (test_conv2d, test_routing: groups, resnext, regnet) and
+#                  bench_conv's grouped rows (docs/kernels/grouped.md)
 #     suite        the whole CUDA suite (-m cuda, TILEOPS_REQUIRE_CUDA) as SHARDS (default 4) pytest
 #                  processes at once on the one GPU (tests/conftest.py: TILEOPS_SHARD), each with its
 #                  junit_suite<i>.xml and summary_suite<i>.json
@@ -152,6 +154,9 @@ for s in ${STEPS:-tests linear depthwise cand_linear cand_dw skinny}; do
       step "bench_$s" 280 $PY benchmarks/bench_matmul.py --out "$OUTDIR/${s#matmul_}/matmul.json" ;;
     skinny) step skinny 180 $PY scripts/dev/probe_small_matmul.py "$OUTDIR/skinny_probe.json" --set skinny ;;
     conv|matmul|conv_family) step "bench_$s" 560 $PY "benchmarks/bench_$s.py" --out "$OUTDIR/$s.json" ;;
+    grouped) step t_grouped 400 $PY -m pytest -q -p no:cacheprovider --junitxml="$OUTDIR/junit_grouped.xml" \
+        tests/test_conv2d.py tests/test_routing.py -k "group or resnext or regnet"
+      step bench_grouped 400 $PY benchmarks/bench_conv.py --filter grouped --out "$OUTDIR/conv_grouped.json" ;;
     models) step bench_models 560 $PY benchmarks/bench_models.py --models vit_s16,resnet50 --out "$OUTDIR/models.json" ;;
     models_grouped|models_family|models_llama)
       m=$(case $s in models_grouped) echo resnext50_32x4d,regnet_y_400mf ;; models_family) echo r3d_18,whisper_tiny_encoder ;;
