@@ -21,10 +21,16 @@ SHAPES = [(1, 1, 1), (3, 5, 4099), (7, 17, 300), (97, 33, 513), (200, 530, 70)]
 # (N, C, H, W, K, R, stride, padding, dilation, groups, channels_last)
 CONVS = [(2, 5, 11, 9, 7, 3, 1, 1, 1, 1, True), (1, 6, 13, 10, 4, 3, 2, (1, 2), (1, 2), 2, False),
          (3, 16, 7, 7, 20, 1, 1, 0, 1, 1, False), (2, 4, 9, 9, 4, 3, 1, 1, 1, 4, True),
-         # depthwise (the depthwise form): channels past a vector, stride, dilation, uneven padding, NCHW;
-         # and with a channel multiplier (blocked)
+         # depthwise (the grouped form): channels past a vector, stride, dilation, uneven padding, NCHW;
+         # and with a channel multiplier
          (2, 11, 12, 9, 11, 3, 2, (2, 0), (2, 1), 11, False), (1, 19, 8, 8, 19, 5, 1, 2, 1, 19, True),
-         (2, 3, 7, 7, 6, 3, 1, 1, 1, 3, True)]
+         (2, 3, 7, 7, 6, 3, 1, 1, 1, 3, True),
+         # narrow groups (the grouped form, at most 4 channels a group in and out): ResNeXt-like 4 and
+         # 4, 4 in and 2 out strided and dilated with uneven padding (NCHW), 2 in and 4 out with output
+         # channels past a vector, odd row tails (Q % 4); 8 and 16 a group (blocked)
+         (2, 32, 9, 11, 32, 3, 1, 1, 1, 8, True), (1, 12, 10, 7, 6, 3, 2, (0, 1), (2, 1), 3, False),
+         (1, 10, 13, 6, 20, 5, 2, 2, 1, 5, True), (1, 40, 6, 6, 40, 3, 1, 1, 1, 5, True),
+         (2, 32, 7, 9, 16, 3, 1, 1, 1, 2, True)]
 
 
 def linear_case(kind, M, N, K, gen):

@@ -81,9 +81,11 @@ const char* avx2_why_not(const GemmArgs& a) {
 
 // The packed rows' form (packed_config.h), as explain reports it and the trace logs it.
 std::string packed_form(const GemmArgs& a, std::string* why) {
-  if (cpu::depthwise_why_not(a) == nullptr) {
-    *why = "heuristic: depthwise: vectors across channels, not a GEMM a channel";
-    return "depthwise";
+  if (cpu::grouped_why_not(a) == nullptr) {
+    const bool dw = a.conv.Cg == 1;
+    *why = dw ? "heuristic: depthwise: vectors across channels, not a GEMM a channel"
+              : "heuristic: groups of at most 16 channels: vectors across channels, not a thin GEMM a group";
+    return dw ? "depthwise" : "grouped";
   }
   const char* no = cpu::gemv_why_not(a);
   *why = no ? std::string("heuristic: ") + no : "heuristic: M <= 8, B's columns contiguous along k: B read in place";

@@ -404,7 +404,7 @@ void gemv(const MatmulProblem<T>& p, const GemmArgs& a) {
 }  // namespace cpu
 }  // namespace tileops
 
-#include "cpu/depthwise_cpu.h"
+#include "cpu/grouped_cpu.h"
 
 namespace tileops {
 namespace cpu {
@@ -412,13 +412,13 @@ namespace {
 
 // The one entry each instruction-set file exports: any problem kind, any floating dtype.
 inline void run_packed(const GemmArgs& a) {
-  const bool use_gemv = gemv_why_not(a) == nullptr, use_dw = depthwise_why_not(a) == nullptr;
+  const bool use_gemv = gemv_why_not(a) == nullptr, use_grouped = grouped_why_not(a) == nullptr;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.dtype, "tileops_gemm_cpu_packed", [&] {
-    if (use_gemv || use_dw) {
+    if (use_gemv || use_grouped) {
       return with_act(a.act, [&](auto act) {
         constexpr Act A = decltype(act)::value;
         if (use_gemv) return gemv<scalar_t, A>(MatmulProblem<scalar_t>(a.mm), a);
-        depthwise<scalar_t, A>(a);
+        grouped<scalar_t, A>(a);
       });
     }
     visit_problem<scalar_t>(a, [&](const auto& p) {
