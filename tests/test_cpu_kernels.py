@@ -25,12 +25,16 @@ CONVS = [(2, 5, 11, 9, 7, 3, 1, 1, 1, 1, True), (1, 6, 13, 10, 4, 3, 2, (1, 2), 
          # and with a channel multiplier
          (2, 11, 12, 9, 11, 3, 2, (2, 0), (2, 1), 11, False), (1, 19, 8, 8, 19, 5, 1, 2, 1, 19, True),
          (2, 3, 7, 7, 6, 3, 1, 1, 1, 3, True),
-         # narrow groups (the grouped form, at most 4 channels a group in and out): ResNeXt-like 4 and
-         # 4, 4 in and 2 out strided and dilated with uneven padding (NCHW), 2 in and 4 out with output
-         # channels past a vector, odd row tails (Q % 4); 8 and 16 a group (blocked)
+         # the grouped form, expanded (at most 4 channels a group in and out): ResNeXt-like 4 and 4, 4
+         # in and 2 out strided and dilated with uneven padding (NCHW), 2 in and 4 out with output
+         # channels past a vector, odd row tails (Q % 4); broadcast (output groups a multiple of the
+         # vector, at most 8 reads): 8 and 8, the same strided (NCHW), 8 in and 16 out (its data
+         # gradient, 8 outputs reading 16, blocked), 4 in and 8 out (data gradient blocked but in
+         # fp64); 33 reads (blocked)
          (2, 32, 9, 11, 32, 3, 1, 1, 1, 8, True), (1, 12, 10, 7, 6, 3, 2, (0, 1), (2, 1), 3, False),
-         (1, 10, 13, 6, 20, 5, 2, 2, 1, 5, True), (1, 40, 6, 6, 40, 3, 1, 1, 1, 5, True),
-         (2, 32, 7, 9, 16, 3, 1, 1, 1, 2, True)]
+         (1, 10, 13, 6, 20, 5, 2, 2, 1, 5, True), (2, 40, 6, 7, 40, 3, 1, 1, 1, 5, True),
+         (1, 32, 11, 9, 32, 3, 2, (1, 0), 1, 4, False), (1, 24, 7, 10, 48, 3, 1, 1, (1, 2), 3, True),
+         (2, 12, 6, 9, 24, 3, 1, 1, 1, 3, True), (1, 66, 5, 5, 64, 1, 1, 0, 1, 2, True)]
 
 
 def linear_case(kind, M, N, K, gen):

@@ -84,8 +84,10 @@ def test_explain_cpu():
     assert tileops.explain("conv2d", xd, w2, padding=1, groups=8, backward=False)[0]["config"] == "depthwise"
     xg, wg = torch.randn(1, 16, 6, 6, requires_grad=True), torch.randn(16, 4, 3, 3, requires_grad=True)
     assert [d["config"] for d in tileops.explain("conv2d", xg, wg, padding=1, groups=4)] == ["grouped"] * 3
-    wg = torch.randn(40, 8, 3, 3)  # 8 channels a group: past the grouped form's 4 (kernels/cpu.md#forms)
-    assert tileops.explain("conv2d", torch.randn(1, 40, 6, 6), wg, groups=5, backward=False)[0]["config"] == "blocked"
+    wg = torch.randn(40, 8, 3, 3)  # 8 channels a group: one vector of outputs, each read broadcast
+    assert tileops.explain("conv2d", torch.randn(1, 40, 6, 6), wg, groups=5, backward=False)[0]["config"] == "grouped"
+    wg = torch.randn(30, 6, 3, 3)  # 6 a group: neither (kernels/cpu.md#forms)
+    assert tileops.explain("conv2d", torch.randn(1, 30, 6, 6), wg, groups=5, backward=False)[0]["config"] == "blocked"
     # K = 0 (an empty inner dimension): nothing to pack, the reference loop writes the epilogue of 0
     (d,) = tileops.explain("linear", torch.randn(4, 0), torch.randn(3, 0), torch.randn(3))
     assert d["kernel"] == "cpu_reference", d

@@ -2,6 +2,7 @@
 // run (cpu/gemm_packed.h) and explain (cpu/gemm_cpu.cpp) agree. docs/kernels/cpu.md#forms.
 #pragma once
 #include <algorithm>
+#include <utility>
 
 #include "common/gemm_args.h"
 
@@ -26,24 +27,47 @@ constexpr int64_t kGroupedMaxCopy = int64_t(256) << 20;
 // Accumulator vectors a grouped weight gradient keeps at once, one per (tap, j): it runs the j's in
 // chunks, so a kernel of at most this many taps.
 constexpr int64_t kGroupedMaxAcc = 49;
-// Channels a group (in and out) up to which the grouped form runs a conv; wider groups are GEMMs
-// wide enough for the blocked form's 16-column panels (docs/kernels/cpu.md#forms).
-constexpr int64_t kGroupedMaxWidth = 4;
+// The grouped form's two ways of reading a group's inputs (docs/kernels/cpu.md#forms):
+// expanded, a copy holding per pixel the vector over output channels of each of their Ig reads (Ig
+// times the input), for groups of at most kExpandMaxWidth channels in and out; broadcast, where a
+// vector of output channels lies within one group (the output group a multiple of the vector), each
+// read one scalar of a plain copy broadcast, for up to kBroadcastMaxReads reads an output. Other
+// groups are GEMMs wide enough for the blocked form's 16-column panels.
+constexpr int64_t kExpandMaxWidth = 4;
+constexpr int64_t kBroadcastMaxReads = 8;
+
+// The output channels a group has and the input channels each reads, as the grouped form vectorizes
+// problem a: a data gradient's outputs are x's channels, reading dY's; the others' are dY's / y's
+// (the weight gradient: vectors over k, reading x).
+inline std::pair<int64_t, int64_t> group_out_reads(const GemmArgs& a) {
+  const ConvOperands& c = a.conv;
+  return a.kind == Kind::ConvDgrad ? std::make_pair(c.Cg, c.Kg) : std::make_pair(c.Kg, c.Cg);
+}
+// Lanes of the accumulator vector: 32 bytes (at::vec's AVX2 and baseline widths)
+inline int64_t acc_lanes(const GemmArgs& a) { return a.dtype == c10::ScalarType::Double ? 4 : 8; }
+// Whether the grouped form reads by broadcast (else expanded), for a problem it runs.
+inline bool grouped_broadcast(const GemmArgs& a) {
+  const auto og_ig = group_out_reads(a);
+  return !(og_ig.first <= kExpandMaxWidth && og_ig.second <= kExpandMaxWidth);
+}
 
 // nullptr where the grouped form runs a: a conv whose groups are narrow (depthwise: one input
-// channel a group; ResNeXt's and RegNet's 4 to 16), forward or either gradient, read as vectors
+// channel a group; ResNeXt's and RegNet's 4 and 8), forward or either gradient, read as vectors
 // across output channels instead of one thin GEMM per group.
 inline const char* grouped_why_not(const GemmArgs& a) {
   if (a.kind == Kind::Matmul) return "not a conv";
   const ConvOperands& c = a.conv;
   if (c.groups == 1) return "groups == 1";
-  if (c.Cg > kGroupedMaxWidth || c.Kg > kGroupedMaxWidth) return "groups over 16 channels wide: blocked";
+  const auto og_ig = group_out_reads(a);
+  const bool expand = og_ig.first <= kExpandMaxWidth && og_ig.second <= kExpandMaxWidth;
+  if (!expand && (og_ig.first % acc_lanes(a) != 0 || og_ig.second > kBroadcastMaxReads))
+    return "groups neither 4 wide nor a multiple of the vector reading at most 8: blocked";
   if (a.kind == Kind::ConvWgrad && a.bias != nullptr) return "a weight gradient with a bias";
   if (a.kind == Kind::ConvWgrad && c.R * c.S > kGroupedMaxAcc) return "a weight gradient of over 49 taps";
   const int64_t hb = std::max(c.H + c.ph, (c.P - 1) * c.sh + (c.R - 1) * c.dh + 1) + (c.R - 1) * c.dh;
   const int64_t wb = std::max(c.W + c.pw, (c.Q - 1) * c.sw + (c.S - 1) * c.dw + 1) + (c.S - 1) * c.dw;
-  // the largest copy: x (or dy) with each output channel's Ig inputs, the channels padded
-  const int64_t per_pixel = std::max(c.Cg * (c.K + 16), c.Kg * (c.C + 16));
+  // the largest copy: expanded, x (or dy) with each output channel's reads, channels padded
+  const int64_t per_pixel = expand ? std::max(c.Cg * (c.K + 16), c.Kg * (c.C + 16)) : std::max(c.C, c.K) + 16;
   if (c.N * hb * wb * per_pixel * 8 > kGroupedMaxCopy) return "padded copy over 256 MiB";
   return nullptr;
 }
