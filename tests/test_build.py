@@ -191,3 +191,37 @@ def test_each_sm90_persistent_unit_has_its_file():
     for dtype, cl in units:
         path = os.path.join(ROOT, "csrc", "cuda", "sm90", "matmul_%s_c%s.cu" % (names[dtype], cl))
         assert "TILEOPS_SM90_PERSISTENT_UNIT(%s, %s)" % (dtype, cl) in open(path).read(), path
+
+
+# The units that instantiate kernels and only launch them include launch_util.h, not ATen's tensor
+# headers, which cost each nvcc unit ~8.5 s of its 2-core build (docs/performance.md#build-and-device-logistics).
+LIGHT_UNITS = ["cuda/sm90/matmul_bf16.cu", "cuda/sm90/matmul_fp16.cu", "cuda/sm90/matmul_tf32.cu",
+               "cuda/sm90/matmul_tf32_c1.cu", "cuda/sm90/matmul_tf32_c2.cu", "cuda/splitk/splitk.cu",
+               "cuda/routing/conv_fwd.cu", "cuda/routing/conv_dgrad.cu", "cuda/routing/conv_wgrad.cu",
+               "cuda/conv/conv_sm90.cu", "cuda/conv/conv_smallc_fwd.cu", "cuda/conv/conv_smallc_f32.cu",
+               "cuda/conv/conv_smallc_wgrad.cu", "cuda/skinny/matmul_skinny_tc.cu"]
+
+
+def _includes(rel, seen):
+    """Every header a csrc file reaches through its quoted includes, and the <...> ones they name."""
+    import re
+
+    path = os.path.join(ROOT, "csrc", rel)
+    angled = set()
+    with open(path) as f:
+        for line in f:
+            m = re.match(r'\s*#include\s+([<"])([^>"]+)[>"]', line)
+            if not m:
+                continue
+            if m.group(1) == "<":
+                angled.add(m.group(2))
+            elif m.group(2) not in seen:
+                seen.add(m.group(2))
+                angled |= _includes(m.group(2), seen)
+    return angled
+
+
+@pytest.mark.parametrize("unit", LIGHT_UNITS)
+def test_kernel_units_include_no_aten(unit):
+    aten = sorted(h for h in _includes(unit, set()) if h.startswith(("ATen/", "torch/")))
+    assert not aten, "%s reaches %s" % (unit, aten)

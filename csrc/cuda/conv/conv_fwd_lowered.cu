@@ -14,6 +14,7 @@
 #include "cuda/conv/lowering.h"
 #include "cuda/routing/candidates.h"
 #include "cuda/routing/entry.h"
+#include "cuda/runtime/cuda_util.h"
 #include "cuda/routing/launch_rungs.cuh"
 #include "cuda/splitk/splitk.cuh"
 
@@ -56,7 +57,7 @@ void conv_simt(const GemmArgs& a) {
                           reinterpret_cast<uintptr_t>(c.y) % 16 == 0,
                       c.ys[3] == 1 && pixel_rows && c.P * c.Q % 4 == 0 && c.ys[0] % 4 == 0 && c.ys[1] % 4 == 0 &&
                           reinterpret_cast<uintptr_t>(c.y) % 16 == 0,
-                      splits > 1 ? sp.work.data_ptr<float>() : nullptr};
+                      splits > 1 ? sp.work.as<float>() : nullptr};
   const Epilogue<float> epi = splits > 1 ? Epilogue<float>{nullptr, Act::None} : epilogue_of<float>(a);
   conv_vec_kernel<Cfg><<<dim3(unsigned(mt), unsigned(nt), unsigned(splits)), Cfg::THREADS, 0,
                          at::cuda::getCurrentCUDAStream()>>>(ConvFwdProblem<float>(c), M, N, epi, v);
@@ -64,7 +65,7 @@ void conv_simt(const GemmArgs& a) {
   if (splits > 1) {  // y as a matmul output: row m = (image, pixel) in groups of P*Q, column = channel
     MatmulOperands mm{nullptr, nullptr, c.y, {0, 0, 0}, {0, 0, 0}, {0, c.ys[3], c.ys[1]}};
     mm.rq = c.P * c.Q, mm.srq = c.ys[0];
-    splitk_reduce<float, float>(sp.work.data_ptr<float>(), splits, lowered(a, a.fused(), 1, M, N, 0, mm));
+    splitk_reduce<float, float>(sp.work.as<float>(), splits, lowered(a, a.fused(), 1, M, N, 0, mm));
   }
 }
 

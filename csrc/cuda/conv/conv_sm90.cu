@@ -1,8 +1,6 @@
 // Implicit-GEMM conv on Hopper: the forward and the weight gradient as wgmma GEMMs whose A
 // (the conv's x) is gathered by cp.async or loaded by TMA in im2col mode (sm90/producers.cuh), tuned
 // like matmul's Hopper configs (sm90/launch.cuh).
-#include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
 
 #include <algorithm>
 #include <atomic>
@@ -28,7 +26,7 @@ namespace {
 // sm90_unavailable's size bound also keeps the kernels' 32-bit pixel indices in range.
 const char* sm90_conv_refusal(const GemmArgs& g) {
   const auto& c = g.conv;
-  if (g.dtype != at::kHalf && g.dtype != at::kBFloat16)  // TF32 rounding is not wired into the gather
+  if (g.dtype != c10::ScalarType::Half && g.dtype != c10::ScalarType::BFloat16)  // TF32 rounding is not wired into the gather
     return "float32 (the Hopper conv kernels take 16 bits)";
   if (const char* why = sm90_unavailable(g)) return why;
   if (c.C % 64 != 0) return "C % 64 != 0";
@@ -64,15 +62,15 @@ bool im2col_map(const GemmArgs& g, int pixels, CUtensorMap* m) {
 
 // fn(T{}) for the 16-bit type of dtype (the Hopper conv kernels' types; conv_sm90_ok checked it).
 template <typename Fn>
-void with_16bit(at::ScalarType dtype, Fn&& fn) {
-  if (dtype == at::kBFloat16) fn(c10::BFloat16{});
+void with_16bit(c10::ScalarType dtype, Fn&& fn) {
+  if (dtype == c10::ScalarType::BFloat16) fn(c10::BFloat16{});
   else fn(c10::Half{});
 }
 
 // One of a conv family's candidates, autotuned like matmul's under its own family name, keyed by
 // the dtype, the GEMM's (M, N, K) class and `detail`; launch(i, T{}) with T the 16-bit type.
 template <typename Launch>
-void run_candidates(at::ScalarType dtype, const char* family, int64_t M, int64_t N, int64_t K,
+void run_candidates(c10::ScalarType dtype, const char* family, int64_t M, int64_t N, int64_t K,
                     const std::string& detail, const std::vector<std::string>& names, int heuristic,
                     Launch&& launch) {
   autotune::run(
@@ -251,7 +249,7 @@ int fwd_heuristic(const GemmArgs& g, bool im2col) {
   // widths split K), bn64x2-im2col: two blocks an SM hide each other's epilogue. Else the persistent
   // kernels from two 128 x 128 tiles an SM; below that bn128-im2col, or coop128x256-c2 where its
   // waves of 128 x 256 tiles, counted 1.12x faster per area, take less time than bn128's waves.
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t sms = sm_count();
   const bool can_persist = im2col && persistent_refusal(g, false) == nullptr;
   // 64 input channels at unit stride, at most 64 output channels (ResNet's 3x3 64@56): rows64
   // (conv_fwd_rows64: the weight resident, each input row loaded once an item by TMA;

@@ -4,12 +4,12 @@
 // (QuadRows), and the host checks both problems make (small_16bit, quad_why_not, quad_geometry).
 // docs/kernels/conv-smallc.md.
 #pragma once
-#include <ATen/cuda/CUDAContext.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "common/gemm_args.h"
+#include "cuda/runtime/launch_util.h"  // device_properties
 #include "cuda/ptx/mma_sync.cuh"  // cp_async16, smem_u32
 
 namespace tileops::cuda::smallc {
@@ -179,13 +179,13 @@ inline int quad_geometry(const ConvOperands& c, SmallC& g) {
 // int offsets (small_geometry, which fills g). nullptr, else the first that fails.
 inline const char* small_16bit(const GemmArgs& a, SmallC& g) {
   const ConvOperands& c = a.conv;
-  if (a.dtype != at::kHalf && a.dtype != at::kBFloat16) return "not fp16 or bf16";
+  if (a.dtype != c10::ScalarType::Half && a.dtype != c10::ScalarType::BFloat16) return "not fp16 or bf16";
   if (c.groups != 1) return "groups != 1";
   if (c.C % 8 == 0) return "C % 8 == 0";
   if (c.R * c.S * c.C > kMaxK) return "R*S*C > 256";
   if (c.N * c.P * c.Q == 0 || c.K == 0) return "an empty output or K == 0";
   if (c.xs[1] != 1 || c.xs[3] != c.C) return "x's rows (w, c) not contiguous";
-  if (at::cuda::getCurrentDeviceProperties()->major < 8) return "compute capability below 8.0";
+  if (device_properties().major < 8) return "compute capability below 8.0";
   return small_geometry(c, g);
 }
 

@@ -1,16 +1,13 @@
 // Forward conv2d for few input channels in fp32 with TF32 off (R*S*C <= 256, any strides of x, w
 // and y): a direct SIMT kernel, with no column buffer (namespace f32 below). The 16-bit forward of
 // such problems, on tensor cores: conv_smallc_fwd.cu. docs/kernels/conv-smallc.md.
-#include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 
 #include "common/epilogue.h"
-#include "cuda/runtime/cuda_util.h"
+#include "cuda/runtime/launch_util.h"
 #include "cuda/routing/candidates.h"
 #include "cuda/ptx/mma_sync.cuh"  // cp_async_commit, cp_async_wait
 
@@ -212,7 +209,7 @@ struct F32Plan {
 // applies (p then holds its launch), else why not.
 const char* smallc_f32_plan(const GemmArgs& a, F32Plan& p) {
   const ConvOperands& c = a.conv;
-  if (a.dtype != at::kFloat) return "not fp32";
+  if (a.dtype != c10::ScalarType::Float) return "not fp32";
   if (a.allow_tf32) return "TF32 allowed";
   if (c.groups != 1) return "groups != 1";
   if (c.N * c.P * c.Q == 0 || c.K == 0) return "an empty output or K == 0";
@@ -233,7 +230,7 @@ const char* smallc_f32_plan(const GemmArgs& a, F32Plan& p) {
   g.IW = int((f32::kTQ - 1) * c.sw + (c.S - 1) * c.dw + 1);
   g.L = (g.IW + g.sw - 1) / g.sw;
   g.L = (g.L + 3) / 4 * 4;  // phases 16-byte aligned (row_taps)
-  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int sms = sm_count();
   const int64_t kblocks = (c.K + f32::kNB - 1) / f32::kNB;
   // The tallest tile (16, 8 or 4 rows) that fits and still gives two blocks a SM.
   int64_t tiles = 0;  // per image
@@ -272,7 +269,7 @@ void smallc_f32_run(const GemmArgs& a) {
   const char* why = smallc_f32_plan(a, p);
   TORCH_INTERNAL_ASSERT(why == nullptr, "smallc_f32_run: ", why);
   const f32::Tile& g = p.g;
-  const auto stream = at::cuda::getCurrentCUDAStream();
+  const auto stream = c10::cuda::getCurrentCUDAStream();
   const bool stem = c.S == 7 && c.sw == 2 && c.dw == 1;
   auto launch = [&](auto* kernel, std::atomic<uint64_t>& set_on) {
     allow_smem(kernel, size_t(f32::kMaxSmem), set_on);

@@ -11,16 +11,13 @@
 // the weight gradient: conv_smallc.cuh. The same problem in fp32 (TF32 off) has a direct SIMT
 // kernel of its own (conv_smallc_f32.cu). This file also holds rows64, the Hopper forward of
 // C = 64 at unit stride (conv_rows64_kernel, conv_fwd_rows64; docs/kernels/conv-sm90.md#rows64).
-#include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAException.h>
 
 #include <atomic>
 #include <cstdint>
 
 #include "common/epilogue.h"
 #include "cuda/conv/conv_smallc.cuh"
-#include "cuda/runtime/cuda_util.h"
+#include "cuda/runtime/launch_util.h"
 #include "cuda/runtime/griddep.cuh"
 #include "cuda/routing/candidates.h"
 #include "cuda/routing/entry.h"
@@ -592,7 +589,7 @@ const char* smallc_fwd_plan(const GemmArgs& a, FwdPlan& p) {
   const ConvOperands& c = a.conv;
   SmallC& g = p.g;
   if (const char* why = small_16bit(a, g)) return why;
-  const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
+  const cudaDeviceProp* dev = &device_properties();
   g.pairs = c.ys[1] == 1 && reinterpret_cast<uintptr_t>(c.y) % 4 == 0 && c.ys[0] % 2 == 0 && c.ys[2] % 2 == 0 &&
             c.ys[3] % 2 == 0;
   g.rows16 = c.ys[1] == 1 && reinterpret_cast<uintptr_t>(c.y) % 16 == 0 && c.ys[0] % 8 == 0 && c.ys[2] % 8 == 0 &&
@@ -628,7 +625,7 @@ void smallc_fwd_run(const GemmArgs& a) {
   const char* why = smallc_fwd_plan(a, p);
   TORCH_INTERNAL_ASSERT(why == nullptr, "smallc_fwd_run: ", why);
   const SmallC& g = p.g;
-  const auto stream = at::cuda::getCurrentCUDAStream();
+  const auto stream = c10::cuda::getCurrentCUDAStream();
   with_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same<T, c10::Half>::value || std::is_same<T, c10::BFloat16>::value) {
@@ -659,9 +656,9 @@ void smallc_fwd_run(const GemmArgs& a) {
 bool conv_fwd_rows64(const GemmArgs& a) {
 #if defined(TILEOPS_HAVE_SM90A)
   const ConvOperands& c = a.conv;
-  if ((a.dtype != at::kHalf && a.dtype != at::kBFloat16) || c.groups != 1 || c.C != 64 || c.R * c.S > 9) return false;
+  if ((a.dtype != c10::ScalarType::Half && a.dtype != c10::ScalarType::BFloat16) || c.groups != 1 || c.C != 64 || c.R * c.S > 9) return false;
   if (c.sh != 1 || c.sw != 1 || c.dh != 1 || c.dw != 1 || c.N * c.P * c.Q == 0 || c.K == 0) return false;
-  const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
+  const cudaDeviceProp* dev = &device_properties();
   if (routing::portable_only() || dev->major != 9 || dev->minor != 0) return false;
   if (!nhwc_dense(c.xs, c.C, c.H, c.W) || !nhwc_dense(c.ys, c.K, c.P, c.Q) ||
       reinterpret_cast<uintptr_t>(c.x) % 16 != 0 || reinterpret_cast<uintptr_t>(c.y) % 16 != 0 || c.K % 8 != 0 ||

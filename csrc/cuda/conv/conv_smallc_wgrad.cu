@@ -2,16 +2,13 @@
 // an even stride along w, the ResNet stem's), with no column buffer: the forward's staged rows of x
 // (conv_smallc.cuh's QuadRows) read transposed against dY's tiles, each block's sums to a float
 // workspace, then reduced in block order into dW. docs/kernels/conv-smallc.md.
-#include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAException.h>
 
 #include <atomic>
 #include <cstdint>
 
 #include "common/epilogue.h"
 #include "cuda/conv/conv_smallc.cuh"
-#include "cuda/runtime/cuda_util.h"
+#include "cuda/runtime/launch_util.h"
 #include "cuda/routing/candidates.h"
 #include "cuda/ptx/mma_sync.cuh"
 
@@ -159,7 +156,7 @@ const char* smallc_wgrad_plan(const GemmArgs& a, WgradPlan& p) {
     return "dY not channel-contiguous in 16-byte chunks";
   SmallC& g = p.g;
   if (const char* why = small_16bit(a, g)) return why;
-  const cudaDeviceProp* dev = at::cuda::getCurrentDeviceProperties();
+  const cudaDeviceProp* dev = &device_properties();
   if (const char* why = quad_why_not(c)) return why;
   p.kr = quad_geometry(c, g);
   if (g.Kp > 16 * 2 * kWgWarps) return "R*KR > 256";  // two column tiles a warp
@@ -186,19 +183,19 @@ void smallc_wgrad_run(const GemmArgs& a) {
   const char* why = smallc_wgrad_plan(a, p);
   TORCH_INTERNAL_ASSERT(why == nullptr, "smallc_wgrad_run: ", why);
   const SmallC& g = p.g;
-  const at::Tensor part = at::empty({int64_t(p.blocks) * c.K * g.Kp}, cuda_options(at::kFloat));
-  const auto stream = at::cuda::getCurrentCUDAStream();
+  const Workspace part = float_workspace(int64_t(p.blocks) * c.K * g.Kp);
+  const auto stream = c10::cuda::getCurrentCUDAStream();
   const int64_t outs = c.K * c.C * c.R * c.S;
   with_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same<T, c10::Half>::value || std::is_same<T, c10::BFloat16>::value) {
       auto launch = [&](auto* kernel, std::atomic<uint64_t>& set_on) {
         allow_smem(kernel, size_t(kMaxSmem), set_on);
-        kernel<<<dim3(unsigned(p.blocks), unsigned(p.kblocks)), kWgThreads, p.smem, stream>>>(c, g, part.data_ptr<float>());
+        kernel<<<dim3(unsigned(p.blocks), unsigned(p.kblocks)), kWgThreads, p.smem, stream>>>(c, g, part.as<float>());
       };
       if (p.kr == 16) launch(conv_wgrad_smallc4_kernel<T, 16>, wg_smem_set_on<T, 16>);
       else launch(conv_wgrad_smallc4_kernel<T, 32>, wg_smem_set_on<T, 32>);
-      wgrad_reduce_kernel<T><<<blocks_for(outs, int64_t(1) << 30), 256, 0, stream>>>(part.const_data_ptr<float>(), p.blocks,
+      wgrad_reduce_kernel<T><<<blocks_for(outs, int64_t(1) << 30), 256, 0, stream>>>(part.as<float>(), p.blocks,
                                                                                       c, g, p.kr);
     }
   });

@@ -12,6 +12,7 @@
 #include "cuda/conv/lowering.h"
 #include "cuda/routing/candidates.h"
 #include "cuda/routing/entry.h"
+#include "cuda/runtime/cuda_util.h"
 #include "cuda/routing/launch_rungs.cuh"
 #include "cuda/splitk/splitk.cuh"
 
@@ -35,7 +36,7 @@ void wgrad_simt(const GemmArgs& a) {
   const WgradVecArgs v{pq_chunks, int(sp.kper),
                        tap_rows && c.ws[3] == 1 && M % 4 == 0 && c.ws[0] % 4 == 0 &&
                            reinterpret_cast<uintptr_t>(c.w) % 16 == 0,
-                       splits > 1 ? sp.work.data_ptr<float>() : nullptr};
+                       splits > 1 ? sp.work.as<float>() : nullptr};
   conv_wgrad_vec_kernel<Cfg><<<dim3(unsigned(mt), unsigned(nt), unsigned(splits)), Cfg::THREADS, 0,
                                at::cuda::getCurrentCUDAStream()>>>(ConvWgradProblem<float>(c), M, N, v);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -44,7 +45,7 @@ void wgrad_simt(const GemmArgs& a) {
   at::Tensor rows = tap_rows ? at::Tensor() : at::empty({M, N}, cuda_options(a.dtype));  // [taps, K]
   const MatmulOperands mm{nullptr, nullptr, tap_rows ? c.w : rows.data_ptr(), {0, 0, 0}, {0, 0, 0},
                           {0, tap_rows ? c.ws[3] : N, tap_rows ? c.ws[0] : 1}};
-  splitk_reduce<float, float>(sp.work.data_ptr<float>(), splits, lowered(a, Fused{}, 1, M, N, 0, mm));
+  splitk_reduce<float, float>(sp.work.as<float>(), splits, lowered(a, Fused{}, 1, M, N, 0, mm));
   if (!tap_rows) dw.permute({1, 2, 3, 0}).copy_(rows.view({c.C, c.R, c.S, c.K}));
 }
 

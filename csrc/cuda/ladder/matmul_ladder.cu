@@ -5,6 +5,7 @@
 
 #include "autotune/cuda_timing.h"
 #include "autotune/config_names.h"
+#include "cuda/runtime/cuda_util.h"  // copy_padded, device_view
 #include "cuda/skinny/gemm_skinny.cuh"
 #include "cuda/routing/candidates.h"
 #include "cuda/routing/launch_rungs.cuh"

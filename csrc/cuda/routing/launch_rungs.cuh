@@ -1,15 +1,13 @@
 // Picks a kernel (a rung of the ladder) and its config for a problem and launches it on the
 // current stream. Configs are data: one line each here.
 #pragma once
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAException.h>
 
 #include <atomic>
 #include <cstdint>
 #include <type_traits>
 
 #include "common/gemm_args.h"
-#include "cuda/runtime/cuda_util.h"
+#include "cuda/runtime/launch_util.h"
 #include "cuda/ladder/gemm_ladder.cuh"
 #include "cuda/ladder/gemm_simt.cuh"
 #include "cuda/mma/gemm_tc.cuh"
@@ -53,7 +51,7 @@ dim3 gemm_grid(const GemmArgs& a) {
 // config's, kernel_of), any extra kernel arguments after the epilogue.
 template <class Cfg, typename T, class P, typename Kernel, typename... Extra>
 void launch_gemm_with(Kernel kernel, const P& p, const GemmArgs& a, Extra... extra) {
-  kernel<<<gemm_grid<Cfg>(a), Cfg::THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
+  kernel<<<gemm_grid<Cfg>(a), Cfg::THREADS, 0, c10::cuda::getCurrentCUDAStream()>>>(
       p, a.batch, a.M, a.N, a.K, epilogue_of<T>(a), extra...);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -100,7 +98,7 @@ void launch_tc_async(const MatmulProblem<T>& p, const GemmArgs& a) {
   auto kernel = gemm_tc_async_kernel<T, TcLarge, BT, kStages>;
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, smem, set_on);
-  kernel<<<gemm_grid<TcLarge>(a), TcLarge::THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
+  kernel<<<gemm_grid<TcLarge>(a), TcLarge::THREADS, smem, c10::cuda::getCurrentCUDAStream()>>>(
       p, a.batch, a.M, a.N, a.K, epilogue_of<T>(a));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -114,7 +112,7 @@ void launch_tc_async(const MatmulProblem<T>& p, const GemmArgs& a) {
 template <typename T, class P>
 void launch_tc(const P& p, const GemmArgs& a) {
   constexpr bool matmul = std::is_same<P, MatmulProblem<T>>::value;  // splitk_reduce writes matmul outputs
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t sms = sm_count();
   auto tiles = [&](int64_t b) { return a.batch * ((a.M + b - 1) / b) * ((a.N + b - 1) / b); };
   bool bt = false;
   if constexpr (matmul && sizeof(T) == 2) {
@@ -141,12 +139,12 @@ void launch_tc(const P& p, const GemmArgs& a) {
     if constexpr (matmul && sizeof(T) == 2) {
       if (bt) kernel = gemm_tc_kernel<T, P, Cfg, true>;
     }
-    kernel<<<grid, Cfg::THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
+    kernel<<<grid, Cfg::THREADS, 0, c10::cuda::getCurrentCUDAStream()>>>(
         p, a.batch, a.M, a.N, a.K, epilogue_of<T>(a), int(sp.splits), sp.kper * BK,
-        sp.splits > 1 ? sp.work.data_ptr<float>() : nullptr);
+        sp.splits > 1 ? sp.work.as<float>() : nullptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     if constexpr (matmul) {
-      if (sp.splits > 1) splitk_reduce<T, float>(sp.work.const_data_ptr<float>(), int(sp.splits), a);
+      if (sp.splits > 1) splitk_reduce<T, float>(sp.work.as<float>(), int(sp.splits), a);
     }
   };
   if (tiles(TcLarge::BM) >= sms) go(static_cast<TcLarge*>(nullptr));
@@ -162,9 +160,9 @@ void launch_tc(const P& p, const GemmArgs& a) {
 // (docs/kernels/ladder.md#the-heuristic-simt_heuristic-and-its-reasons).
 inline Algo auto_algo(const GemmArgs& a) {
   if (tensor_core_dtype(a)) return Algo::Mma;
-  if (a.kind != Kind::Matmul || a.dtype != at::kFloat) return Algo::Register;
+  if (a.kind != Kind::Matmul || a.dtype != c10::ScalarType::Float) return Algo::Register;
   auto tiles = [&](int64_t bm, int64_t bn) { return a.batch * ((a.M + bm - 1) / bm) * ((a.N + bn - 1) / bn); };
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t sms = sm_count();
   return 2 * tiles(VecF32::BM, VecF32::BN) <= sms && tiles(Simt::BM, Simt::BN) > tiles(VecF32::BM, VecF32::BN)
              ? Algo::Register
              : Algo::Vectorized;
@@ -176,7 +174,7 @@ template <template <typename> class Problem, class Operands>
 void launch_problem(const GemmArgs& a, const Operands& ops) {
   constexpr bool matmul = std::is_same<Operands, MatmulOperands>::value;
   const Algo algo = a.algo == Algo::Auto ? auto_algo(a) : a.algo;
-  TORCH_CHECK(algo != Algo::Mma || a.dtype != at::kDouble,
+  TORCH_CHECK(algo != Algo::Mma || a.dtype != c10::ScalarType::Double,
               "tileops.matmul: algo='mma' (tensor cores, alias 'wmma') takes float32 (run as TF32), float16 and "
               "bfloat16, got float64");
   TORCH_INTERNAL_ASSERT(Problem<float>::kFused || a.act == Act::None,

@@ -17,7 +17,7 @@
 #include "common/epilogue.h"
 #include "common/problems.h"
 #include "common/skinny.h"
-#include "cuda/runtime/cuda_util.h"
+#include "cuda/runtime/launch_util.h"
 
 namespace tileops {
 namespace cuda {

@@ -28,7 +28,7 @@
 
 #include "common/epilogue.h"
 #include "common/problems.h"
-#include "cuda/runtime/cuda_util.h"
+#include "cuda/runtime/launch_util.h"
 #include "cuda/sm90/primitives.cuh"  // tma_load_tile
 #include "cuda/ptx/mma_sync.cuh"
 #include "cuda/ptx/mbarrier.cuh"

@@ -1,7 +1,5 @@
 // The skinny tensor-core family (gemm_skinny_tc.cuh): where 'auto' takes it, its configs, the K
 // split over a cluster, the launch.
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
 #include <atomic>
@@ -92,7 +90,7 @@ void launch_cfg(const GemmArgs& a) {
   auto* kernel = gemm_skinny_tc_kernel<T, MP, KMAJOR, S::kWarps, S::kStages, kTma>;
   static std::atomic<uint64_t> set_on{0};
   allow_smem(kernel, S::kSmemBytes, set_on);
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t sms = sm_count();
   const int64_t cols = (a.N + S::BN - 1) / S::BN, ktiles = (a.K + S::BK - 1) / S::BK;
   int split = skinny_tc_split(cols * a.batch, ktiles, sms, kSkinnyTcConfigs[I].deep);
   auto launch_with = [&](int s) {
@@ -123,12 +121,12 @@ const char* skinny_tc_why_not(const GemmArgs& a) {
   if (a.M == 0 || a.N == 0 || a.K == 0) return "an empty side";
   // fp32 where TF32 is allowed, except a row-major B (a matmul's K x N) at one or two rows, where
   // the SIMT kernel is ahead as cuBLAS's fp32 GEMV is (docs/kernels/skinny.md#tf32-eligibility).
-  const bool tf32 = a.dtype == at::kFloat && a.allow_tf32;
-  if (a.dtype != at::kHalf && a.dtype != at::kBFloat16 && !tf32) return "float64, or float32 with TF32 off";
+  const bool tf32 = a.dtype == c10::ScalarType::Float && a.allow_tf32;
+  if (a.dtype != c10::ScalarType::Half && a.dtype != c10::ScalarType::BFloat16 && !tf32) return "float64, or float32 with TF32 off";
   if (routing::portable_only()) return routing::kPortableOnly;
-  if (at::cuda::getCurrentDeviceProperties()->major > 9)
+  if (device_properties().major > 9)
     return "sm_90a code runs on compute capability 9.0 only: a newer GPU takes the portable kernels";
-  if (at::cuda::getCurrentDeviceProperties()->major != 9) return "not a compute capability 9.x GPU";
+  if (device_properties().major != 9) return "not a compute capability 9.x GPU";
   if (a.batch > 65535 || a.N >= (int64_t(1) << 30) || a.K >= (int64_t(1) << 30)) return "too large for one launch";
   // The kernel copies 16-byte chunks along A's rows and along B's unit-stride side, each aligned:
   // the vectorized rung's reading of the operands (vec_layout).
@@ -143,7 +141,7 @@ namespace {
 // streams from DRAM (larger than the L2) at M <= 8; bn128 by cp.async where the 128-column blocks
 // fill half the SMs or more; else bn64-tma. bn128-deep is left to the autotuner.
 std::pair<int, const char*> skinny_tc_heuristic(const GemmArgs& a) {
-  const auto* prop = at::cuda::getCurrentDeviceProperties();
+  const cudaDeviceProp* prop = &device_properties();
   const int64_t es = int64_t(c10::elementSize(a.dtype)), sms = prop->multiProcessorCount;
   const bool kmajor = vec_layout(a, int(es)).b.kc;
   const int64_t wide = (a.N + 127) / 128 * a.batch;

@@ -17,6 +17,7 @@
 #include "autotune/config_names.h"
 #include "autotune/cuda_timing.h"
 #include "cuda/skinny/gemm_skinny.cuh"  // kSkinnyMaxM
+#include "cuda/runtime/cuda_util.h"  // copy_padded, device_view, hold
 #include "cuda/runtime/griddep.cuh"
 #include "cuda/routing/launch_rungs.cuh"
 #include "cuda/ptx/mma_sync.cuh"  // round_tf32
@@ -135,20 +136,22 @@ Padded pad_operands(const GemmArgs& in, const TmaLayout& l) {
     return t;
   };
   auto row_strides = [](const at::Tensor& t) { return std::make_pair(t.size(0) == 1 ? 0 : t.stride(0), t.stride(1)); };
-  Padded p{at::Tensor(), at::Tensor(), in};
+  Padded p{Workspace{}, Workspace{}, in};
   if (l.a == Major::None) {
-    p.a = padded_rows(device_view(o.a, {ba, in.M, in.K}, {o.sa[0], o.sa[1], o.sa[2]}, in.dtype));
-    p.args.mm.a = p.a.const_data_ptr();
-    const auto [sb0, sr] = row_strides(p.a);
+    const at::Tensor t = padded_rows(device_view(o.a, {ba, in.M, in.K}, {o.sa[0], o.sa[1], o.sa[2]}, in.dtype));
+    p.a = hold(t);
+    p.args.mm.a = t.const_data_ptr();
+    const auto [sb0, sr] = row_strides(t);
     const int64_t sa[3] = {sb0, sr, 1};
     std::copy(sa, sa + 3, p.args.mm.sa);
   }
   if (l.b == Major::None) {
     const auto bv = device_view(o.b, {bb, in.K, in.N}, {o.sb[0], o.sb[1], o.sb[2]}, in.dtype);
     const bool kmajor = in.dtype == at::kFloat;
-    p.b = padded_rows(kmajor ? bv.transpose(1, 2) : bv);
-    p.args.mm.b = p.b.const_data_ptr();
-    const auto [sb0, sr] = row_strides(p.b);
+    const at::Tensor t = padded_rows(kmajor ? bv.transpose(1, 2) : bv);
+    p.b = hold(t);
+    p.args.mm.b = t.const_data_ptr();
+    const auto [sb0, sr] = row_strides(t);
     const int64_t sb[3] = {sb0, kmajor ? 1 : sr, kmajor ? sr : 1};
     std::copy(sb, sb + 3, p.args.mm.sb);
   }

@@ -4,7 +4,6 @@
 // from launch.cuh) and ../conv/conv_sm90.cu (the implicit-GEMM conv kernels). One translation
 // unit per dtype, because one for all of them was the build's critical path (docs/performance.md#build-and-device-logistics).
 #pragma once
-#include <ATen/core/Tensor.h>
 #include <cuda.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "common/gemm_args.h"
+#include "cuda/runtime/launch_util.h"  // Workspace
 #include "cuda/runtime/tma_maps.h"  // tiled_map, im2col_map, tma_type, matrix_map
 #include "cuda/sm90/persistent.cuh"  // the whole family: primitives, producers, epilogue, kernels
 
@@ -38,7 +38,7 @@ constexpr int64_t kTf32RegsMaxK = 512;
 // fp32 runs as TF32 and its copies are rounded on the way (copy_round_tf32); which operands it
 // copies: run_sm90_any_layout.
 struct Padded {
-  at::Tensor a, b;
+  Workspace a, b;  // the copies (empty where an operand is read in place)
   GemmArgs args;
 };
 Padded pad_operands(const GemmArgs& in, const TmaLayout& l);

@@ -2,16 +2,13 @@
 // the translation units that instantiate kernels (matmul_{bf16,fp16,tf32}.cu, ../conv/conv_sm90.cu),
 // never by host.cu or ../routing/matmul.cu, so that each dtype's kernels compile in a unit of their own.
 #pragma once
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAException.h>
-
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
 #include <utility>
 
 #include "autotune/cuda_timing.h"
-#include "cuda/runtime/cuda_util.h"
+#include "cuda/runtime/launch_util.h"
 #include "cuda/sm90/host.cuh"
 #include "cuda/splitk/splitk.cuh"
 
@@ -73,12 +70,12 @@ void launch_sm90(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb
   const Epilogue<T> epi = epilogue_of<T>(a);
   sm90::SplitK sk;
   sk.splits = allow_split ? splitk_factor(a, BN, BK) : 1;
-  at::Tensor work;  // split-K partials, through the caching allocator
+  Workspace work;  // split-K partials, through the caching allocator
   if (sk.splits > 1) {
     const int64_t ktiles = (a.K + BK - 1) / BK;
     sk.kt_per_split = int((ktiles + sk.splits - 1) / sk.splits);
-    work = at::empty({a.batch * sk.splits, a.M, a.N}, cuda_options(at::kFloat));
-    sk.partial = work.data_ptr<float>();
+    work = float_workspace(a.batch * sk.splits * a.M * a.N);
+    sk.partial = work.as<float>();
   }
   const bool by_tma = sk.splits == 1 && tma_stores<T>(a);
   const sm90::Store store = by_tma              ? sm90::Store::Tma
@@ -112,7 +109,7 @@ void launch_sm90_persistent(const GemmArgs& a, const CUtensorMap& ma, const CUte
   TORCH_CHECK(tiles < INT_MAX, "tileops: too many output tiles for the persistent Hopper kernels");
   ClusterLaunch launch(dim3(1), dim3(sm90::THREADS), smem, dim3(CL), dependent_launches());  // grid: below
   cudaLaunchConfig_t& cfg = launch.cfg;
-  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int sms = sm_count();
   int resident = sms;  // clusters resident at once: one block per SM
   if constexpr (CL > 1) {  // a GPC's SM count need not be a multiple of CL
     static PerDevice asked{};

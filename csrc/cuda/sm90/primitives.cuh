@@ -12,7 +12,7 @@
 
 #include "common/epilogue.h"
 #include "common/problems.h"
-#include "cuda/runtime/cuda_util.h"  // static_for
+#include "cuda/runtime/launch_util.h"  // static_for
 #include "cuda/runtime/griddep.cuh"
 #include "cuda/ptx/mbarrier.cuh"  // mbar_*
 #include "cuda/ptx/mma_sync.cuh"  // smem_u32, round_tf32

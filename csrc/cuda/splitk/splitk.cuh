@@ -3,14 +3,11 @@
 // or T); this sums the splits in split order (so results are deterministic), then applies the
 // epilogue: bias, residual, activation, cast.
 #pragma once
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAException.h>
-
 #include <algorithm>
 #include <type_traits>
 
 #include "common/gemm_args.h"
-#include "cuda/runtime/cuda_util.h"
+#include "cuda/runtime/launch_util.h"
 #include "cuda/runtime/griddep.cuh"
 
 namespace tileops {
@@ -24,7 +21,7 @@ namespace cuda {
 // most 64 chunks; else 1.
 constexpr int64_t kMinSplitK = 128;
 inline int64_t splitk_count(int64_t tiles, int64_t K, int64_t min_k = kMinSplitK) {
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t sms = sm_count();
   if (tiles <= 0 || 2 * tiles > sms) return 1;
   return std::max<int64_t>(1, std::min<int64_t>({2 * sms / tiles, K / min_k, 64}));
 }
@@ -35,7 +32,7 @@ inline int64_t splitk_count(int64_t tiles, int64_t K, int64_t min_k = kMinSplitK
 // [batch][splits][M][N] as splitk_reduce reads it. allowed: false keeps one chunk.
 struct SplitPlan {
   int64_t kper, splits;
-  at::Tensor work;
+  Workspace work;
 };
 inline SplitPlan plan_split(int64_t tiles, int64_t K, int64_t bk, int64_t batch, int64_t M, int64_t N,
                             int64_t min_k = kMinSplitK, bool allowed = true) {
@@ -43,7 +40,7 @@ inline SplitPlan plan_split(int64_t tiles, int64_t K, int64_t bk, int64_t batch,
   SplitPlan s;
   s.kper = (ktiles + want - 1) / want;
   s.splits = ktiles == 0 ? 1 : (ktiles + s.kper - 1) / s.kper;
-  if (s.splits > 1) s.work = at::empty({batch * s.splits, M, N}, cuda_options(at::kFloat));
+  if (s.splits > 1) s.work = float_workspace(batch * s.splits * M * N);
   return s;
 }
 
