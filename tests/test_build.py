@@ -199,7 +199,8 @@ LIGHT_UNITS = ["cuda/sm90/matmul_bf16.cu", "cuda/sm90/matmul_fp16.cu", "cuda/sm9
                "cuda/sm90/matmul_tf32_c1.cu", "cuda/sm90/matmul_tf32_c2.cu", "cuda/splitk/splitk.cu",
                "cuda/routing/conv_fwd.cu", "cuda/routing/conv_dgrad.cu", "cuda/routing/conv_wgrad.cu",
                "cuda/conv/conv_sm90.cu", "cuda/conv/conv_smallc_fwd.cu", "cuda/conv/conv_smallc_f32.cu",
-               "cuda/conv/conv_smallc_wgrad.cu", "cuda/skinny/matmul_skinny_tc.cu"]
+               "cuda/conv/conv_smallc_wgrad.cu", "cuda/skinny/matmul_skinny_tc.cu", "cuda/ladder/matmul_ladder.cu",
+               "cuda/routing/matmul.cu"]
 
 
 def _includes(rel, seen):

@@ -5,7 +5,7 @@
 
 #include "autotune/cuda_timing.h"
 #include "autotune/config_names.h"
-#include "cuda/runtime/cuda_util.h"  // copy_padded, device_view
+#include "cuda/runtime/launch_util.h"
 #include "cuda/skinny/gemm_skinny.cuh"
 #include "cuda/routing/candidates.h"
 #include "cuda/routing/launch_rungs.cuh"
@@ -45,7 +45,7 @@ bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch, int64_t min_
   const SimtChunks ch = simt_chunks(a, tiles, min_k);
   const int64_t splits = ch.splits(), kc = ch.kc, full = ch.full, rem = ch.rem;
   if (splits < 2) return false;
-  at::Tensor work = at::empty({splits, a.M, a.N}, cuda_options(a.dtype));
+  const Workspace work = workspace(splits * a.M * a.N, a.dtype);
   const int64_t es = int64_t(c10::elementSize(a.dtype));
   auto chunk = [&](int64_t first, int64_t count, int64_t k) {  // `count` chunks of k, from chunk `first`
     GemmArgs g = a;
@@ -54,7 +54,7 @@ bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch, int64_t min_
     g.K = k;
     g.mm.a = static_cast<const char*>(a.mm.a) + first * kc * a.mm.sa[2] * es;
     g.mm.b = static_cast<const char*>(a.mm.b) + first * kc * a.mm.sb[1] * es;
-    g.mm.c = static_cast<char*>(work.data_ptr()) + first * a.M * a.N * es;
+    g.mm.c = static_cast<char*>(work.ptr) + first * a.M * a.N * es;
     const int64_t sa0 = kc * a.mm.sa[2], sb0 = kc * a.mm.sb[1], sc[3] = {a.M * a.N, a.N, 1};
     g.mm.sa[0] = sa0;
     g.mm.sb[0] = sb0;
@@ -68,7 +68,7 @@ bool simt_splitk(const GemmArgs& a, int64_t tiles, Launch&& launch, int64_t min_
   with_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value)
-      splitk_reduce<T, T>(static_cast<const T*>(work.const_data_ptr()), int(splits), a);
+      splitk_reduce<T, T>(work.as<T>(), int(splits), a);
   });
   return true;
 }
@@ -170,7 +170,7 @@ bool w256_fits(const GemmArgs& a, int64_t sms) {
 // tiles' latency. Batched problems (never split) want 3/4 of two blocks per SM. Measured reasons:
 // docs/kernels/ladder.md#the-heuristic-simt_heuristic-and-its-reasons.
 int simt_heuristic(const GemmArgs& a) {
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t sms = sm_count();
   if (w256_fits(a, sms)) return kSimtW256;
   const int64_t enough = (a.batch > 1 ? 2 : 1) * sms;
   int most = kSimtVec128;
@@ -195,7 +195,7 @@ const std::vector<std::string>& simt_names() {
 // fp32 and fp64 'auto' on the SIMT rungs (Kind::Matmul, no tensor cores): fp32 through the
 // "matmul_simt" autotune site, fp64 on 'register', split where its tiles leave SMs idle.
 void run_simt(const GemmArgs& a) {
-  if (a.dtype != at::kFloat) {
+  if (a.dtype != c10::ScalarType::Float) {
     auto launch = [](const GemmArgs& g, int64_t k_last) {
       if (k_last > 0) return false;
       launch_gemm<Simt, double>(MatmulProblem<double>(g.mm), g);
@@ -241,7 +241,7 @@ void launch_skinny(const GemmArgs& a) {
   const int64_t across = kmajor ? a.mm.sb[2] : a.mm.sb[1];  // the stride that is not 1
   const bool vec = (kmajor || a.mm.sb[2] == 1) && across % VMAX == 0 && a.mm.sb[0] % VMAX == 0 &&
                    reinterpret_cast<uintptr_t>(a.mm.b) % 16 == 0;
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t sms = sm_count();
   auto go = [&](auto mt, auto km, auto v) {
     constexpr int MT = decltype(mt)::value, V = decltype(v)::value;
     constexpr bool KM = decltype(km)::value;
@@ -254,11 +254,11 @@ void launch_skinny(const GemmArgs& a) {
     const int64_t want = skinny_splits(blocks, per_sm * sms, most);
     const int64_t kc = std::max<int64_t>(1, (a.K + want * S::ROUND - 1) / (want * S::ROUND)) * S::ROUND;
     const int64_t splits = std::max<int64_t>(1, (a.K + kc - 1) / kc);
-    at::Tensor work;  // the chunks' partial sums when K is split
-    if (splits > 1) work = at::empty({a.batch, splits, a.M, a.N}, cuda_options(a.dtype));
-    T* part = splits > 1 ? work.data_ptr<T>() : nullptr;
+    Workspace work;  // the chunks' partial sums when K is split
+    if (splits > 1) work = workspace(a.batch * splits * a.M * a.N, a.dtype);
+    T* part = work.as<T>();
     const dim3 grid(unsigned(blocks / a.batch), unsigned(splits), unsigned(a.batch));
-    kernel<<<grid, S::kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(MatmulProblem<T>(a.mm), a.M, a.N, a.K, kc,
+    kernel<<<grid, S::kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(MatmulProblem<T>(a.mm), a.M, a.N, a.K, kc,
                                                                        epilogue_of<T>(a), part);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     if (splits > 1) splitk_reduce<T, T>(part, int(splits), a);
@@ -282,11 +282,11 @@ const char* skinny_why_not(const GemmArgs& a) {
   if (a.algo != Algo::Auto) return "algo pinned";
   if (a.M > kSkinnyMaxM) return "M > 16";
   if (a.batch > 65535) return "batch > 65535";
-  if (a.dtype != at::kFloat && a.dtype != at::kDouble) return "float16 or bfloat16 (the Hopper split-K is ahead)";
+  if (a.dtype != c10::ScalarType::Float && a.dtype != c10::ScalarType::Double) return "float16 or bfloat16 (the Hopper split-K is ahead)";
   return nullptr;
 }
 void skinny_run(const GemmArgs& a) {
-  if (a.dtype == at::kFloat) launch_skinny<float>(a);
+  if (a.dtype == c10::ScalarType::Float) launch_skinny<float>(a);
   else launch_skinny<double>(a);
 }
 
@@ -304,7 +304,7 @@ constexpr double kPadMinWork = double(int64_t(1) << 28);
 // run as usual.
 const char* simt_padded_why_not(const GemmArgs& a) {
   if (a.algo != Algo::Auto) return "algo pinned";
-  if (a.dtype != at::kFloat || tensor_core_dtype(a)) return "not float32 with TF32 off";
+  if (a.dtype != c10::ScalarType::Float || tensor_core_dtype(a)) return "not float32 with TF32 off";
   if (a.batch != 1) return "batched";
   if (vec_layout(a, 4).fast) return "operands 16-byte readable as they are";
   if (double(a.M) * double(a.N) * double(a.K) < kPadMinWork) return "too little work for two copies";
@@ -314,14 +314,12 @@ const char* simt_padded_why_not(const GemmArgs& a) {
 void simt_padded_run(const GemmArgs& a) {
   const int64_t vec = 4, kp = (a.K + vec - 1) / vec * vec;
   const auto& o = a.mm;
-  auto padded = [&](const void* p, int64_t rows, int64_t s_row, int64_t s_k) {  // [rows, K] -> [rows, kp]
-    return copy_padded(device_view(p, {rows, a.K}, {s_row, s_k}, a.dtype), kp, true);
-  };
-  const at::Tensor pa = padded(o.a, a.M, o.sa[1], o.sa[2]), pb = padded(o.b, a.N, o.sb[2], o.sb[1]);
+  const Workspace pa = padded_rows(o.a, a.M, a.K, o.sa[1], o.sa[2], a.dtype, kp);  // [rows, K] -> [rows, kp]
+  const Workspace pb = padded_rows(o.b, a.N, a.K, o.sb[2], o.sb[1], a.dtype, kp);
   GemmArgs g = a;
   g.K = kp;
-  g.mm.a = pa.const_data_ptr();
-  g.mm.b = pb.const_data_ptr();
+  g.mm.a = pa.ptr;
+  g.mm.b = pb.ptr;
   const int64_t sa[3] = {0, kp, 1}, sb[3] = {0, 1, kp};  // B's strides as (batch, k, n)
   std::copy(sa, sa + 3, g.mm.sa);
   std::copy(sb, sb + 3, g.mm.sb);
@@ -332,13 +330,13 @@ void simt_padded_run(const GemmArgs& a) {
 // fp32 and fp64 'auto' without tensor cores.
 const char* simt_why_not(const GemmArgs& a) {
   if (a.algo != Algo::Auto) return "algo pinned";
-  if (a.dtype != at::kFloat && a.dtype != at::kDouble) return "float16 or bfloat16";
+  if (a.dtype != c10::ScalarType::Float && a.dtype != c10::ScalarType::Double) return "float16 or bfloat16";
   if (tensor_core_dtype(a)) return "float32 with TF32 allowed";
   return nullptr;
 }
 void simt_run(const GemmArgs& a) { run_simt(a); }
 void simt_explain(const GemmArgs& a, routing::Decision& d) {
-  if (a.dtype != at::kFloat) {
+  if (a.dtype != c10::ScalarType::Float) {
     d.config = "register", d.why = "float64: the one SIMT kernel with double accumulators";
     return;
   }

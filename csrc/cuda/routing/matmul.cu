@@ -1,10 +1,8 @@
 // The matmul routing table (CUDA): every matmul, linear, and GEMM a conv lowers to, in order.
 // The first candidate that can run the problem runs it (routing/route.h); docs/dispatch.md is
 // made from this table.
-#include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
-
 #include "cuda/routing/candidates.h"
+#include "cuda/runtime/launch_util.h"  // device_properties
 #include "cuda/skinny/gemm_skinny.cuh"  // kSkinnyMaxM
 #include "cuda/sm90/host.cuh"
 
@@ -15,11 +13,11 @@ const char* sm90_unavailable(const GemmArgs& a) {
 #ifndef TILEOPS_HAVE_SM90A
   return "tileops was built without the sm_90a target (TORCH_CUDA_ARCH_LIST must include 9.0a)";
 #endif
-  const bool tf32 = a.dtype == at::kFloat && (a.allow_tf32 || a.algo == Algo::Wgmma);
-  if (a.dtype != at::kHalf && a.dtype != at::kBFloat16 && !tf32)
+  const bool tf32 = a.dtype == c10::ScalarType::Float && (a.allow_tf32 || a.algo == Algo::Wgmma);
+  if (a.dtype != c10::ScalarType::Half && a.dtype != c10::ScalarType::BFloat16 && !tf32)
     return "it takes float16, bfloat16 and float32 (as TF32) only";
   if (routing::portable_only()) return routing::kPortableOnly;
-  const auto* prop = at::cuda::getCurrentDeviceProperties();
+  const cudaDeviceProp* prop = &device_properties();
   // sm_90a code runs on 9.0 only: a newer GPU (sm_100, sm_120) running the build's compute_90 PTX,
   // or its own cubin, takes the portable rows below (docs/architecture.md, Build).
   if (prop->major > 9)
@@ -41,7 +39,7 @@ constexpr double kTcSmallWork16 = double(int64_t(1) << 25), kTcSmallWorkTf32 = d
 
 hopper::TmaLayout sm90_reads(const GemmArgs& a) {
   hopper::TmaLayout l = hopper::sm90_layout(a);
-  if (a.dtype == at::kFloat) l.b = hopper::tf32_b_major(a);  // TF32: as run_sm90_any_layout reads B
+  if (a.dtype == c10::ScalarType::Float) l.b = hopper::tf32_b_major(a);  // TF32: as run_sm90_any_layout reads B
   return l;
 }
 
@@ -50,7 +48,7 @@ const char* sm90_why_not(const GemmArgs& a) {
   if (a.algo != Algo::Auto) return "algo pinned";
   if (!tensor_core_dtype(a)) return "float64, or float32 with TF32 off";
   if (const char* why = sm90_unavailable(a)) return why;
-  const bool tf32 = a.dtype == at::kFloat;
+  const bool tf32 = a.dtype == c10::ScalarType::Float;
   if (a.M > kSkinnyMaxM && (!hopper::sm90_layout(a).ok() || tf32) &&
       double(a.batch) * a.M * a.N * a.K <= (tf32 ? kTcSmallWorkTf32 : kTcSmallWork16))
     return "small, and TMA cannot read it in place (or TF32): the copies cost more than it gains";
@@ -61,8 +59,8 @@ void sm90_run(const GemmArgs& a) {
   if (const char* why = sm90_unavailable(a))
     TORCH_CHECK(false, "tileops.matmul: algo='wgmma' cannot run this problem: ", why);
   const hopper::TmaLayout l = hopper::sm90_layout(a);
-  if (a.dtype == at::kBFloat16) hopper::run_sm90_any_layout<c10::BFloat16>(a, l);
-  else if (a.dtype == at::kHalf) hopper::run_sm90_any_layout<c10::Half>(a, l);
+  if (a.dtype == c10::ScalarType::BFloat16) hopper::run_sm90_any_layout<c10::BFloat16>(a, l);
+  else if (a.dtype == c10::ScalarType::Half) hopper::run_sm90_any_layout<c10::Half>(a, l);
   else hopper::run_sm90_any_layout<float>(a, l);
 }
 

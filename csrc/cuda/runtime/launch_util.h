@@ -65,7 +65,12 @@ struct Workspace {
   }
   explicit operator bool() const { return ptr != nullptr; }
 };
-Workspace float_workspace(int64_t elements);  // runtime/workspace.cpp
+Workspace workspace(int64_t elements, c10::ScalarType st);  // runtime/workspace.cpp
+inline Workspace float_workspace(int64_t elements) { return workspace(elements, c10::ScalarType::Float); }
+// The [rows, K] matrix at p (strides s_row, s_k; dtype st) copied into a new contiguous [rows, kp]
+// one, zeros past K (cuda_util.h's copy_padded).
+Workspace padded_rows(const void* p, int64_t rows, int64_t K, int64_t s_row, int64_t s_k, c10::ScalarType st,
+                      int64_t kp);
 // The current device's properties (torch's cache of them) and its multiprocessor count.
 const cudaDeviceProp& device_properties();
 inline int sm_count() { return device_properties().multiProcessorCount; }
