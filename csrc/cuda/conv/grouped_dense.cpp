@@ -19,8 +19,8 @@
 namespace tileops::cuda {
 namespace {
 
-// At most this many groups: each group's share of the dense work is 1/groups
-// (docs/kernels/grouped.md#when-the-dense-conv-wins).
+// At most this many groups: a guard while the crossover with the ladder is unmeasured (each
+// group's share of the dense work is 1/groups; docs/kernels/grouped.md#when-the-dense-conv-wins).
 constexpr int64_t kDenseMaxGroups = 64;
 constexpr int64_t kDenseMaxWeight = int64_t(1) << 28;  // dense weight elements (512 MiB in bf16)
 
@@ -63,7 +63,7 @@ const char* grouped_dense_why_not(const GemmArgs& a) {
   const auto& c = a.conv;
   if (c.groups == 1) return "groups == 1";
   if (!tensor_core_dtype(a)) return "not on tensor cores (float64, or fp32 with TF32 off)";
-  if (c.groups > kDenseMaxGroups) return "more than 64 groups: the zero blocks would outweigh the work";
+  if (c.groups > kDenseMaxGroups) return "more than 64 groups (kDenseMaxGroups, a guard: unmeasured past it)";
   if (c.K * c.C * c.R * c.S > kDenseMaxWeight) return "a dense weight over 2^28 elements";
   return nullptr;
 }
