@@ -59,7 +59,7 @@ inline const char* grouped_why_not(const GemmArgs& a) {
   const ConvOperands& c = a.conv;
   if (c.groups == 1) return "groups == 1";
   const auto og_ig = group_out_reads(a);
-  const bool expand = og_ig.first <= kExpandMaxWidth && og_ig.second <= kExpandMaxWidth;
+  const bool expand = !grouped_broadcast(a);
   if (!expand && (og_ig.first % acc_lanes(a) != 0 || og_ig.second > kBroadcastMaxReads))
     return "groups neither 4 wide nor a multiple of the vector reading at most 8: blocked";
   if (a.kind == Kind::ConvWgrad && a.bias != nullptr) return "a weight gradient with a bias";
