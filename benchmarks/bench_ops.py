@@ -11,6 +11,7 @@ is the median ratio (torch / tileops) over the shapes, per dtype.
 """
 import argparse
 import os
+import platform
 import statistics
 
 import torch
@@ -70,8 +71,21 @@ def main_cpu(args):
         print("%-9s median ratio (torch/tileops) %.3f over %d shapes; tileops ms %s" % (
             kind, statistics.median(ratios), len(ratios), " ".join("%.2f" % m for m in ms)))
     if args.out:
-        write_json(args.out, records)
+        write_json(args.out, records, cpu=cpu_info())
         print("wrote", args.out)
+
+
+def cpu_info():
+    """The CPU the run measured, torch's instruction set on it and the packed row tileops took there."""
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model)
+    except OSError:
+        pass
+    (d,) = tileops.explain("matmul", torch.randn(256, 256), torch.randn(256, 256))
+    return dict(model=model, threads=torch.get_num_threads(), torch_capability=torch.backends.cpu.get_cpu_capability(),
+                tileops_row=d["kernel"])
 
 
 def build(op, kind, s, dev):

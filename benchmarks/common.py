@@ -158,10 +158,10 @@ def apply_portable(args, out, default_out):
     return os.path.splitext(out)[0] + "_portable.json" if default_out else out
 
 
-def write_json(path, records):
+def write_json(path, records, **extra):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
-        json.dump(dict(meta(), records=records), f, indent=1)
+        json.dump(dict(meta(), **extra, records=records), f, indent=1)
 
 
 def progress(i, n, label):

@@ -21,7 +21,11 @@ XLABEL = "speed relative to torch (torch ms / tileops ms), log scale; 1.0 = pari
 
 
 def title(path, data):
-    return "%s: %s, torch %s" % (os.path.basename(path), data.get("gpu"), data.get("torch"))
+    where = data.get("gpu")
+    cpu = data.get("cpu")
+    if cpu:  # a CPU run (bench_ops --device cpu): the CPU, its threads and the row tileops took
+        where = "%s, %d threads, %s" % (cpu["model"], cpu["threads"], cpu["tileops_row"])
+    return "%s: %s, torch %s" % (os.path.basename(path), where, data.get("torch"))
 
 
 def plot_rows(path, data, out):

@@ -60,15 +60,16 @@ def test_dispatch_doc_is_fresh():
         assert f.read() == text, "docs/dispatch.md is stale: run python scripts/dev/gen_dispatch.py"
 
 
-# the CPU's packed row for this machine: AVX2 where the CPU has it, else the baseline build's
-CPU_PACKED = ("cpu_avx2", "cpu_packed")
+# the CPU's packed rows, widest first: this machine's is the first its CPU (and ATEN_CPU_CAPABILITY) allows
+CPU_PACKED = ("cpu_avx512", "cpu_avx2", "cpu_packed")
 
 
 def test_explain_cpu():
     a, b = torch.randn(5, 7), torch.randn(7, 3)
     (d,) = tileops.explain("matmul", a, b)
     assert d["op"] == "cpu" and d["kernel"] in CPU_PACKED and "M=5 N=3 K=7" in d["problem"]
-    assert [name for name, _ in d["passed_over"]] == (["cpu_avx2"] if d["kernel"] == "cpu_packed" else [])
+    assert [name for name, _ in d["passed_over"]] == list(CPU_PACKED[:CPU_PACKED.index(d["kernel"])])
+    widest = d["kernel"]
     assert d["config"] == "blocked" and "not contiguous along k" in d["why"]
     (d,) = tileops.explain("linear", a, torch.randn(3, 7))  # few rows, B = weight.t(): read in place
     assert d["config"] == "gemv" and "M <= 8" in d["why"]
@@ -83,7 +84,12 @@ def test_explain_cpu():
     w2 = torch.randn(16, 1, 3, 3)  # a channel multiplier: still one input channel a group
     assert tileops.explain("conv2d", xd, w2, padding=1, groups=8, backward=False)[0]["config"] == "depthwise"
     xg, wg = torch.randn(1, 16, 6, 6, requires_grad=True), torch.randn(16, 4, 3, 3, requires_grad=True)
-    assert [d["config"] for d in tileops.explain("conv2d", xg, wg, padding=1, groups=4)] == ["grouped"] * 3
+    ds = tileops.explain("conv2d", xg, wg, padding=1, groups=4)
+    assert [d["config"] for d in ds] == ["grouped"] * 3
+    # the grouped form runs in 8-lane vectors: never on the AVX-512 row, which says so where it could run
+    assert all(d["kernel"] in CPU_PACKED[1:] for d in ds), ds
+    if widest == "cpu_avx512":
+        assert all(d["kernel"] == "cpu_avx2" and "grouped form" in dict(d["passed_over"])["cpu_avx512"] for d in ds), ds
     wg = torch.randn(40, 8, 3, 3)  # 8 channels a group: one vector of outputs, each read broadcast
     assert tileops.explain("conv2d", torch.randn(1, 40, 6, 6), wg, groups=5, backward=False)[0]["config"] == "grouped"
     wg = torch.randn(30, 6, 3, 3)  # 6 a group: neither (kernels/cpu.md#forms)
@@ -106,7 +112,7 @@ def test_trace_cpu(capfd):
     with tileops.routing.trace():
         tileops.matmul(a, b)
     err = capfd.readouterr().err
-    assert re.search(r"tileops route cpu \[.*M=4 N=5 K=6.*\]: .*-> cpu_(avx2|packed)$", err, re.M), err
+    assert re.search(r"tileops route cpu \[.*M=4 N=5 K=6.*\]: .*-> cpu_(avx512|avx2|packed)$", err, re.M), err
     tileops.matmul(a, b)
     assert "tileops route" not in capfd.readouterr().err
 

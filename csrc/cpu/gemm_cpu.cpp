@@ -4,6 +4,8 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
+#include <ATen/Version.h>
+
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -15,11 +17,33 @@
 
 namespace tileops {
 namespace cpu {
-bool have_avx2();                           // cpu/packed_avx2.cpp
+void run_packed_avx512(const GemmArgs& a);  // cpu/packed_avx512.cpp
 void run_packed_avx2(const GemmArgs& a);    // cpu/packed_avx2.cpp
 void run_packed_base(const GemmArgs& a);    // cpu/packed_base.cpp
 }  // namespace cpu
 namespace {
+
+// Whether the x86 rows may run, checked once: the build has their kernels (packed_config.h), the
+// CPU has the instructions, and torch may use them: ATEN_CPU_CAPABILITY (torch's own switch, read by
+// at::get_cpu_capability: "AVX512", "AVX2", "DEFAULT" or, before torch 2.8, "NO AVX") caps tileops'
+// rows as it caps torch's kernels.
+enum class Isa { Avx2, Avx512 };
+bool cpu_allows(Isa isa) {
+#ifdef TILEOPS_CPU_X86_KERNELS
+  static const bool avx2 = [] {
+    const std::string cap = at::get_cpu_capability();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+           (cap.find("AVX2") != std::string::npos || cap.find("AVX512") != std::string::npos);
+  }();
+  static const bool avx512 = avx2 && at::get_cpu_capability().find("AVX512") != std::string::npos &&
+                             __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return isa == Isa::Avx512 ? avx512 : avx2;
+#else
+  (void)isa;
+  return false;
+#endif
+}
 
 // Blocks of RB rows share one packed copy of a K-slice of B (KT x N, accumulator type), so
 // the inner loop runs over contiguous memory whatever B's strides or index map are.
@@ -74,8 +98,13 @@ const char* packed_why_not(const GemmArgs& a) {
   if (a.batch * ((a.N + nr - 1) / nr * nr) * a.K * acc > kMaxPackedB) return "packed B would pass 1 GiB";
   return nullptr;
 }
+const char* avx512_why_not(const GemmArgs& a) {
+  if (!cpu_allows(Isa::Avx512)) return "no AVX-512 F/BW/VL/DQ (this CPU, or ATEN_CPU_CAPABILITY below avx512)";
+  if (cpu::grouped_why_not(a) == nullptr) return "the grouped form runs in 8-lane vectors: cpu_avx2's";
+  return packed_why_not(a);
+}
 const char* avx2_why_not(const GemmArgs& a) {
-  if (!cpu::have_avx2()) return "no AVX2, FMA and F16C (this CPU, or ATEN_CPU_CAPABILITY=default)";
+  if (!cpu_allows(Isa::Avx2)) return "no AVX2, FMA and F16C (this CPU, or ATEN_CPU_CAPABILITY=default)";
   return packed_why_not(a);
 }
 
@@ -114,13 +143,18 @@ void reference_run(const GemmArgs& a) {
 // The CPU's routing table: the packed GEMM in the widest vectors the CPU has, else the reference.
 const routing::Table kCpuRoutes(
     "cpu", "every op on the CPU",
-    {{"cpu_avx2",
+    {{"cpu_avx512",
+      "the CPU has AVX-512 F/BW/VL/DQ (and ATEN_CPU_CAPABILITY allows it): the packed GEMM, 12x32 blocks "
+      "of AVX-512 FMAs; not the grouped form",
+      "kernels/cpu.md#the-packed-gemm-cpu_avx512-cpu_avx2-cpu_packed", avx512_why_not,
+      packed_run<cpu::run_packed_avx512>, packed_explain},
+     {"cpu_avx2",
       "the CPU has AVX2 + FMA + F16C (and ATEN_CPU_CAPABILITY is not default): the packed GEMM, "
       "6x16 blocks of AVX2 FMAs",
-      "kernels/cpu.md#the-packed-gemm-cpu_avx2-cpu_packed", avx2_why_not, packed_run<cpu::run_packed_avx2>,
+      "kernels/cpu.md#the-packed-gemm-cpu_avx512-cpu_avx2-cpu_packed", avx2_why_not, packed_run<cpu::run_packed_avx2>,
       packed_explain},
      {"cpu_packed", "the packed GEMM in the build's baseline vectors (at::vec's generic Vectorized)",
-      "kernels/cpu.md#the-packed-gemm-cpu_avx2-cpu_packed", packed_why_not, packed_run<cpu::run_packed_base>,
+      "kernels/cpu.md#the-packed-gemm-cpu_avx512-cpu_avx2-cpu_packed", packed_why_not, packed_run<cpu::run_packed_base>,
       packed_explain},
      {"cpu_reference", "always: the reference loop over the index map, parallel over output rows",
       "kernels/cpu.md#the-reference-loop-cpu_reference", reference_why_not, reference_run}});

@@ -4,10 +4,11 @@
 // common/problems.h; the conv kinds read their operands in runs along k (Runs<> below), so the
 // index map's divisions are paid once per run of contiguous k, not once per element.
 //
-// This header is compiled once per instruction set: cpu/packed_avx2.cpp (AVX2 + FMA, chosen at run
-// time where the CPU has them) and cpu/packed_base.cpp (the build's baseline: at::vec's generic
-// Vectorized, which the compiler vectorizes as far as the baseline allows). Everything here sits in
-// an unnamed namespace so the two copies never meet at link time; each file exports one function.
+// This header is compiled once per instruction set: cpu/packed_avx512.cpp and cpu/packed_avx2.cpp
+// (through cpu/packed_isa.h, chosen at run time where the CPU has them) and cpu/packed_base.cpp (the
+// build's baseline: at::vec's generic Vectorized, which the compiler vectorizes as far as the
+// baseline allows). Everything here sits in an unnamed namespace so the copies never meet at link
+// time; each file exports one function.
 //
 // Precision: fp16 and bf16 are converted to fp32 when packed and accumulate in fp32; fp32 in fp32;
 // fp64 in double throughout (Acc below). Results are deterministic: each output is one fixed-order
@@ -35,22 +36,31 @@ namespace {
 template <typename T>
 using AccOf = std::conditional_t<std::is_same<T, double>::value, double, float>;
 
-// Register block: MR rows x NR columns of accumulators, NR two vectors wide. 6 x 2 vectors is 12
-// accumulators + 2 B vectors + 1 broadcast A = 15 of AVX2's 16 registers (the classic BLIS shape).
+// Register block: MR rows x NR columns of accumulators, NR two vectors wide, MR as the registers
+// allow: 6 x 2 accumulators + 2 B vectors + 1 broadcast A = 15 of AVX2's 16 registers (the
+// classic BLIS shape), 12 x 2 + 3 = 27 of AVX-512's 32.
+#if defined(CPU_CAPABILITY_AVX512)
+constexpr int64_t kMR = 12;
+#else
 constexpr int64_t kMR = 6;
+#endif
 template <typename Acc>
 constexpr int64_t kNR = 2 * at::vec::Vectorized<Acc>::size();
 
 // Cache blocking (docs/kernels/cpu.md#blocking): a KC-deep B panel (KC x NR) stays in L1 while
 // the MC rows of packed A (MC x KC) stream from L2; an output block is MC x NC accumulators.
+// AVX-512's 32-wide panels are 32 KiB: a KC of 128 measured no faster.
 constexpr int64_t kKC = 256, kMC = 96, kNC = 512;
+// The grouped form (grouped_cpu.h) runs in 32-byte vectors (packed_config.h: acc_lanes); the
+// AVX-512 row leaves it to the AVX2 row (gemm_cpu.cpp), so it is not compiled there.
+constexpr bool kGroupedForm = at::vec::Vectorized<float>::size() == 8;
 
 // An operand element in the accumulator type. c10::Half's own conversion is integer code (several
-// instructions an element, the cost of a packed fp16 GEMM); where the build has F16C (the AVX2
-// file) it is one instruction.
+// instructions an element, the cost of a packed fp16 GEMM); where the build has F16C (the x86
+// files) it is one instruction.
 template <typename Acc, typename T>
 inline Acc to_acc(T v) {
-#if defined(CPU_CAPABILITY_AVX2)
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
   if constexpr (std::is_same<T, c10::Half>::value) return static_cast<Acc>(_cvtsh_ss(v.x));
 #endif
   return static_cast<Acc>(v);
@@ -59,7 +69,7 @@ inline Acc to_acc(T v) {
 // And back, rounding to nearest even as c10::Half's conversion does (F16C's immediate 0).
 template <typename T, typename Acc>
 inline T from_acc(Acc v) {
-#if defined(CPU_CAPABILITY_AVX2)
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
   if constexpr (std::is_same<T, c10::Half>::value) return c10::Half(_cvtss_sh(v, 0), c10::Half::from_bits());
 #endif
   return static_cast<T>(v);
@@ -165,21 +175,21 @@ void micro(int64_t kc, const Acc* a, const Acc* b, Acc* c, int64_t ldc, bool acc
   using V = at::vec::Vectorized<Acc>;
   constexpr int64_t W = V::size();
   V c0[kMR], c1[kMR];
-#pragma GCC unroll 6
+#pragma GCC unroll 12
   for (int64_t r = 0; r < kMR; ++r) {
     c0[r] = accumulate ? V::loadu(c + r * ldc) : V(Acc(0));
     c1[r] = accumulate ? V::loadu(c + r * ldc + W) : V(Acc(0));
   }
   for (int64_t k = 0; k < kc; ++k, a += kMR, b += 2 * W) {
     const V b0 = V::loadu(b), b1 = V::loadu(b + W);
-#pragma GCC unroll 6
+#pragma GCC unroll 12
     for (int64_t r = 0; r < kMR; ++r) {
       const V ar(a[r]);
       c0[r] = at::vec::fmadd(ar, b0, c0[r]);
       c1[r] = at::vec::fmadd(ar, b1, c1[r]);
     }
   }
-#pragma GCC unroll 6
+#pragma GCC unroll 12
   for (int64_t r = 0; r < kMR; ++r) {
     c0[r].store(c + r * ldc);
     c1[r].store(c + r * ldc + W);
@@ -203,12 +213,19 @@ void pack_b_panel(const P& p, int64_t g, int64_t n0, int64_t N, int64_t K, Acc* 
       return;
     }
   }
-  for (int64_t j = 0; j < nv; ++j) {
-    const auto col = p.col_b(g, n0 + j);
-    Runs<P>::b(p, col, 0, K, [&](int64_t k, T v) { dst[k * NR + j] = to_acc<Acc>(v); });
+  // column by column, kPackKB rows of the panel at a time: the rows being written (kPackKB x NR)
+  // stay in L1 while each column is read along k
+  constexpr int64_t kPackKB = 64;
+  typename P::ColB cols[NR];
+  for (int64_t j = 0; j < nv; ++j) cols[j] = p.col_b(g, n0 + j);
+  for (int64_t k0 = 0; k0 < K; k0 += kPackKB) {
+    const int64_t kn = std::min(kPackKB, K - k0);
+    Acc* d = dst + k0 * NR;
+    for (int64_t j = 0; j < nv; ++j)
+      Runs<P>::b(p, cols[j], k0, kn, [&](int64_t k, T v) { d[k * NR + j] = to_acc<Acc>(v); });
+    for (int64_t j = nv; j < NR; ++j)
+      for (int64_t k = 0; k < kn; ++k) d[k * NR + j] = Acc(0);
   }
-  for (int64_t j = nv; j < NR; ++j)
-    for (int64_t k = 0; k < K; ++k) dst[k * NR + j] = Acc(0);
 }
 
 // Rows [m0, m0 + mc) of A, k in [k0, k0 + kc): strips of MR rows, each kc x MR (k-major), zero past M.
@@ -239,9 +256,17 @@ void activate_vec(float* v, int64_t n) {
   for (int64_t i = 0; i < n; i += W) {
     const int64_t cnt = std::min(W, n - i);
     const V x = V::loadu(v + i, cnt);
+    // the arguments clamped where the result is already exact (erf(z) is +-1 in float past |z| ~ 4,
+    // x / (1 + exp(-x)) is x past x ~ 17): past them exp's result is subnormal, and subnormals
+    // take a microcode assist per instruction on Intel cores (GELU at 5x its cost after a 768-deep
+    // linear). NaN still propagates through the factor x.
     V y;
-    if constexpr (A == Act::Gelu) y = x * V(0.5f) * (V(1.f) + (x * V(0.70710678118654752440f)).erf());
-    else y = x / (V(1.f) + x.neg().exp());
+    if constexpr (A == Act::Gelu) {
+      const V z = at::vec::clamp(x * V(0.70710678118654752440f), V(-9.f), V(9.f));
+      y = x * V(0.5f) * (V(1.f) + z.erf());
+    } else {
+      y = x / (V(1.f) + at::vec::clamp_min(x.neg(), V(-80.f)).exp());
+    }
     y.store(v + i, cnt);
   }
 }
@@ -418,7 +443,8 @@ inline void run_packed(const GemmArgs& a) {
       return with_act(a.act, [&](auto act) {
         constexpr Act A = decltype(act)::value;
         if (use_gemv) return gemv<scalar_t, A>(MatmulProblem<scalar_t>(a.mm), a);
-        grouped<scalar_t, A>(a);
+        if constexpr (kGroupedForm) grouped<scalar_t, A>(a);
+        else TORCH_INTERNAL_ASSERT(false, "tileops: internal error: the grouped form in a row without it");
       });
     }
     visit_problem<scalar_t>(a, [&](const auto& p) {

@@ -6,6 +6,12 @@
 
 #include "common/gemm_args.h"
 
+// The x86 instruction-set files (packed_avx2.cpp, packed_avx512.cpp: cpu/packed_isa.h) compile
+// their kernels: g++ or clang on x86-64, and not a build that sets torch's CPU_CAPABILITY itself.
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(CPU_CAPABILITY)
+#define TILEOPS_CPU_X86_KERNELS 1
+#endif
+
 namespace tileops {
 namespace cpu {
 
@@ -43,7 +49,8 @@ inline std::pair<int64_t, int64_t> group_out_reads(const GemmArgs& a) {
   const ConvOperands& c = a.conv;
   return a.kind == Kind::ConvDgrad ? std::make_pair(c.Cg, c.Kg) : std::make_pair(c.Kg, c.Cg);
 }
-// Lanes of the accumulator vector: 32 bytes (at::vec's AVX2 and baseline widths)
+// Lanes of the accumulator vector the grouped form runs in: 32 bytes (at::vec's AVX2 and baseline
+// widths; the AVX-512 row leaves the grouped form to the AVX2 row)
 inline int64_t acc_lanes(const GemmArgs& a) { return a.dtype == c10::ScalarType::Double ? 4 : 8; }
 // Whether the grouped form reads by broadcast (else expanded), for a problem it runs.
 inline bool grouped_broadcast(const GemmArgs& a) {
