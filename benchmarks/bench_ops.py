@@ -78,10 +78,12 @@ def main_cpu(args):
 def cpu_info():
     """The CPU the run measured, torch's instruction set on it and the packed row tileops took there."""
     model = platform.processor()
-    try:
+    try:  # the model name, and on a VM that hides it ("Intel(R) Xeon(R) Processor") the family and model
         with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model)
-    except OSError:
+            fields = dict(ln.split(":", 1) for ln in f.read().split("\n\n")[0].splitlines() if ":" in ln)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        model = "%s (family %s, model %s)" % (fields["model name"], fields["cpu family"], fields["model"])
+    except (OSError, KeyError, ValueError):
         pass
     (d,) = tileops.explain("matmul", torch.randn(256, 256), torch.randn(256, 256))
     return dict(model=model, threads=torch.get_num_threads(), torch_capability=torch.backends.cpu.get_cpu_capability(),
