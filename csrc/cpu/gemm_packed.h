@@ -277,7 +277,11 @@ struct Blocking {
 };
 
 // Blocks of at most kMC x kNC, halved (columns first, down to 4 NR panels, then rows) until there
-// are at least 4 blocks per thread, so a 2- or 16-thread pool is kept busy with even shares.
+// are at least 4 blocks per thread, so a 2- or 16-thread pool is kept busy with even shares. Each
+// size is then evened out over its count (100 rows in two blocks are 60 + 40, not 96 + 4).
+inline int64_t even_blocks(int64_t n, int64_t size, int64_t unit) {
+  return std::min(size, round_up(ceil_div(n, ceil_div(n, size)), unit));
+}
 template <typename Acc>
 Blocking blocking(const GemmArgs& a) {
   constexpr int64_t NR = kNR<Acc>;
@@ -288,7 +292,7 @@ Blocking blocking(const GemmArgs& a) {
     else if (bl.mc > 2 * kMR) bl.mc = round_up(bl.mc / 2, kMR);
     else break;
   }
-  return bl;
+  return {even_blocks(a.M, bl.mc, kMR), even_blocks(a.N, bl.nc, NR)};
 }
 
 template <typename T, class P, Act A>
@@ -311,7 +315,9 @@ void gemm_packed(const P& p, const GemmArgs& a) {
     std::unique_ptr<Acc[]> apack(new Acc[bl.mc * std::min(kKC, a.K)]), acc(new Acc[bl.mc * bl.nc]);
     std::vector<typename P::RowA> rows(bl.mc);
     for (int64_t blk = begin; blk < end; ++blk) {
-      const int64_t g = blk / (mblocks * nblocks), mb = blk / nblocks % mblocks, nb = blk % nblocks;
+      // row blocks fastest: a thread's contiguous share of the blocks spans every row block (the
+      // last one short), and consecutive blocks read the same panels of B
+      const int64_t g = blk / (mblocks * nblocks), nb = blk / mblocks % nblocks, mb = blk % mblocks;
       const int64_t m0 = mb * bl.mc, mv = std::min(bl.mc, a.M - m0), mc = round_up(mv, kMR);
       const int64_t n0 = nb * bl.nc, nv = std::min(bl.nc, a.N - n0), nc = round_up(nv, NR);
       for (int64_t r = 0; r < mv; ++r) rows[r] = p.row_a(g, m0 + r);
