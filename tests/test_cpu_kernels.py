@@ -35,7 +35,11 @@ CONVS = [(2, 5, 11, 9, 7, 3, 1, 1, 1, 1, True), (1, 6, 13, 10, 4, 3, 2, (1, 2), 
          (2, 32, 9, 11, 32, 3, 1, 1, 1, 8, True), (1, 12, 10, 7, 6, 3, 2, (0, 1), (2, 1), 3, False),
          (1, 10, 13, 6, 20, 5, 2, 2, 1, 5, True), (2, 40, 6, 7, 40, 3, 1, 1, 1, 5, True),
          (1, 32, 11, 9, 32, 3, 2, (1, 0), 1, 4, False), (1, 24, 7, 10, 48, 3, 1, 1, (1, 2), 3, True),
-         (2, 12, 6, 9, 24, 3, 1, 1, 1, 3, True), (1, 66, 5, 5, 64, 1, 1, 0, 1, 2, True)]
+         (2, 12, 6, 9, 24, 3, 1, 1, 1, 3, True), (1, 66, 5, 5, 64, 1, 1, 0, 1, 2, True),
+         # x and w channels_last ("both", as model.to(channels_last) leaves them): their runs along k
+         # unit-stride, packed by the transposing copy (pack_transpose.h): vector tails (40 and 24
+         # channels), strips that cross the padding, a partial last strip and panel
+         (2, 40, 9, 10, 35, 3, 2, 1, 1, 1, "both"), (1, 24, 7, 6, 48, 3, 1, (2, 1), (2, 1), 1, "both")]
 
 
 def linear_case(kind, M, N, K, gen):
@@ -62,6 +66,8 @@ def conv_case(kind, c, gen):
     x, w = randn((n, ci, h, w_), dt, "cpu", gen), randn((k, ci // groups, r, r), dt, "cpu", gen)
     if cl:
         x = x.to(memory_format=torch.channels_last)
+    if cl == "both":
+        w = w.to(memory_format=torch.channels_last)
     b = randn((k,), dt, "cpu", gen)
     args = (stride, padding, dilation, groups)
     x.requires_grad_()

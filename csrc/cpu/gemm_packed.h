@@ -27,6 +27,7 @@
 
 #include "common/epilogue.h"
 #include "common/gemm_args.h"
+#include "cpu/pack_transpose.h"
 #include "cpu/packed_config.h"
 
 namespace tileops {
@@ -79,30 +80,30 @@ inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 inline int64_t ceil_div(int64_t v, int64_t m) { return (v + m - 1) / m; }
 
 // ---- Runs along k -----------------------------------------------------------------------------
-// Runs<P>::a(p, row, k0, n, f) calls f(i, A(row, k0 + i)) for i in [0, n), and Runs<P>::b likewise
-// for a column of B. The default asks the index map for each element (a matmul's map is one
-// multiply); the conv kinds below walk their (tap, channel) or (image, pixel) coordinates.
+// Runs<P>::a(p, row, k0, n, f) calls f(i, ptr, stride, len) for consecutive runs covering i in
+// [0, n): A(row, k0 + i + j) = ptr[j * stride] for j < len, or 0 where ptr is null (padding).
+// Runs<P>::b likewise for a column of B. A matmul's operand is one run; the conv kinds walk their
+// (tap, channel) or (image, pixel) coordinates, so the index map's divisions are paid once a run.
 template <class P>
 struct Runs {
   template <class R, class F>
   static void a(const P& p, const R& row, int64_t k0, int64_t n, F&& f) {
-    for (int64_t i = 0; i < n; ++i) f(i, p.a(row, k0 + i));
+    f(0, row + k0 * p.sa[2], p.sa[2], n);
   }
   template <class C, class F>
   static void b(const P& p, const C& col, int64_t k0, int64_t n, F&& f) {
-    for (int64_t i = 0; i < n; ++i) f(i, p.b(col, k0 + i));
+    f(0, col + k0 * p.sb[1], p.sb[1], n);
   }
 };
 
-// Walks k = outer * inner_n + inner from k0 for n steps: start(outer) once per outer index (it
-// returns the state the inner run needs), then step(state, inner, i) for each element.
-template <class Start, class Step>
-inline void walk2(int64_t k0, int64_t n, int64_t inner_n, Start&& start, Step&& step) {
+// Splits k = outer * inner_n + inner, from k0 for n steps, at each outer index: f(outer, inner, i,
+// len) for the run of len elements starting at step i.
+template <class F>
+inline void walk_runs(int64_t k0, int64_t n, int64_t inner_n, F&& f) {
   int64_t outer = k0 / inner_n, inner = k0 % inner_n;
   for (int64_t i = 0; i < n; ++outer, inner = 0) {
-    const auto st = start(outer);
     const int64_t len = std::min(inner_n - inner, n - i);
-    for (int64_t j = 0; j < len; ++j) step(st, inner + j, i + j);
+    f(outer, inner, i, len);
     i += len;
   }
 }
@@ -113,15 +114,16 @@ struct Runs<ConvFwdProblem<T>> {
   using P = ConvFwdProblem<T>;
   template <class F>
   static void a(const P& p, const typename P::RowA& r, int64_t k0, int64_t n, F&& f) {
-    walk2(k0, n, p.Cg, [&](int64_t rs) {
+    walk_runs(k0, n, p.Cg, [&](int64_t rs, int64_t c, int64_t i, int64_t len) {
       const int64_t h = r.h0 + (rs / p.S) * p.dh, w = r.w0 + (rs % p.S) * p.dw;
-      return p.inside(h, w) ? r.base + h * p.xs[2] + w * p.xs[3] : nullptr;
-    }, [&](const T* base, int64_t c, int64_t i) { f(i, base ? base[c * p.xs[1]] : T(0.f)); });
+      f(i, p.inside(h, w) ? r.base + h * p.xs[2] + w * p.xs[3] + c * p.xs[1] : nullptr, p.xs[1], len);
+    });
   }
   template <class F>
   static void b(const P& p, const typename P::ColB& col, int64_t k0, int64_t n, F&& f) {
-    walk2(k0, n, p.Cg, [&](int64_t rs) { return col + (rs / p.S) * p.ws[2] + (rs % p.S) * p.ws[3]; },
-          [&](const T* base, int64_t c, int64_t i) { f(i, base[c * p.ws[1]]); });
+    walk_runs(k0, n, p.Cg, [&](int64_t rs, int64_t c, int64_t i, int64_t len) {
+      f(i, col + (rs / p.S) * p.ws[2] + (rs % p.S) * p.ws[3] + c * p.ws[1], p.ws[1], len);
+    });
   }
 };
 
@@ -131,40 +133,98 @@ struct Runs<ConvDgradProblem<T>> {
   using P = ConvDgradProblem<T>;
   template <class F>
   static void a(const P& p, const typename P::RowA& r, int64_t k0, int64_t n, F&& f) {
-    walk2(k0, n, p.Kg, [&](int64_t rs) -> const T* {
+    walk_runs(k0, n, p.Kg, [&](int64_t rs, int64_t ko, int64_t i, int64_t len) {
       const int64_t th = r.hp - (rs / p.S) * p.dh, tw = r.wp - (rs % p.S) * p.dw;
-      if (th < 0 || tw < 0 || th % p.sh != 0 || tw % p.sw != 0) return nullptr;
-      const int64_t oh = th / p.sh, ow = tw / p.sw;
-      return oh < p.P && ow < p.Q ? r.base + oh * p.ys[2] + ow * p.ys[3] : nullptr;
-    }, [&](const T* base, int64_t ko, int64_t i) { f(i, base ? base[ko * p.ys[1]] : T(0.f)); });
+      const T* base = nullptr;
+      if (th >= 0 && tw >= 0 && th % p.sh == 0 && tw % p.sw == 0) {
+        const int64_t oh = th / p.sh, ow = tw / p.sw;
+        if (oh < p.P && ow < p.Q) base = r.base + oh * p.ys[2] + ow * p.ys[3] + ko * p.ys[1];
+      }
+      f(i, base, p.ys[1], len);
+    });
   }
   template <class F>
   static void b(const P& p, const typename P::ColB& col, int64_t k0, int64_t n, F&& f) {
-    walk2(k0, n, p.Kg, [&](int64_t rs) { return col + (rs / p.S) * p.ws[2] + (rs % p.S) * p.ws[3]; },
-          [&](const T* base, int64_t ko, int64_t i) { f(i, base[ko * p.ws[0]]); });
+    walk_runs(k0, n, p.Kg, [&](int64_t rs, int64_t ko, int64_t i, int64_t len) {
+      f(i, col + (rs / p.S) * p.ws[2] + (rs % p.S) * p.ws[3] + ko * p.ws[0], p.ws[0], len);
+    });
   }
 };
 
-// Weight gradient: k = (image, p, q), q fastest: one decode per output row (image, p).
+// Weight gradient: k = (image, p, q), q fastest: one decode per output row (image, p). B's row
+// of x is inside the image for a range of q: zeros before and after it.
 template <typename T>
 struct Runs<ConvWgradProblem<T>> {
   using P = ConvWgradProblem<T>;
   template <class F>
   static void a(const P& p, const typename P::RowA& r, int64_t k0, int64_t n, F&& f) {
-    walk2(k0, n, p.Q, [&](int64_t np) { return r + (np / p.P) * p.ys[0] + (np % p.P) * p.ys[2]; },
-          [&](const T* base, int64_t q, int64_t i) { f(i, base[q * p.ys[3]]); });
+    walk_runs(k0, n, p.Q, [&](int64_t np, int64_t q, int64_t i, int64_t len) {
+      f(i, r + (np / p.P) * p.ys[0] + (np % p.P) * p.ys[2] + q * p.ys[3], p.ys[3], len);
+    });
   }
   template <class F>
   static void b(const P& p, const typename P::ColB& col, int64_t k0, int64_t n, F&& f) {
-    struct St { const T* base; bool in_h; };
-    walk2(k0, n, p.Q, [&](int64_t np) {
+    // q in [q_lo, q_hi) reads column w = q * sw + woff inside [0, W)
+    const int64_t q_lo = col.woff >= 0 ? 0 : ceil_div(-col.woff, p.sw);
+    const int64_t q_hi = std::max(q_lo, p.W - col.woff <= 0 ? int64_t(0) : ceil_div(p.W - col.woff, p.sw));
+    walk_runs(k0, n, p.Q, [&](int64_t np, int64_t q, int64_t i, int64_t len) {
       const int64_t h = (np % p.P) * p.sh + col.hoff;
-      const bool in_h = h >= 0 && h < p.H;
-      return St{in_h ? col.base + (np / p.P) * p.xs[0] + h * p.xs[2] : nullptr, in_h};
-    }, [&](const St& st, int64_t q, int64_t i) {
-      const int64_t w = q * p.sw + col.woff;
-      f(i, st.in_h && w >= 0 && w < p.W ? st.base[w * p.xs[3]] : T(0.f));
+      if (h < 0 || h >= p.H) return f(i, static_cast<const T*>(nullptr), int64_t(0), len);
+      const T* row = col.base + (np / p.P) * p.xs[0] + h * p.xs[2];
+      const int64_t a = std::min(std::max(q, q_lo), q + len), b = std::min(std::max(a, q_hi), q + len);
+      if (a > q) f(i, static_cast<const T*>(nullptr), int64_t(0), a - q);
+      if (b > a) f(i + a - q, row + (a * p.sw + col.woff) * p.xs[3], p.sw * p.xs[3], b - a);
+      if (q + len > b) f(i + b - q, static_cast<const T*>(nullptr), int64_t(0), q + len - b);
     });
+  }
+};
+
+// Element by element: f(i, value) for i in [0, n) of a Runs callback's runs.
+template <typename T, class F>
+struct Elements {
+  F& f;
+  void operator()(int64_t i, const T* ptr, int64_t stride, int64_t len) const {
+    if (ptr == nullptr) {
+      for (int64_t j = 0; j < len; ++j) f(i + j, T(0.f));
+    } else {
+      for (int64_t j = 0; j < len; ++j) f(i + j, ptr[j * stride]);
+    }
+  }
+};
+template <typename T, class F>
+Elements<T, F> elements(F& f) {
+  return Elements<T, F>{f};
+}
+
+// The runs of R rows (or columns) over the same k range, where they line up for gather_transposed:
+// the same boundaries in every row, each run unit-stride or zeros, at most kMaxRuns runs (short
+// runs gain nothing from a transpose). rows() then gives each run's R pointers.
+template <typename T, int64_t R>
+struct RunGrid {
+  static constexpr int64_t kMaxRuns = 32;
+  int64_t count = 0, start[kMaxRuns], len[kMaxRuns];
+  const T* ptr[kMaxRuns][R];
+  // collect(fill) with fill(r, cb) calling Runs<P>::a or ::b of row r with cb; false where the
+  // rows' runs do not line up
+  template <class Fill>
+  bool collect(int64_t rows, Fill&& fill) {
+    bool ok = true;
+    for (int64_t r = 0; r < R && ok; ++r) {
+      int64_t t = 0;
+      if (r >= rows) {  // rows past the operand's edge pack as zeros
+        for (; t < count; ++t) ptr[t][r] = nullptr;
+        continue;
+      }
+      fill(r, [&](int64_t i, const T* p, int64_t stride, int64_t n) {
+        if (!ok) return;
+        if (r == 0 && t < kMaxRuns) start[t] = i, len[t] = n;
+        ok = t < kMaxRuns && start[t] == i && len[t] == n && (p == nullptr || stride == 1 || n == 1);
+        if (ok) ptr[t++][r] = p;
+      });
+      if (r == 0) count = t;
+      ok = ok && t == count;
+    }
+    return ok;
   }
 };
 
@@ -213,16 +273,25 @@ void pack_b_panel(const P& p, int64_t g, int64_t n0, int64_t N, int64_t K, Acc* 
       return;
     }
   }
+  typename P::ColB cols[NR];
+  for (int64_t j = 0; j < nv; ++j) cols[j] = p.col_b(g, n0 + j);
+  if constexpr (kTransposePack<Acc>) {  // the panel's columns run along k together: transposed
+    RunGrid<T, NR> grid;
+    if (grid.collect(nv, [&](int64_t j, auto&& cb) { Runs<P>::b(p, cols[j], 0, K, cb); })) {
+      for (int64_t t = 0; t < grid.count; ++t) gather_transposed<NR>(grid.ptr[t], grid.len[t], dst + grid.start[t] * NR);
+      return;
+    }
+  }
   // column by column, kPackKB rows of the panel at a time: the rows being written (kPackKB x NR)
   // stay in L1 while each column is read along k
   constexpr int64_t kPackKB = 64;
-  typename P::ColB cols[NR];
-  for (int64_t j = 0; j < nv; ++j) cols[j] = p.col_b(g, n0 + j);
   for (int64_t k0 = 0; k0 < K; k0 += kPackKB) {
     const int64_t kn = std::min(kPackKB, K - k0);
     Acc* d = dst + k0 * NR;
-    for (int64_t j = 0; j < nv; ++j)
-      Runs<P>::b(p, cols[j], k0, kn, [&](int64_t k, T v) { d[k * NR + j] = to_acc<Acc>(v); });
+    for (int64_t j = 0; j < nv; ++j) {
+      auto put = [&](int64_t k, T v) { d[k * NR + j] = to_acc<Acc>(v); };
+      Runs<P>::b(p, cols[j], k0, kn, elements<T>(put));
+    }
     for (int64_t j = nv; j < NR; ++j)
       for (int64_t k = 0; k < kn; ++k) d[k * NR + j] = Acc(0);
   }
@@ -231,13 +300,26 @@ void pack_b_panel(const P& p, int64_t g, int64_t n0, int64_t N, int64_t K, Acc* 
 // Rows [m0, m0 + mc) of A, k in [k0, k0 + kc): strips of MR rows, each kc x MR (k-major), zero past M.
 template <typename T, typename Acc, class P>
 void pack_a(const P& p, const typename P::RowA* rows, int64_t mv, int64_t mc, int64_t k0, int64_t kc, Acc* dst) {
-  for (int64_t r = 0; r < mv; ++r) {
-    Acc* strip = dst + (r / kMR) * kc * kMR + r % kMR;
-    Runs<P>::a(p, rows[r], k0, kc, [&](int64_t k, T v) { strip[k * kMR] = to_acc<Acc>(v); });
-  }
-  for (int64_t r = mv; r < mc; ++r) {
-    Acc* strip = dst + (r / kMR) * kc * kMR + r % kMR;
-    for (int64_t k = 0; k < kc; ++k) strip[k * kMR] = Acc(0);
+  for (int64_t s0 = 0; s0 < mc; s0 += kMR) {
+    Acc* strip = dst + s0 / kMR * kc * kMR;
+    const int64_t sv = std::max(int64_t(0), std::min(kMR, mv - s0));
+    if constexpr (kTransposePack<Acc>) {  // the strip's rows run along k together: transposed
+      RunGrid<T, kMR> grid;
+      if (sv > 0 && grid.collect(sv, [&](int64_t r, auto&& cb) { Runs<P>::a(p, rows[s0 + r], k0, kc, cb); })) {
+        for (int64_t t = 0; t < grid.count; ++t)
+          gather_transposed<kMR>(grid.ptr[t], grid.len[t], strip + grid.start[t] * kMR);
+        continue;
+      }
+    }
+    for (int64_t r = 0; r < kMR; ++r) {
+      Acc* col = strip + r;
+      if (r >= sv) {
+        for (int64_t k = 0; k < kc; ++k) col[k * kMR] = Acc(0);
+        continue;
+      }
+      auto put = [&](int64_t k, T v) { col[k * kMR] = to_acc<Acc>(v); };
+      Runs<P>::a(p, rows[s0 + r], k0, kc, elements<T>(put));
+    }
   }
 }
 
