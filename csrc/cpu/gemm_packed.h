@@ -196,35 +196,49 @@ Elements<T, F> elements(F& f) {
   return Elements<T, F>{f};
 }
 
-// The runs of R rows (or columns) over the same k range, where they line up for gather_transposed:
-// the same boundaries in every row, each run unit-stride or zeros, at most kMaxRuns runs (short
-// runs gain nothing from a transpose). rows() then gives each run's R pointers.
+// The runs of R rows (or columns) over the same k range, where they line up for a vector copy: the
+// same boundaries in every row, at most kMaxRuns runs (short runs gain nothing), and either
+// - Transpose: each run unit-stride or zeros (channels_last x or weight, a row-major A, a linear's
+//   weight): gather_transposed;
+// - Rows: the rows' runs side by side in memory, none zeros (an NCHW x inside the image at unit
+//   stride, a column-major A): at each k the rows are one vector (copy_rows).
+enum class Grid { None, Transpose, Rows };
 template <typename T, int64_t R>
 struct RunGrid {
   static constexpr int64_t kMaxRuns = 32;
-  int64_t count = 0, start[kMaxRuns], len[kMaxRuns];
+  int64_t count = 0, start[kMaxRuns], len[kMaxRuns], stride[kMaxRuns];
   const T* ptr[kMaxRuns][R];
-  // collect(fill) with fill(r, cb) calling Runs<P>::a or ::b of row r with cb; false where the
-  // rows' runs do not line up
+  // collect(rows, fill) with fill(r, cb) calling Runs<P>::a or ::b of row r < rows with cb; rows
+  // past `rows` (the operand's edge) pack as zeros
   template <class Fill>
-  bool collect(int64_t rows, Fill&& fill) {
-    bool ok = true;
-    for (int64_t r = 0; r < R && ok; ++r) {
+  Grid collect(int64_t rows, Fill&& fill) {
+    bool lined_up = true, unit = true, side_by_side = true;
+    for (int64_t r = 0; r < rows && lined_up; ++r) {
       int64_t t = 0;
-      if (r >= rows) {  // rows past the operand's edge pack as zeros
-        for (; t < count; ++t) ptr[t][r] = nullptr;
-        continue;
-      }
-      fill(r, [&](int64_t i, const T* p, int64_t stride, int64_t n) {
-        if (!ok) return;
-        if (r == 0 && t < kMaxRuns) start[t] = i, len[t] = n;
-        ok = t < kMaxRuns && start[t] == i && len[t] == n && (p == nullptr || stride == 1 || n == 1);
-        if (ok) ptr[t++][r] = p;
+      fill(r, [&](int64_t i, const T* p, int64_t st, int64_t n) {
+        if (!lined_up) return;
+        if (r == 0 && t < kMaxRuns) start[t] = i, len[t] = n, stride[t] = st;
+        lined_up = t < kMaxRuns && start[t] == i && len[t] == n;
+        if (!lined_up) return;
+        unit = unit && (p == nullptr || st == 1 || n == 1);
+        side_by_side = side_by_side && p != nullptr && st == stride[t] && (r == 0 || p == ptr[t][0] + r);
+        ptr[t++][r] = p;
       });
       if (r == 0) count = t;
-      ok = ok && t == count;
+      lined_up = lined_up && t == count;
     }
-    return ok;
+    if (!lined_up) return Grid::None;
+    for (int64_t t = 0; t < count; ++t)
+      for (int64_t r = rows; r < R; ++r) ptr[t][r] = nullptr;
+    return unit ? Grid::Transpose : side_by_side ? Grid::Rows : Grid::None;
+  }
+  // the copy collect() chose: run t's elements to dst[(start + k) * R + r] (rows past `rows` zero)
+  void pack(Grid how, int64_t rows, float* dst) const {
+    for (int64_t t = 0; t < count; ++t) {
+      float* d = dst + start[t] * R;
+      if (how == Grid::Transpose) gather_transposed<R>(ptr[t], len[t], d);
+      else copy_rows<R>(ptr[t][0], stride[t], len[t], rows, d);
+    }
   }
 };
 
@@ -275,12 +289,10 @@ void pack_b_panel(const P& p, int64_t g, int64_t n0, int64_t N, int64_t K, Acc* 
   }
   typename P::ColB cols[NR];
   for (int64_t j = 0; j < nv; ++j) cols[j] = p.col_b(g, n0 + j);
-  if constexpr (kTransposePack<Acc>) {  // the panel's columns run along k together: transposed
+  if constexpr (kTransposePack<Acc>) {  // the panel's columns line up: vector copies
     RunGrid<T, NR> grid;
-    if (grid.collect(nv, [&](int64_t j, auto&& cb) { Runs<P>::b(p, cols[j], 0, K, cb); })) {
-      for (int64_t t = 0; t < grid.count; ++t) gather_transposed<NR>(grid.ptr[t], grid.len[t], dst + grid.start[t] * NR);
-      return;
-    }
+    const Grid how = grid.collect(nv, [&](int64_t j, auto&& cb) { Runs<P>::b(p, cols[j], 0, K, cb); });
+    if (how != Grid::None) return grid.pack(how, nv, dst);
   }
   // column by column, kPackKB rows of the panel at a time: the rows being written (kPackKB x NR)
   // stay in L1 while each column is read along k
@@ -303,11 +315,12 @@ void pack_a(const P& p, const typename P::RowA* rows, int64_t mv, int64_t mc, in
   for (int64_t s0 = 0; s0 < mc; s0 += kMR) {
     Acc* strip = dst + s0 / kMR * kc * kMR;
     const int64_t sv = std::max(int64_t(0), std::min(kMR, mv - s0));
-    if constexpr (kTransposePack<Acc>) {  // the strip's rows run along k together: transposed
+    if constexpr (kTransposePack<Acc>) {  // the strip's rows line up: vector copies
       RunGrid<T, kMR> grid;
-      if (sv > 0 && grid.collect(sv, [&](int64_t r, auto&& cb) { Runs<P>::a(p, rows[s0 + r], k0, kc, cb); })) {
-        for (int64_t t = 0; t < grid.count; ++t)
-          gather_transposed<kMR>(grid.ptr[t], grid.len[t], strip + grid.start[t] * kMR);
+      const Grid how = sv > 0 ? grid.collect(sv, [&](int64_t r, auto&& cb) { Runs<P>::a(p, rows[s0 + r], k0, kc, cb); })
+                              : Grid::None;
+      if (how != Grid::None) {
+        grid.pack(how, sv, strip);
         continue;
       }
     }
@@ -350,6 +363,49 @@ void activate_vec(float* v, int64_t n) {
       y = x / (V(1.f) + at::vec::clamp_min(x.neg(), V(-80.f)).exp());
     }
     y.store(v + i, cnt);
+  }
+}
+
+// ---- The epilogue of an output block -------------------------------------------------------------
+// Epilogue<T>::store's steps (bias, residual, activation, with the cast through from_acc) for the
+// block's mv x nv accumulators (row stride ld) into C: row by row where C's columns are
+// contiguous (a row-major matmul, channels_last), else in tiles of kTileRows rows a column at a
+// time (an NCHW output, whose column holds neighbouring pixels: row by row, each store would
+// touch a new cache line). GELU and SiLU in vectors along the accumulator rows (kVecAct).
+constexpr int64_t kTileRows = 16;
+template <typename T, Act A, class P, typename Acc>
+void store_block(const P& p, const Epilogue<T>& epi, int64_t g, int64_t m0, int64_t mv, int64_t n0, int64_t nv,
+                 Acc* acc, int64_t ld) {
+  auto pre_act = [&](Acc v, int64_t j, const T* out) {  // bias and residual
+    if (epi.bias != nullptr) v += to_acc<Acc>(epi.bias[p.bias_index(g, n0 + j)]);
+    return epi.add_residual(v, out);
+  };
+  const int64_t col_step = nv > 1 ? p.c(p.row_c(g, m0), 1) - p.c(p.row_c(g, m0), 0) : 1;
+  const int64_t tile = col_step == 1 ? 1 : kTileRows;
+  typename P::RowC rc[kTileRows];
+  for (int64_t r0 = 0; r0 < mv; r0 += tile) {
+    const int64_t rn = std::min(tile, mv - r0);
+    for (int64_t r = 0; r < rn; ++r) rc[r] = p.row_c(g, m0 + r0 + r);
+    Acc* a = acc + r0 * ld;
+    // one tile row at a time (rn == 1 where C's columns are contiguous) or one column at a time
+    auto for_each = [&](auto&& f) {
+      if (rn == 1) {
+        for (int64_t j = 0; j < nv; ++j) f(0, j);
+      } else {
+        for (int64_t j = 0; j < nv; ++j)
+          for (int64_t r = 0; r < rn; ++r) f(r, j);
+      }
+    };
+    if constexpr (kVecAct<Acc, A>) {
+      for_each([&](int64_t r, int64_t j) { a[r * ld + j] = pre_act(a[r * ld + j], j, p.c(rc[r], n0 + j)); });
+      for (int64_t r = 0; r < rn; ++r) activate_vec<A>(a + r * ld, nv);
+      for_each([&](int64_t r, int64_t j) { *p.c(rc[r], n0 + j) = from_acc<T>(a[r * ld + j]); });
+    } else {
+      for_each([&](int64_t r, int64_t j) {
+        T* out = p.c(rc[r], n0 + j);
+        *out = from_acc<T>(epi.template activated<A>(pre_act(a[r * ld + j], j, out)));
+      });
+    }
   }
 }
 
@@ -412,27 +468,7 @@ void gemm_packed(const P& p, const GemmArgs& a) {
             micro<Acc>(kc, apack.get() + i * kc, bp, acc.get() + i * bl.nc + j, bl.nc, k0 > 0);
         }
       }
-      for (int64_t r = 0; r < mv; ++r) {
-        const auto rc = p.row_c(g, m0 + r);
-        const Acc* src = acc.get() + r * bl.nc;
-        if constexpr (kVecAct<Acc, A>) {  // bias and residual per element, then GELU / SiLU in vectors
-          Acc* v = acc.get() + r * bl.nc;
-          for (int64_t j = 0; j < nv; ++j) {
-            if (epi.bias != nullptr) v[j] += to_acc<Acc>(epi.bias[p.bias_index(g, n0 + j)]);
-            v[j] = epi.add_residual(v[j], p.c(rc, n0 + j));
-          }
-          activate_vec<A>(v, nv);
-          for (int64_t j = 0; j < nv; ++j) *p.c(rc, n0 + j) = from_acc<T>(v[j]);
-          continue;
-        }
-        // Epilogue<T>::store's steps (bias, residual, activation), with the cast through from_acc
-        for (int64_t j = 0; j < nv; ++j) {
-          T* out = p.c(rc, n0 + j);
-          Acc v = src[j];
-          if (epi.bias != nullptr) v += to_acc<Acc>(epi.bias[p.bias_index(g, n0 + j)]);
-          *out = from_acc<T>(epi.template activated<A>(epi.add_residual(v, out)));
-        }
-      }
+      store_block<T, A>(p, epi, g, m0, mv, n0, nv, acc.get(), bl.nc);
     }
   });
 }

@@ -1,5 +1,6 @@
-// The packed rows' transposing copy: R operand rows (or columns), each a unit-stride run along k,
-// written k-major (dst[k * R + r]), as pack_a's strips and pack_b_panel's panels are laid out. In
+// The packed rows' vector copies of R operand rows (or columns) written k-major (dst[k * R + r]), as
+// pack_a's strips and pack_b_panel's panels are laid out. gather_transposed takes rows that are
+// unit-stride runs along k; copy_rows, rows side by side in memory. In
 // the x86 files a W x W block (W = the vector: 16 floats in AVX-512, 8 in AVX2) is loaded a row a
 // vector (16-bit operands converted as they load), transposed in registers and stored a k a
 // vector, where the element-wise copy wrote R strided scalars per k. Elsewhere (the baseline
@@ -139,11 +140,24 @@ void gather_transposed(const T* const* src, int64_t n, float* dst) {
     }
   }
 }
+
+// dst[k * R + r] = src[k * stride + r] as floats for k < n and r < rows, zero for r in [rows, R):
+// rows that lie side by side in memory (an NCHW image's neighbouring pixels), a vector a k.
+template <int64_t R, typename T>
+void copy_rows(const T* src, int64_t stride, int64_t n, int64_t rows, float* dst) {
+  for (int64_t k = 0; k < n; ++k)
+    for (int64_t r0 = 0; r0 < R; r0 += kTW)
+      store_floats(dst + k * R + r0, load_floats(src + k * stride + r0, std::max(int64_t(0), std::min(kTW, rows - r0))),
+                   std::min(kTW, R - r0));
+}
 #else
 template <typename Acc>
 constexpr bool kTransposePack = false;
+// never called (kTransposePack)
 template <int64_t R, typename T>
-void gather_transposed(const T* const*, int64_t, float*) {}  // never called: kTransposePack
+void gather_transposed(const T* const*, int64_t, float*) {}
+template <int64_t R, typename T>
+void copy_rows(const T*, int64_t, int64_t, int64_t, float*) {}
 #endif
 
 }  // namespace
