@@ -101,6 +101,9 @@ const char* packed_why_not(const GemmArgs& a) {
 const char* avx512_why_not(const GemmArgs& a) {
   if (!cpu_allows(Isa::Avx512)) return "no AVX-512 F/BW/VL/DQ (this CPU, or ATEN_CPU_CAPABILITY below avx512)";
   if (cpu::grouped_why_not(a) == nullptr) return "the grouped form runs in 8-lane vectors: cpu_avx2's";
+  // half of a 32-column panel would be padding (kernels/cpu.md#instruction-sets)
+  if (cpu::gemv_why_not(a) != nullptr && a.N * (a.dtype == at::kDouble ? 2 : 1) <= 16)
+    return "blocked, N <= 16 (8 in fp64): cpu_avx2's 16-column panels pad it less";
   return packed_why_not(a);
 }
 const char* avx2_why_not(const GemmArgs& a) {
@@ -145,7 +148,7 @@ const routing::Table kCpuRoutes(
     "cpu", "every op on the CPU",
     {{"cpu_avx512",
       "the CPU has AVX-512 F/BW/VL/DQ (and ATEN_CPU_CAPABILITY allows it): the packed GEMM, 12x32 blocks "
-      "of AVX-512 FMAs; not the grouped form",
+      "of AVX-512 FMAs; not the grouped form, nor a blocked N <= 16",
       "kernels/cpu.md#the-packed-gemm-cpu_avx512-cpu_avx2-cpu_packed", avx512_why_not,
       packed_run<cpu::run_packed_avx512>, packed_explain},
      {"cpu_avx2",
