@@ -86,6 +86,7 @@ inline int64_t ceil_div(int64_t v, int64_t m) { return (v + m - 1) / m; }
 // (tap, channel) or (image, pixel) coordinates, so the index map's divisions are paid once a run.
 template <class P>
 struct Runs {
+  static constexpr bool kRowsLineUp = false;  // a_rows below: one call for a strip's rows
   template <class R, class F>
   static void a(const P& p, const R& row, int64_t k0, int64_t n, F&& f) {
     f(0, row + k0 * p.sa[2], p.sa[2], n);
@@ -96,15 +97,18 @@ struct Runs {
   }
 };
 
-// Splits k = outer * inner_n + inner, from k0 for n steps, at each outer index: f(outer, inner, i,
-// len) for the run of len elements starting at step i.
+// Splits k = (o1 * D + o2) * inner_n + inner, from k0 for n steps, into runs of inner: f(o1, o2,
+// inner, i, len) for the run of len elements starting at step i. (o1, o2) is a conv tap (r, s) or
+// an (image, output row), decoded once and then stepped: no division a run.
 template <class F>
-inline void walk_runs(int64_t k0, int64_t n, int64_t inner_n, F&& f) {
-  int64_t outer = k0 / inner_n, inner = k0 % inner_n;
-  for (int64_t i = 0; i < n; ++outer, inner = 0) {
+inline void walk_runs(int64_t k0, int64_t n, int64_t inner_n, int64_t D, F&& f) {
+  const int64_t outer = k0 / inner_n;
+  int64_t o1 = outer / D, o2 = outer % D, inner = k0 % inner_n;
+  for (int64_t i = 0; i < n; inner = 0) {
     const int64_t len = std::min(inner_n - inner, n - i);
-    f(outer, inner, i, len);
+    f(o1, o2, inner, i, len);
     i += len;
+    if (++o2 == D) o2 = 0, ++o1;
   }
 }
 
@@ -114,15 +118,29 @@ struct Runs<ConvFwdProblem<T>> {
   using P = ConvFwdProblem<T>;
   template <class F>
   static void a(const P& p, const typename P::RowA& r, int64_t k0, int64_t n, F&& f) {
-    walk_runs(k0, n, p.Cg, [&](int64_t rs, int64_t c, int64_t i, int64_t len) {
-      const int64_t h = r.h0 + (rs / p.S) * p.dh, w = r.w0 + (rs % p.S) * p.dw;
+    walk_runs(k0, n, p.Cg, p.S, [&](int64_t tr, int64_t ts, int64_t c, int64_t i, int64_t len) {
+      const int64_t h = r.h0 + tr * p.dh, w = r.w0 + ts * p.dw;
       f(i, p.inside(h, w) ? r.base + h * p.xs[2] + w * p.xs[3] + c * p.xs[1] : nullptr, p.xs[1], len);
+    });
+  }
+  // The runs of nrows rows at once (their boundaries are the taps, the same in every row): f(i,
+  // ptrs, stride, len) with ptrs[r] row r's run.
+  static constexpr bool kRowsLineUp = true;
+  template <int64_t R, class F>
+  static void a_rows(const P& p, const typename P::RowA* rows, int64_t nrows, int64_t k0, int64_t n, F&& f) {
+    const T* ptrs[R];
+    walk_runs(k0, n, p.Cg, p.S, [&](int64_t tr, int64_t ts, int64_t c, int64_t i, int64_t len) {
+      for (int64_t j = 0; j < nrows; ++j) {
+        const int64_t h = rows[j].h0 + tr * p.dh, w = rows[j].w0 + ts * p.dw;
+        ptrs[j] = p.inside(h, w) ? rows[j].base + h * p.xs[2] + w * p.xs[3] + c * p.xs[1] : nullptr;
+      }
+      f(i, ptrs, p.xs[1], len);
     });
   }
   template <class F>
   static void b(const P& p, const typename P::ColB& col, int64_t k0, int64_t n, F&& f) {
-    walk_runs(k0, n, p.Cg, [&](int64_t rs, int64_t c, int64_t i, int64_t len) {
-      f(i, col + (rs / p.S) * p.ws[2] + (rs % p.S) * p.ws[3] + c * p.ws[1], p.ws[1], len);
+    walk_runs(k0, n, p.Cg, p.S, [&](int64_t tr, int64_t ts, int64_t c, int64_t i, int64_t len) {
+      f(i, col + tr * p.ws[2] + ts * p.ws[3] + c * p.ws[1], p.ws[1], len);
     });
   }
 };
@@ -131,13 +149,14 @@ struct Runs<ConvFwdProblem<T>> {
 template <typename T>
 struct Runs<ConvDgradProblem<T>> {
   using P = ConvDgradProblem<T>;
+  static constexpr bool kRowsLineUp = false;
   template <class F>
   static void a(const P& p, const typename P::RowA& r, int64_t k0, int64_t n, F&& f) {
-    walk_runs(k0, n, p.Kg, [&](int64_t rs, int64_t ko, int64_t i, int64_t len) {
-      const int64_t th = r.hp - (rs / p.S) * p.dh, tw = r.wp - (rs % p.S) * p.dw;
+    walk_runs(k0, n, p.Kg, p.S, [&](int64_t tr, int64_t ts, int64_t ko, int64_t i, int64_t len) {
+      const int64_t th = r.hp - tr * p.dh, tw = r.wp - ts * p.dw;
       const T* base = nullptr;
-      if (th >= 0 && tw >= 0 && th % p.sh == 0 && tw % p.sw == 0) {
-        const int64_t oh = th / p.sh, ow = tw / p.sw;
+      if (th >= 0 && tw >= 0 && (p.sh == 1 || th % p.sh == 0) && (p.sw == 1 || tw % p.sw == 0)) {
+        const int64_t oh = p.sh == 1 ? th : th / p.sh, ow = p.sw == 1 ? tw : tw / p.sw;
         if (oh < p.P && ow < p.Q) base = r.base + oh * p.ys[2] + ow * p.ys[3] + ko * p.ys[1];
       }
       f(i, base, p.ys[1], len);
@@ -145,8 +164,8 @@ struct Runs<ConvDgradProblem<T>> {
   }
   template <class F>
   static void b(const P& p, const typename P::ColB& col, int64_t k0, int64_t n, F&& f) {
-    walk_runs(k0, n, p.Kg, [&](int64_t rs, int64_t ko, int64_t i, int64_t len) {
-      f(i, col + (rs / p.S) * p.ws[2] + (rs % p.S) * p.ws[3] + ko * p.ws[0], p.ws[0], len);
+    walk_runs(k0, n, p.Kg, p.S, [&](int64_t tr, int64_t ts, int64_t ko, int64_t i, int64_t len) {
+      f(i, col + tr * p.ws[2] + ts * p.ws[3] + ko * p.ws[0], p.ws[0], len);
     });
   }
 };
@@ -156,10 +175,11 @@ struct Runs<ConvDgradProblem<T>> {
 template <typename T>
 struct Runs<ConvWgradProblem<T>> {
   using P = ConvWgradProblem<T>;
+  static constexpr bool kRowsLineUp = false;
   template <class F>
   static void a(const P& p, const typename P::RowA& r, int64_t k0, int64_t n, F&& f) {
-    walk_runs(k0, n, p.Q, [&](int64_t np, int64_t q, int64_t i, int64_t len) {
-      f(i, r + (np / p.P) * p.ys[0] + (np % p.P) * p.ys[2] + q * p.ys[3], p.ys[3], len);
+    walk_runs(k0, n, p.Q, p.P, [&](int64_t img, int64_t oh, int64_t q, int64_t i, int64_t len) {
+      f(i, r + img * p.ys[0] + oh * p.ys[2] + q * p.ys[3], p.ys[3], len);
     });
   }
   template <class F>
@@ -167,10 +187,10 @@ struct Runs<ConvWgradProblem<T>> {
     // q in [q_lo, q_hi) reads column w = q * sw + woff inside [0, W)
     const int64_t q_lo = col.woff >= 0 ? 0 : ceil_div(-col.woff, p.sw);
     const int64_t q_hi = std::max(q_lo, p.W - col.woff <= 0 ? int64_t(0) : ceil_div(p.W - col.woff, p.sw));
-    walk_runs(k0, n, p.Q, [&](int64_t np, int64_t q, int64_t i, int64_t len) {
-      const int64_t h = (np % p.P) * p.sh + col.hoff;
+    walk_runs(k0, n, p.Q, p.P, [&](int64_t img, int64_t oh, int64_t q, int64_t i, int64_t len) {
+      const int64_t h = oh * p.sh + col.hoff;
       if (h < 0 || h >= p.H) return f(i, static_cast<const T*>(nullptr), int64_t(0), len);
-      const T* row = col.base + (np / p.P) * p.xs[0] + h * p.xs[2];
+      const T* row = col.base + img * p.xs[0] + h * p.xs[2];
       const int64_t a = std::min(std::max(q, q_lo), q + len), b = std::min(std::max(a, q_hi), q + len);
       if (a > q) f(i, static_cast<const T*>(nullptr), int64_t(0), a - q);
       if (b > a) f(i + a - q, row + (a * p.sw + col.woff) * p.xs[3], p.sw * p.xs[3], b - a);
@@ -228,6 +248,27 @@ struct RunGrid {
       lined_up = lined_up && t == count;
     }
     if (!lined_up) return Grid::None;
+    return finish(rows, unit, side_by_side);
+  }
+  // collect_rows(rows, fill) where fill(cb) calls Runs<P>::a_rows, whose runs line up by construction
+  template <class Fill>
+  Grid collect_rows(int64_t rows, Fill&& fill) {
+    bool fits = true, unit = true, side_by_side = true;
+    count = 0;
+    fill([&](int64_t i, const T* const* ps, int64_t st, int64_t n) {
+      if (!(fits = fits && count < kMaxRuns)) return;
+      start[count] = i, len[count] = n, stride[count] = st;
+      const bool one = st == 1 || n == 1;
+      for (int64_t r = 0; r < rows; ++r) {
+        ptr[count][r] = ps[r];
+        unit = unit && (ps[r] == nullptr || one);
+        side_by_side = side_by_side && ps[r] != nullptr && ps[r] == ps[0] + r;
+      }
+      ++count;
+    });
+    return fits ? finish(rows, unit, side_by_side) : Grid::None;
+  }
+  Grid finish(int64_t rows, bool unit, bool side_by_side) {
     for (int64_t t = 0; t < count; ++t)
       for (int64_t r = rows; r < R; ++r) ptr[t][r] = nullptr;
     return unit ? Grid::Transpose : side_by_side ? Grid::Rows : Grid::None;
@@ -317,8 +358,12 @@ void pack_a(const P& p, const typename P::RowA* rows, int64_t mv, int64_t mc, in
     const int64_t sv = std::max(int64_t(0), std::min(kMR, mv - s0));
     if constexpr (kTransposePack<Acc>) {  // the strip's rows line up: vector copies
       RunGrid<T, kMR> grid;
-      const Grid how = sv > 0 ? grid.collect(sv, [&](int64_t r, auto&& cb) { Runs<P>::a(p, rows[s0 + r], k0, kc, cb); })
-                              : Grid::None;
+      Grid how = Grid::None;
+      if constexpr (Runs<P>::kRowsLineUp) {
+        how = grid.collect_rows(sv, [&](auto&& cb) { Runs<P>::template a_rows<kMR>(p, rows + s0, sv, k0, kc, cb); });
+      } else if (sv > 0) {
+        how = grid.collect(sv, [&](int64_t r, auto&& cb) { Runs<P>::a(p, rows[s0 + r], k0, kc, cb); });
+      }
       if (how != Grid::None) {
         grid.pack(how, sv, strip);
         continue;
