@@ -86,7 +86,7 @@ inline int64_t ceil_div(int64_t v, int64_t m) { return (v + m - 1) / m; }
 // (tap, channel) or (image, pixel) coordinates, so the index map's divisions are paid once a run.
 template <class P>
 struct Runs {
-  static constexpr bool kRowsLineUp = false;  // a_rows below: one call for a strip's rows
+  static constexpr bool kRowsLineUp = false;  // no a_rows (TapRuns): rows are walked one by one
   template <class R, class F>
   static void a(const P& p, const R& row, int64_t k0, int64_t n, F&& f) {
     f(0, row + k0 * p.sa[2], p.sa[2], n);
@@ -112,31 +112,45 @@ inline void walk_runs(int64_t k0, int64_t n, int64_t inner_n, int64_t D, F&& f) 
   }
 }
 
-// Forward: A's k = (r, s, c), c fastest: one bounds test and one (r, s) decode per tap.
-template <typename T>
-struct Runs<ConvFwdProblem<T>> {
-  using P = ConvFwdProblem<T>;
+// The conv kinds whose A runs are the taps (forward, input gradient): k = (r, s, inner), inner
+// fastest, the same boundaries in every row. Tap::at(p, row, tr, ts, c) is row's run at tap (tr,
+// ts) from inner index c, or null (padding, a stride that misses); Tap::inner(p) and
+// Tap::stride(p) its length and stride. a_rows hands out a strip's row pointers per run in one
+// walk (RunGrid::collect_rows).
+template <typename T, class Tap>
+struct TapRuns {
+  using P = typename Tap::P;
+  static constexpr bool kRowsLineUp = true;
   template <class F>
   static void a(const P& p, const typename P::RowA& r, int64_t k0, int64_t n, F&& f) {
-    walk_runs(k0, n, p.Cg, p.S, [&](int64_t tr, int64_t ts, int64_t c, int64_t i, int64_t len) {
-      const int64_t h = r.h0 + tr * p.dh, w = r.w0 + ts * p.dw;
-      f(i, p.inside(h, w) ? r.base + h * p.xs[2] + w * p.xs[3] + c * p.xs[1] : nullptr, p.xs[1], len);
+    walk_runs(k0, n, Tap::inner(p), p.S, [&](int64_t tr, int64_t ts, int64_t c, int64_t i, int64_t len) {
+      f(i, Tap::at(p, r, tr, ts, c), Tap::stride(p), len);
     });
   }
-  // The runs of nrows rows at once (their boundaries are the taps, the same in every row): f(i,
-  // ptrs, stride, len) with ptrs[r] row r's run.
-  static constexpr bool kRowsLineUp = true;
   template <int64_t R, class F>
   static void a_rows(const P& p, const typename P::RowA* rows, int64_t nrows, int64_t k0, int64_t n, F&& f) {
     const T* ptrs[R];
-    walk_runs(k0, n, p.Cg, p.S, [&](int64_t tr, int64_t ts, int64_t c, int64_t i, int64_t len) {
-      for (int64_t j = 0; j < nrows; ++j) {
-        const int64_t h = rows[j].h0 + tr * p.dh, w = rows[j].w0 + ts * p.dw;
-        ptrs[j] = p.inside(h, w) ? rows[j].base + h * p.xs[2] + w * p.xs[3] + c * p.xs[1] : nullptr;
-      }
-      f(i, ptrs, p.xs[1], len);
+    walk_runs(k0, n, Tap::inner(p), p.S, [&](int64_t tr, int64_t ts, int64_t c, int64_t i, int64_t len) {
+      for (int64_t j = 0; j < nrows; ++j) ptrs[j] = Tap::at(p, rows[j], tr, ts, c);
+      f(i, ptrs, Tap::stride(p), len);
     });
   }
+};
+
+// Forward: A's k = (r, s, c), c fastest: one bounds test per tap.
+template <typename T>
+struct FwdTap {
+  using P = ConvFwdProblem<T>;
+  static int64_t inner(const P& p) { return p.Cg; }
+  static int64_t stride(const P& p) { return p.xs[1]; }
+  static const T* at(const P& p, const typename P::RowA& r, int64_t tr, int64_t ts, int64_t c) {
+    const int64_t h = r.h0 + tr * p.dh, w = r.w0 + ts * p.dw;
+    return p.inside(h, w) ? r.base + h * p.xs[2] + w * p.xs[3] + c * p.xs[1] : nullptr;
+  }
+};
+template <typename T>
+struct Runs<ConvFwdProblem<T>> : TapRuns<T, FwdTap<T>> {
+  using P = ConvFwdProblem<T>;
   template <class F>
   static void b(const P& p, const typename P::ColB& col, int64_t k0, int64_t n, F&& f) {
     walk_runs(k0, n, p.Cg, p.S, [&](int64_t tr, int64_t ts, int64_t c, int64_t i, int64_t len) {
@@ -147,21 +161,20 @@ struct Runs<ConvFwdProblem<T>> {
 
 // Input gradient: A's k = (r, s, k_out), k_out fastest: the tap's stride test once per tap.
 template <typename T>
-struct Runs<ConvDgradProblem<T>> {
+struct DgradTap {
   using P = ConvDgradProblem<T>;
-  static constexpr bool kRowsLineUp = false;
-  template <class F>
-  static void a(const P& p, const typename P::RowA& r, int64_t k0, int64_t n, F&& f) {
-    walk_runs(k0, n, p.Kg, p.S, [&](int64_t tr, int64_t ts, int64_t ko, int64_t i, int64_t len) {
-      const int64_t th = r.hp - tr * p.dh, tw = r.wp - ts * p.dw;
-      const T* base = nullptr;
-      if (th >= 0 && tw >= 0 && (p.sh == 1 || th % p.sh == 0) && (p.sw == 1 || tw % p.sw == 0)) {
-        const int64_t oh = p.sh == 1 ? th : th / p.sh, ow = p.sw == 1 ? tw : tw / p.sw;
-        if (oh < p.P && ow < p.Q) base = r.base + oh * p.ys[2] + ow * p.ys[3] + ko * p.ys[1];
-      }
-      f(i, base, p.ys[1], len);
-    });
+  static int64_t inner(const P& p) { return p.Kg; }
+  static int64_t stride(const P& p) { return p.ys[1]; }
+  static const T* at(const P& p, const typename P::RowA& r, int64_t tr, int64_t ts, int64_t ko) {
+    const int64_t th = r.hp - tr * p.dh, tw = r.wp - ts * p.dw;
+    if (th < 0 || tw < 0 || (p.sh != 1 && th % p.sh != 0) || (p.sw != 1 && tw % p.sw != 0)) return nullptr;
+    const int64_t oh = p.sh == 1 ? th : th / p.sh, ow = p.sw == 1 ? tw : tw / p.sw;
+    return oh < p.P && ow < p.Q ? r.base + oh * p.ys[2] + ow * p.ys[3] + ko * p.ys[1] : nullptr;
   }
+};
+template <typename T>
+struct Runs<ConvDgradProblem<T>> : TapRuns<T, DgradTap<T>> {
+  using P = ConvDgradProblem<T>;
   template <class F>
   static void b(const P& p, const typename P::ColB& col, int64_t k0, int64_t n, F&& f) {
     walk_runs(k0, n, p.Kg, p.S, [&](int64_t tr, int64_t ts, int64_t ko, int64_t i, int64_t len) {
@@ -220,8 +233,9 @@ Elements<T, F> elements(F& f) {
 // same boundaries in every row, at most kMaxRuns runs (short runs gain nothing), and either
 // - Transpose: each run unit-stride or zeros (channels_last x or weight, a row-major A, a linear's
 //   weight): gather_transposed;
-// - Rows: the rows' runs side by side in memory, none zeros (an NCHW x inside the image at unit
-//   stride, a column-major A): at each k the rows are one vector (copy_rows).
+// - Rows: each run's rows side by side in memory, or all zeros (an NCHW x inside the image at unit
+//   stride, a column-major A, a channels_last x as the weight gradient's B): at each k the rows
+//   are one vector (copy_rows).
 enum class Grid { None, Transpose, Rows };
 template <typename T, int64_t R>
 struct RunGrid {
@@ -241,7 +255,8 @@ struct RunGrid {
         lined_up = t < kMaxRuns && start[t] == i && len[t] == n;
         if (!lined_up) return;
         unit = unit && (p == nullptr || st == 1 || n == 1);
-        side_by_side = side_by_side && p != nullptr && st == stride[t] && (r == 0 || p == ptr[t][0] + r);
+        side_by_side = side_by_side && (r == 0 || (p == nullptr) == (ptr[t][0] == nullptr)) &&
+                       (p == nullptr || (st == stride[t] && (r == 0 || p == ptr[t][0] + r)));
         ptr[t++][r] = p;
       });
       if (r == 0) count = t;
@@ -262,7 +277,7 @@ struct RunGrid {
       for (int64_t r = 0; r < rows; ++r) {
         ptr[count][r] = ps[r];
         unit = unit && (ps[r] == nullptr || one);
-        side_by_side = side_by_side && ps[r] != nullptr && ps[r] == ps[0] + r;
+        side_by_side = side_by_side && (ps[0] == nullptr ? ps[r] == nullptr : ps[r] == ps[0] + r);
       }
       ++count;
     });

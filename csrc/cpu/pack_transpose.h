@@ -141,10 +141,12 @@ void gather_transposed(const T* const* src, int64_t n, float* dst) {
   }
 }
 
-// dst[k * R + r] = src[k * stride + r] as floats for k < n and r < rows, zero for r in [rows, R):
-// rows that lie side by side in memory (an NCHW image's neighbouring pixels), a vector a k.
+// dst[k * R + r] = src[k * stride + r] as floats for k < n and r < rows, zero for r in [rows, R)
+// and everywhere where src is null: rows that lie side by side in memory (an NCHW image's
+// neighbouring pixels), a vector a k.
 template <int64_t R, typename T>
 void copy_rows(const T* src, int64_t stride, int64_t n, int64_t rows, float* dst) {
+  if (src == nullptr) return std::fill(dst, dst + n * R, 0.f);
   for (int64_t k = 0; k < n; ++k)
     for (int64_t r0 = 0; r0 < R; r0 += kTW)
       store_floats(dst + k * R + r0, load_floats(src + k * stride + r0, std::max(int64_t(0), std::min(kTW, rows - r0))),
