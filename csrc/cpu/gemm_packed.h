@@ -234,8 +234,7 @@ Elements<T, F> elements(F& f) {
 // - Transpose: each run unit-stride or zeros (channels_last x or weight, a row-major A, a linear's
 //   weight): gather_transposed;
 // - Rows: each run's rows side by side in memory, or all zeros (an NCHW x inside the image at unit
-//   stride, a column-major A, a channels_last x as the weight gradient's B): at each k the rows
-//   are one vector (copy_rows).
+//   stride, a column-major A): at each k the rows are one vector (copy_rows).
 enum class Grid { None, Transpose, Rows };
 template <typename T, int64_t R>
 struct RunGrid {
