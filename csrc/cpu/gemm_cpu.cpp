@@ -3,7 +3,6 @@
 // All accumulate in double for fp64 and in float otherwise (as torch's CPU kernels do).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
-
 #include <ATen/Version.h>
 
 #include <string>
@@ -160,7 +159,8 @@ const routing::Table kCpuRoutes(
       "kernels/cpu.md#the-packed-gemm-cpu_avx512-cpu_avx2-cpu_packed", packed_why_not, packed_run<cpu::run_packed_base>,
       packed_explain},
      {"cpu_reference", "always: the reference loop over the index map, parallel over output rows",
-      "kernels/cpu.md#the-reference-loop-cpu_reference", reference_why_not, reference_run}});
+      "kernels/cpu.md#the-reference-loop-cpu_reference", reference_why_not, reference_run}},
+    /*on_cpu=*/true);
 
 void gemm_cpu(const GemmArgs& a) {
   if (a.batch == 0 || a.M == 0 || a.N == 0) return;

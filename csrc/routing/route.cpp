@@ -55,17 +55,17 @@ void print(const Decision& d) {
 
 }  // namespace
 
-Table::Table(const char* op_, const char* summary_, std::vector<Route> rows_)
-    : op(op_), summary(summary_), rows(std::move(rows_)) {
+Table::Table(const char* op_, const char* summary_, std::vector<Route> rows_, bool on_cpu_)
+    : op(op_), summary(summary_), rows(std::move(rows_)), on_cpu(on_cpu_) {
   registry().push_back(this);
 }
 
 const std::vector<const Table*>& tables() { return registry(); }
 
-std::string describe(const GemmArgs& a) {
+std::string describe(const GemmArgs& a, bool tf32_switch) {
   std::ostringstream o;
   o << c10::toString(a.dtype);
-  if (a.dtype == c10::ScalarType::Float) o << (a.allow_tf32 ? " (TF32 allowed)" : " (TF32 off)");
+  if (tf32_switch && a.dtype == c10::ScalarType::Float) o << (a.allow_tf32 ? " (TF32 allowed)" : " (TF32 off)");
   if (a.kind == Kind::Matmul) {
     o << " M=" << a.M << " N=" << a.N << " K=" << a.K;
     if (a.batch > 1) o << " batch=" << a.batch;
@@ -114,7 +114,7 @@ void route(const Table& t, const GemmArgs& a) {
   }
   Decision d;
   d.op = t.op;
-  d.problem = describe(a);
+  d.problem = describe(a, !t.on_cpu);
   const Route* chosen = nullptr;
   for (const Route& r : t.rows) {
     if (const char* why = r.why_not(a)) {

@@ -60,7 +60,8 @@ struct Table {
   const char* op;       // the op path
   const char* summary;  // what reaches it, one line
   std::vector<Route> rows;
-  Table(const char* op, const char* summary, std::vector<Route> rows);
+  bool on_cpu;  // the CPU's table: no TF32 switch, so its problems do not name one
+  Table(const char* op, const char* summary, std::vector<Route> rows, bool on_cpu = false);
 };
 const std::vector<const Table*>& tables();  // in registration order
 
@@ -73,7 +74,7 @@ void route_to(const GemmArgs& a) {
 }
 
 // The problem in one line, as the trace and explain show it.
-std::string describe(const GemmArgs& a);
+std::string describe(const GemmArgs& a, bool tf32_switch = true);
 
 // Explain mode (this thread): whether route() records instead of running, and explain itself.
 bool explaining();
