@@ -5,11 +5,14 @@ call_ratio of per-call times on an idle GPU, host cost included.
 
     python benchmarks/bench_ops.py --out benchmarks/results/<gpu>/ops.json
     python benchmarks/bench_ops.py --device cpu     # the CPU path: the demo's shapes, fp32/bf16/fp16
+    python benchmarks/bench_ops.py --device cpu --models   # and whole models' inference
 
 On the CPU both sides are timed per call (wall clock, median) in the same run; the closing line
 is the median ratio (torch / tileops) over the shapes, per dtype.
 """
 import argparse
+import copy
+import functools
 import os
 import platform
 import statistics
@@ -19,6 +22,7 @@ import torch.nn.functional as F
 
 import tileops
 from common import gpu_dir_name, print_table, progress, set_precision, timed, write_json
+from tileops import models
 
 
 def rows():
@@ -65,14 +69,60 @@ def main_cpu(args):
         records.append(rec)
         print("%-16s %-20s %-9s tileops %9.3f ms  torch %9.3f ms  ratio %6.3f" % (op, label, kind, t_mine, t_torch,
                                                                                   t_torch / t_mine), flush=True)
+    if args.models:
+        records += cpu_model_rows()
     for kind in ["float32", "bfloat16", "float16"]:
-        ratios = [r["ratio"] for r in records if r["dtype"] == kind]
+        ratios = [r["ratio"] for r in records if r["dtype"] == kind and r["op"] != "model"]
         ms = [r["tileops_ms"] for r in records if r["dtype"] == kind]
         print("%-9s median ratio (torch/tileops) %.3f over %d shapes; tileops ms %s" % (
             kind, statistics.median(ratios), len(ratios), " ".join("%.2f" % m for m in ms)))
     if args.out:
         write_json(args.out, records, cpu=cpu_info())
         print("wrote", args.out)
+
+
+def cpu_models():
+    """(label, model, input, channels_last): fp32 inference at batch 4, the CPU's models."""
+    cl = True
+    image = (4, 3, 160, 160)
+    return [
+        ("resnet50 channels_last", models.resnet50, lambda: torch.randn(*image), cl),
+        ("resnet50 NCHW", models.resnet50, lambda: torch.randn(*image), not cl),
+        ("resnext50_32x4d channels_last", models.resnext50_32x4d, lambda: torch.randn(*image), cl),
+        ("regnet_y_400mf channels_last", models.regnet_y_400mf, lambda: torch.randn(*image), cl),
+        ("vit_s16 224", models.vit_s16, lambda: torch.randn(4, 3, 224, 224), not cl),
+        ("llama 4x512 seq 128", lambda: models.llama(vocab=8000, dim=512, depth=4, heads=8, kv_heads=2, hidden=1408,
+                                                     max_len=256), lambda: torch.randint(0, 8000, (2, 128)), not cl),
+        ("whisper encoder 1000 frames", lambda: models.whisper_encoder(n_ctx=500), lambda: torch.randn(2, 80, 1000),
+         not cl),
+    ]
+
+
+def cpu_model_rows(rounds=3, calls=3):
+    """Each model stock and tileops.convert'ed (same weights, same input), eval and no_grad, timed in
+    alternating rounds (median of `calls` calls a round); ms is the median over rounds."""
+    records = []
+    for label, make, inp, cl in cpu_models():
+        torch.manual_seed(0)
+        stock = make().eval()
+        if cl:
+            stock = stock.to(memory_format=torch.channels_last)
+        mine = tileops.convert(copy.deepcopy(stock)).eval()
+        x = inp()
+        if cl:
+            x = x.to(memory_format=torch.channels_last)
+        t = {"tileops": [], "torch": []}
+        with torch.no_grad():
+            for _ in range(rounds):
+                for name, m in (("tileops", mine), ("torch", stock)):
+                    t[name].append(timed(functools.partial(m, x), device="cpu", reps=calls)[0])
+        rec = dict(op="model", label=label, dtype="float32", tileops_ms=statistics.median(t["tileops"]),
+                   torch_ms=statistics.median(t["torch"]))
+        rec["ratio"] = rec["torch_ms"] / rec["tileops_ms"]
+        records.append(rec)
+        print("%-16s %-30s %-9s tileops %9.1f ms  torch %9.1f ms  ratio %6.3f" % (
+            "model", label, "float32", rec["tileops_ms"], rec["torch_ms"], rec["ratio"]), flush=True)
+    return records
 
 
 def cpu_info():
@@ -128,6 +178,8 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: torch's)")
+    ap.add_argument("--models", action="store_true",
+                    help="CPU: also whole models' fp32 inference at batch 4, converted against stock")
     args = ap.parse_args()
     if args.device == "cpu":
         return main_cpu(args)
