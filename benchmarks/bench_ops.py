@@ -73,7 +73,7 @@ def main_cpu(args):
         records += cpu_model_rows()
     for kind in ["float32", "bfloat16", "float16"]:
         ratios = [r["ratio"] for r in records if r["dtype"] == kind and r["op"] != "model"]
-        ms = [r["tileops_ms"] for r in records if r["dtype"] == kind]
+        ms = [r["tileops_ms"] for r in records if r["dtype"] == kind and r["op"] != "model"]
         print("%-9s median ratio (torch/tileops) %.3f over %d shapes; tileops ms %s" % (
             kind, statistics.median(ratios), len(ratios), " ".join("%.2f" % m for m in ms)))
     if args.out:
