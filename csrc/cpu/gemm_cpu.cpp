@@ -29,14 +29,13 @@ namespace {
 enum class Isa { Avx2, Avx512 };
 bool cpu_allows(Isa isa) {
 #ifdef TILEOPS_CPU_X86_KERNELS
-  static const bool avx2 = [] {
-    const std::string cap = at::get_cpu_capability();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
-           (cap.find("AVX2") != std::string::npos || cap.find("AVX512") != std::string::npos);
-  }();
-  static const bool avx512 = avx2 && at::get_cpu_capability().find("AVX512") != std::string::npos &&
-                             __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  static const std::string cap = at::get_cpu_capability();
+  static const bool torch512 = cap.find("AVX512") != std::string::npos;
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                           __builtin_cpu_supports("f16c") && (torch512 || cap.find("AVX2") != std::string::npos);
+  static const bool avx512 = avx2 && torch512 && __builtin_cpu_supports("avx512f") &&
+                             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                             __builtin_cpu_supports("avx512dq");
   return isa == Isa::Avx512 ? avx512 : avx2;
 #else
   (void)isa;
